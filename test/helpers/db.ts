@@ -1,0 +1,53 @@
+// Per-test-file databases: a fresh schema on the real PostgreSQL server
+// (TEST_DATABASE_URL, default postgres://root@127.0.0.1:5432/test), or an
+// in-memory PGlite. Migrations are applied; drop() removes the schema.
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { createPgSql } from "../../src/storage/pg-sql.js";
+import { createPgliteSql } from "../../src/storage/pglite-sql.js";
+import { migrate } from "../../src/storage/migrate.js";
+import type { Sql } from "../../src/storage/sql.js";
+
+export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://root@127.0.0.1:5432/test";
+export const TEST_NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
+
+export interface TestDb {
+  sql: Sql;
+  kind: "postgres" | "pglite";
+  /** Connection string with the schema selected (for child processes). */
+  url?: string;
+  schema?: string;
+  drop(): Promise<void>;
+}
+
+export function uniqueName(prefix = "t"): string {
+  return `${prefix}_${Date.now().toString(36)}_${randomBytes(4).toString("hex")}`;
+}
+
+export async function createTestDb(kind: "postgres" | "pglite" = "postgres"): Promise<TestDb> {
+  if (kind === "pglite") {
+    const sql = await createPgliteSql();
+    await migrate(sql);
+    return { sql, kind, drop: () => sql.close() };
+  }
+  const schema = uniqueName("pb");
+  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await admin.connect();
+  await admin.query(`CREATE SCHEMA ${schema}`);
+  await admin.end();
+  const sql = createPgSql({ connectionString: TEST_DATABASE_URL, schema, max: 8 });
+  await migrate(sql);
+  return {
+    sql,
+    kind,
+    schema,
+    url: TEST_DATABASE_URL,
+    async drop() {
+      await sql.close();
+      const c = new pg.Client({ connectionString: TEST_DATABASE_URL });
+      await c.connect();
+      await c.query(`DROP SCHEMA ${schema} CASCADE`);
+      await c.end();
+    },
+  };
+}
