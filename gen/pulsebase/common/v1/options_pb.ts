@@ -2,16 +2,155 @@
 // @generated from file pulsebase/common/v1/options.proto (package pulsebase.common.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenExtension, GenFile } from "@bufbuild/protobuf/codegenv2";
-import { extDesc, fileDesc } from "@bufbuild/protobuf/codegenv2";
-import type { FieldOptions } from "@bufbuild/protobuf/wkt";
+import type { GenEnum, GenExtension, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, extDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { FieldOptions, MethodOptions } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
+import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file pulsebase/common/v1/options.proto.
  */
 export const file_pulsebase_common_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("CiFwdWxzZWJhc2UvY29tbW9uL3YxL29wdGlvbnMucHJvdG8SE3B1bHNlYmFzZS5jb21tb24udjE6PAoJcmVzdF9udWxsEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjRhgMgASgIUghyZXN0TnVsbGIGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("CiFwdWxzZWJhc2UvY29tbW9uL3YxL29wdGlvbnMucHJvdG8SE3B1bHNlYmFzZS5jb21tb24udjEiPAoERmlsZRIQCghmaWxlbmFtZRgBIAEoCRIUCgxjb250ZW50X3R5cGUYAiABKAkSDAoEZGF0YRgDIAEoDCKVAwoLSHR0cFJlcXVlc3QSDgoGbWV0aG9kGAEgASgJEkUKC3BhdGhfcGFyYW1zGAIgAygLMjAucHVsc2ViYXNlLmNvbW1vbi52MS5IdHRwUmVxdWVzdC5QYXRoUGFyYW1zRW50cnkSOgoFcXVlcnkYAyADKAsyKy5wdWxzZWJhc2UuY29tbW9uLnYxLkh0dHBSZXF1ZXN0LlF1ZXJ5RW50cnkSPgoHaGVhZGVycxgEIAMoCzItLnB1bHNlYmFzZS5jb21tb24udjEuSHR0cFJlcXVlc3QuSGVhZGVyc0VudHJ5EgwKBGJvZHkYBSABKAwSFAoMY29udGVudF90eXBlGAYgASgJGjEKD1BhdGhQYXJhbXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGiwKClF1ZXJ5RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKdAQoMSHR0cFJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoBRI/CgdoZWFkZXJzGAIgAygLMi4ucHVsc2ViYXNlLmNvbW1vbi52MS5IdHRwUmVzcG9uc2UuSGVhZGVyc0VudHJ5EgwKBGJvZHkYAyABKAwaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEqRgoEQXV0aBIdChlBVVRIX0NPTlNVTUVSX1VOU1BFQ0lGSUVEEAASDQoJQVVUSF9OT05FEAESEAoMQVVUSF9BUFBfS0VZEAI6PAoJcmVzdF9udWxsEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjRhgMgASgIUghyZXN0TnVsbDpPCgRhdXRoEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYtYcDIAEoDjIZLnB1bHNlYmFzZS5jb21tb24udjEuQXV0aFIEYXV0aDpBCgtyZXN0X3N0YXR1cxIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLaHAyABKAVSCnJlc3RTdGF0dXM6RwoOcmVzdF9tdWx0aXBhcnQSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi3hwMgASgIUg1yZXN0TXVsdGlwYXJ0OkYKDnJlc3RfcmF3X3F1ZXJ5Eh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYuIcDIAEoCVIMcmVzdFJhd1F1ZXJ5OksKEHJlc3RfcGFzc3Rocm91Z2gSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi5hwMgASgIUg9yZXN0UGFzc3Rocm91Z2hiBnByb3RvMw", [file_google_protobuf_descriptor]);
+
+/**
+ * A file uploaded in a multipart request.
+ *
+ * @generated from message pulsebase.common.v1.File
+ */
+export type File = Message<"pulsebase.common.v1.File"> & {
+  /**
+   * @generated from field: string filename = 1;
+   */
+  filename: string;
+
+  /**
+   * @generated from field: string content_type = 2;
+   */
+  contentType: string;
+
+  /**
+   * @generated from field: bytes data = 3;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message pulsebase.common.v1.File.
+ * Use `create(FileSchema)` to create a new message.
+ */
+export const FileSchema: GenMessage<File> = /*@__PURE__*/
+  messageDesc(file_pulsebase_common_v1_options, 0);
+
+/**
+ * A raw HTTP request, for passthrough methods (function HTTP triggers).
+ *
+ * @generated from message pulsebase.common.v1.HttpRequest
+ */
+export type HttpRequest = Message<"pulsebase.common.v1.HttpRequest"> & {
+  /**
+   * @generated from field: string method = 1;
+   */
+  method: string;
+
+  /**
+   * Path parameters of the route, e.g. {"slug": "hello"}.
+   *
+   * @generated from field: map<string, string> path_params = 2;
+   */
+  pathParams: { [key: string]: string };
+
+  /**
+   * @generated from field: map<string, string> query = 3;
+   */
+  query: { [key: string]: string };
+
+  /**
+   * @generated from field: map<string, string> headers = 4;
+   */
+  headers: { [key: string]: string };
+
+  /**
+   * @generated from field: bytes body = 5;
+   */
+  body: Uint8Array;
+
+  /**
+   * @generated from field: string content_type = 6;
+   */
+  contentType: string;
+};
+
+/**
+ * Describes the message pulsebase.common.v1.HttpRequest.
+ * Use `create(HttpRequestSchema)` to create a new message.
+ */
+export const HttpRequestSchema: GenMessage<HttpRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_common_v1_options, 1);
+
+/**
+ * A raw HTTP response, for passthrough methods.
+ *
+ * @generated from message pulsebase.common.v1.HttpResponse
+ */
+export type HttpResponse = Message<"pulsebase.common.v1.HttpResponse"> & {
+  /**
+   * @generated from field: int32 status = 1;
+   */
+  status: number;
+
+  /**
+   * @generated from field: map<string, string> headers = 2;
+   */
+  headers: { [key: string]: string };
+
+  /**
+   * @generated from field: bytes body = 3;
+   */
+  body: Uint8Array;
+};
+
+/**
+ * Describes the message pulsebase.common.v1.HttpResponse.
+ * Use `create(HttpResponseSchema)` to create a new message.
+ */
+export const HttpResponseSchema: GenMessage<HttpResponse> = /*@__PURE__*/
+  messageDesc(file_pulsebase_common_v1_options, 2);
+
+/**
+ * Who may call a method on the device interface.
+ *
+ * @generated from enum pulsebase.common.v1.Auth
+ */
+export enum Auth {
+  /**
+   * Default: a consumer Bearer token is required (checked before the body).
+   *
+   * @generated from enum value: AUTH_CONSUMER_UNSPECIFIED = 0;
+   */
+  CONSUMER_UNSPECIFIED = 0,
+
+  /**
+   * No credentials (consumer registration, token issue).
+   *
+   * @generated from enum value: AUTH_NONE = 1;
+   */
+  NONE = 1,
+
+  /**
+   * The CMS X-App-Key header (the service resolves the app itself).
+   *
+   * @generated from enum value: AUTH_APP_KEY = 2;
+   */
+  APP_KEY = 2,
+}
+
+/**
+ * Describes the enum pulsebase.common.v1.Auth.
+ */
+export const AuthSchema: GenEnum<Auth> = /*@__PURE__*/
+  enumDesc(file_pulsebase_common_v1_options, 0);
 
 /**
  * On the REST interface an unset field with this option is written as JSON
@@ -21,4 +160,47 @@ export const file_pulsebase_common_v1_options: GenFile = /*@__PURE__*/
  */
 export const rest_null: GenExtension<FieldOptions, boolean> = /*@__PURE__*/
   extDesc(file_pulsebase_common_v1_options, 0);
+
+/**
+ * @generated from extension: pulsebase.common.v1.Auth auth = 50101;
+ */
+export const auth: GenExtension<MethodOptions, Auth> = /*@__PURE__*/
+  extDesc(file_pulsebase_common_v1_options, 1);
+
+/**
+ * HTTP status of a successful REST response (default 200), e.g. 202.
+ *
+ * @generated from extension: int32 rest_status = 50102;
+ */
+export const rest_status: GenExtension<MethodOptions, number> = /*@__PURE__*/
+  extDesc(file_pulsebase_common_v1_options, 2);
+
+/**
+ * The REST route also accepts multipart/form-data (bracket convention
+ * items[0][field]; file parts become pulsebase.common.v1.File fields).
+ *
+ * @generated from extension: bool rest_multipart = 50103;
+ */
+export const rest_multipart: GenExtension<MethodOptions, boolean> = /*@__PURE__*/
+  extDesc(file_pulsebase_common_v1_options, 3);
+
+/**
+ * Name of a map<string,string> request field that receives the raw query
+ * string parameters (repeated keys joined by ","), for interfaces whose
+ * query syntax is not field-shaped (CMS filter[field][op]=value).
+ *
+ * @generated from extension: string rest_raw_query = 50104;
+ */
+export const rest_raw_query: GenExtension<MethodOptions, string> = /*@__PURE__*/
+  extDesc(file_pulsebase_common_v1_options, 4);
+
+/**
+ * The request message is pulsebase.common.v1.HttpRequest-shaped and the
+ * response pulsebase.common.v1.HttpResponse-shaped: the gateway passes the
+ * raw request through and writes status, headers and body as returned.
+ *
+ * @generated from extension: bool rest_passthrough = 50105;
+ */
+export const rest_passthrough: GenExtension<MethodOptions, boolean> = /*@__PURE__*/
+  extDesc(file_pulsebase_common_v1_options, 5);
 
