@@ -19,6 +19,7 @@ export const catalogue = {
   // --- platform interface (lower-case codes) ---
   unauthenticated: { grpc: Code.Unauthenticated, http: 401, message: "Missing, invalid or expired token." },
   permission_denied: { grpc: Code.PermissionDenied, http: 403, message: "Not allowed." },
+  bad_request: { grpc: Code.InvalidArgument, http: 400, message: "Malformed request." },
   not_found: { grpc: Code.NotFound, http: 404, message: "Not found." },
   method_not_allowed: { grpc: Code.Unimplemented, http: 405, message: "Method not allowed." },
   conflict: { grpc: Code.AlreadyExists, http: 409, message: "Already exists." },
@@ -54,6 +55,9 @@ export const catalogue = {
   INVALID_PARAMETER: { grpc: Code.InvalidArgument, http: 400, message: "Invalid query parameter." },
   CONTENT_TYPE_NOT_FOUND: { grpc: Code.NotFound, http: 404, message: "Content type not found." },
   ENTRY_NOT_FOUND: { grpc: Code.NotFound, http: 404, message: "Entry not found." },
+  NOT_FOUND: { grpc: Code.NotFound, http: 404, message: "No such endpoint." },
+  UNAUTHENTICATED: { grpc: Code.Unauthenticated, http: 401, message: "HTTPS is required." },
+  PAYLOAD_TOO_LARGE: { grpc: Code.ResourceExhausted, http: 413, message: "Request too large." },
   METHOD_NOT_ALLOWED: { grpc: Code.Unimplemented, http: 405, message: "Method not allowed." },
   RATE_LIMITED: { grpc: Code.ResourceExhausted, http: 429, message: "Rate limit exceeded. Retry with exponential backoff." },
   QUERY_TIMEOUT: { grpc: Code.DeadlineExceeded, http: 504, message: "The query ran longer than 5 seconds." },

@@ -12,14 +12,14 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file pulsebase/admin/v1/identity.proto.
  */
 export const file_pulsebase_admin_v1_identity: GenFile = /*@__PURE__*/
-  fileDesc("CiFwdWxzZWJhc2UvYWRtaW4vdjEvaWRlbnRpdHkucHJvdG8SEnB1bHNlYmFzZS5hZG1pbi52MSJjCgRVc2VyEg4KAmlkGAEgASgDQgIwAhIMCgRuYW1lGAIgASgJEg0KBWVtYWlsGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjAKEUNyZWF0ZVVzZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSDQoFZW1haWwYAiABKAkicQoEVGVhbRIOCgJpZBgBIAEoA0ICMAISDAoEbmFtZRgCIAEoCRIbCg9tZW1iZXJfdXNlcl9pZHMYAyADKANCAjACEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIj4KEUNyZWF0ZVRlYW1SZXF1ZXN0EgwKBG5hbWUYASABKAkSGwoPbWVtYmVyX3VzZXJfaWRzGAIgAygDQgIwAiLcAQoEUGxhbhIMCgRuYW1lGAEgASgJEhkKEWZ1bmN0aW9uc19lbmFibGVkGAIgASgIEicKH2Z1bmN0aW9uX2ludm9jYXRpb25zX3Blcl9taW51dGUYAyABKAUSIAoUY21zX3JlcXVlc3RzX3Blcl9kYXkYBCABKANCAjACEh8KF2Ntc19yZXF1ZXN0c19wZXJfc2Vjb25kGAUgASgFEh8KF2Z1bmN0aW9uX21heF90aW1lb3V0X21zGAYgASgFEh4KFmZ1bmN0aW9uX21heF9tZW1vcnlfbWIYByABKAUivAEKA0FwcBIOCgJpZBgBIAEoA0ICMAISEwoHdGVhbV9pZBgCIAEoA0ICMAISDAoEbmFtZRgDIAEoCRIPCgdhcHBfa2V5GAQgASgJEiYKBHBsYW4YBSABKAsyGC5wdWxzZWJhc2UuYWRtaW4udjEuUGxhbhIZChFzdHJpY3RfdG9rZW5fbW9kZRgGIAEoCBIuCgpjcmVhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJdChBDcmVhdGVBcHBSZXF1ZXN0EhMKB3RlYW1faWQYASABKANCAjACEgwKBG5hbWUYAiABKAkSJgoEcGxhbhgDIAEoCzIYLnB1bHNlYmFzZS5hZG1pbi52MS5QbGFuIjsKDUdldEFwcFJlcXVlc3QSEAoCaWQYASABKANCAjACSAASEQoHYXBwX2tleRgCIAEoCUgAQgUKA2tleSJNCg9MaXN0QXBwc1JlcXVlc3QSEwoHdGVhbV9pZBgBIAEoA0ICMAISEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiUgoQTGlzdEFwcHNSZXNwb25zZRIlCgRhcHBzGAEgAygLMhcucHVsc2ViYXNlLmFkbWluLnYxLkFwcBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiKQoTUm90YXRlQXBwS2V5UmVxdWVzdBISCgZhcHBfaWQYASABKANCAjACIk8KEVNldEFwcFBsYW5SZXF1ZXN0EhIKBmFwcF9pZBgBIAEoA0ICMAISJgoEcGxhbhgCIAEoCzIYLnB1bHNlYmFzZS5hZG1pbi52MS5QbGFuIoABChhVcGRhdGVBcHBTZXR0aW5nc1JlcXVlc3QSEgoGYXBwX2lkGAEgASgDQgIwAhIeChFzdHJpY3RfdG9rZW5fbW9kZRgCIAEoCEgAiAEBEhEKBG5hbWUYAyABKAlIAYgBAUIUChJfc3RyaWN0X3Rva2VuX21vZGVCBwoFX25hbWUikQIKDkNvbnN1bWVyUmVjb3JkEg4KAmlkGAEgASgDQgIwAhISCgZhcHBfaWQYAiABKANCAjACEg8KB3VzZXJfaWQYAyABKAkSEgoKdXNlcl9lbWFpbBgEIAEoCRIRCglkZXZpY2VfaWQYBSABKAkSFAoMZGV2aWNlX21vZGVsGAYgASgJEgoKAm9zGAcgASgJEg8KB2NvdW50cnkYCCABKAkSEAoIbGFuZ3VhZ2UYCSABKAkSLgoKY3JlYXRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUQoUTGlzdENvbnN1bWVyc1JlcXVlc3QSEgoGYXBwX2lkGAEgASgDQgIwAhIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJnChVMaXN0Q29uc3VtZXJzUmVzcG9uc2USNQoJY29uc3VtZXJzGAEgAygLMiIucHVsc2ViYXNlLmFkbWluLnYxLkNvbnN1bWVyUmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIwChVEZWxldGVDb25zdW1lclJlcXVlc3QSFwoLY29uc3VtZXJfaWQYASABKANCAjACIhgKFkRlbGV0ZUNvbnN1bWVyUmVzcG9uc2UingEKDVNlc3Npb25SZWNvcmQSFgoKc2Vzc2lvbl9pZBgBIAEoA0ICMAISFwoLY29uc3VtZXJfaWQYAiABKANCAjACEi4KCnN0YXJ0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJVChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhcKC2NvbnN1bWVyX2lkGAEgASgDQgIwAhIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJkChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIzCghzZXNzaW9ucxgBIAMoCzIhLnB1bHNlYmFzZS5hZG1pbi52MS5TZXNzaW9uUmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTLGBwoPSWRlbnRpdHlTZXJ2aWNlEk0KCkNyZWF0ZVVzZXISJS5wdWxzZWJhc2UuYWRtaW4udjEuQ3JlYXRlVXNlclJlcXVlc3QaGC5wdWxzZWJhc2UuYWRtaW4udjEuVXNlchJNCgpDcmVhdGVUZWFtEiUucHVsc2ViYXNlLmFkbWluLnYxLkNyZWF0ZVRlYW1SZXF1ZXN0GhgucHVsc2ViYXNlLmFkbWluLnYxLlRlYW0SSgoJQ3JlYXRlQXBwEiQucHVsc2ViYXNlLmFkbWluLnYxLkNyZWF0ZUFwcFJlcXVlc3QaFy5wdWxzZWJhc2UuYWRtaW4udjEuQXBwEkQKBkdldEFwcBIhLnB1bHNlYmFzZS5hZG1pbi52MS5HZXRBcHBSZXF1ZXN0GhcucHVsc2ViYXNlLmFkbWluLnYxLkFwcBJVCghMaXN0QXBwcxIjLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0QXBwc1JlcXVlc3QaJC5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEFwcHNSZXNwb25zZRJQCgxSb3RhdGVBcHBLZXkSJy5wdWxzZWJhc2UuYWRtaW4udjEuUm90YXRlQXBwS2V5UmVxdWVzdBoXLnB1bHNlYmFzZS5hZG1pbi52MS5BcHASTAoKU2V0QXBwUGxhbhIlLnB1bHNlYmFzZS5hZG1pbi52MS5TZXRBcHBQbGFuUmVxdWVzdBoXLnB1bHNlYmFzZS5hZG1pbi52MS5BcHASWgoRVXBkYXRlQXBwU2V0dGluZ3MSLC5wdWxzZWJhc2UuYWRtaW4udjEuVXBkYXRlQXBwU2V0dGluZ3NSZXF1ZXN0GhcucHVsc2ViYXNlLmFkbWluLnYxLkFwcBJkCg1MaXN0Q29uc3VtZXJzEigucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RDb25zdW1lcnNSZXF1ZXN0GikucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RDb25zdW1lcnNSZXNwb25zZRJnCg5EZWxldGVDb25zdW1lchIpLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVDb25zdW1lclJlcXVlc3QaKi5wdWxzZWJhc2UuYWRtaW4udjEuRGVsZXRlQ29uc3VtZXJSZXNwb25zZRJhCgxMaXN0U2Vzc2lvbnMSJy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdFNlc3Npb25zUmVxdWVzdBooLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("CiFwdWxzZWJhc2UvYWRtaW4vdjEvaWRlbnRpdHkucHJvdG8SEnB1bHNlYmFzZS5hZG1pbi52MSJfCgRVc2VyEgoKAmlkGAEgASgDEgwKBG5hbWUYAiABKAkSDQoFZW1haWwYAyABKAkSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiMAoRQ3JlYXRlVXNlclJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVlbWFpbBgCIAEoCSJpCgRUZWFtEgoKAmlkGAEgASgDEgwKBG5hbWUYAiABKAkSFwoPbWVtYmVyX3VzZXJfaWRzGAMgAygDEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjoKEUNyZWF0ZVRlYW1SZXF1ZXN0EgwKBG5hbWUYASABKAkSFwoPbWVtYmVyX3VzZXJfaWRzGAIgAygDItgBCgRQbGFuEgwKBG5hbWUYASABKAkSGQoRZnVuY3Rpb25zX2VuYWJsZWQYAiABKAgSJwofZnVuY3Rpb25faW52b2NhdGlvbnNfcGVyX21pbnV0ZRgDIAEoBRIcChRjbXNfcmVxdWVzdHNfcGVyX2RheRgEIAEoAxIfChdjbXNfcmVxdWVzdHNfcGVyX3NlY29uZBgFIAEoBRIfChdmdW5jdGlvbl9tYXhfdGltZW91dF9tcxgGIAEoBRIeChZmdW5jdGlvbl9tYXhfbWVtb3J5X21iGAcgASgFIrQBCgNBcHASCgoCaWQYASABKAMSDwoHdGVhbV9pZBgCIAEoAxIMCgRuYW1lGAMgASgJEg8KB2FwcF9rZXkYBCABKAkSJgoEcGxhbhgFIAEoCzIYLnB1bHNlYmFzZS5hZG1pbi52MS5QbGFuEhkKEXN0cmljdF90b2tlbl9tb2RlGAYgASgIEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlkKEENyZWF0ZUFwcFJlcXVlc3QSDwoHdGVhbV9pZBgBIAEoAxIMCgRuYW1lGAIgASgJEiYKBHBsYW4YAyABKAsyGC5wdWxzZWJhc2UuYWRtaW4udjEuUGxhbiI3Cg1HZXRBcHBSZXF1ZXN0EgwKAmlkGAEgASgDSAASEQoHYXBwX2tleRgCIAEoCUgAQgUKA2tleSJJCg9MaXN0QXBwc1JlcXVlc3QSDwoHdGVhbV9pZBgBIAEoAxIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJSChBMaXN0QXBwc1Jlc3BvbnNlEiUKBGFwcHMYASADKAsyFy5wdWxzZWJhc2UuYWRtaW4udjEuQXBwEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIlChNSb3RhdGVBcHBLZXlSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAyJLChFTZXRBcHBQbGFuUmVxdWVzdBIOCgZhcHBfaWQYASABKAMSJgoEcGxhbhgCIAEoCzIYLnB1bHNlYmFzZS5hZG1pbi52MS5QbGFuInwKGFVwZGF0ZUFwcFNldHRpbmdzUmVxdWVzdBIOCgZhcHBfaWQYASABKAMSHgoRc3RyaWN0X3Rva2VuX21vZGUYAiABKAhIAIgBARIRCgRuYW1lGAMgASgJSAGIAQFCFAoSX3N0cmljdF90b2tlbl9tb2RlQgcKBV9uYW1lIokCCg5Db25zdW1lclJlY29yZBIKCgJpZBgBIAEoAxIOCgZhcHBfaWQYAiABKAMSDwoHdXNlcl9pZBgDIAEoCRISCgp1c2VyX2VtYWlsGAQgASgJEhEKCWRldmljZV9pZBgFIAEoCRIUCgxkZXZpY2VfbW9kZWwYBiABKAkSCgoCb3MYByABKAkSDwoHY291bnRyeRgIIAEoCRIQCghsYW5ndWFnZRgJIAEoCRIuCgpjcmVhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJNChRMaXN0Q29uc3VtZXJzUmVxdWVzdBIOCgZhcHBfaWQYASABKAMSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiZwoVTGlzdENvbnN1bWVyc1Jlc3BvbnNlEjUKCWNvbnN1bWVycxgBIAMoCzIiLnB1bHNlYmFzZS5hZG1pbi52MS5Db25zdW1lclJlY29yZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiLAoVRGVsZXRlQ29uc3VtZXJSZXF1ZXN0EhMKC2NvbnN1bWVyX2lkGAEgASgDIhgKFkRlbGV0ZUNvbnN1bWVyUmVzcG9uc2UilgEKDVNlc3Npb25SZWNvcmQSEgoKc2Vzc2lvbl9pZBgBIAEoAxITCgtjb25zdW1lcl9pZBgCIAEoAxIuCgpzdGFydGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUQoTTGlzdFNlc3Npb25zUmVxdWVzdBITCgtjb25zdW1lcl9pZBgBIAEoAxIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJkChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIzCghzZXNzaW9ucxgBIAMoCzIhLnB1bHNlYmFzZS5hZG1pbi52MS5TZXNzaW9uUmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTLGBwoPSWRlbnRpdHlTZXJ2aWNlEk0KCkNyZWF0ZVVzZXISJS5wdWxzZWJhc2UuYWRtaW4udjEuQ3JlYXRlVXNlclJlcXVlc3QaGC5wdWxzZWJhc2UuYWRtaW4udjEuVXNlchJNCgpDcmVhdGVUZWFtEiUucHVsc2ViYXNlLmFkbWluLnYxLkNyZWF0ZVRlYW1SZXF1ZXN0GhgucHVsc2ViYXNlLmFkbWluLnYxLlRlYW0SSgoJQ3JlYXRlQXBwEiQucHVsc2ViYXNlLmFkbWluLnYxLkNyZWF0ZUFwcFJlcXVlc3QaFy5wdWxzZWJhc2UuYWRtaW4udjEuQXBwEkQKBkdldEFwcBIhLnB1bHNlYmFzZS5hZG1pbi52MS5HZXRBcHBSZXF1ZXN0GhcucHVsc2ViYXNlLmFkbWluLnYxLkFwcBJVCghMaXN0QXBwcxIjLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0QXBwc1JlcXVlc3QaJC5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEFwcHNSZXNwb25zZRJQCgxSb3RhdGVBcHBLZXkSJy5wdWxzZWJhc2UuYWRtaW4udjEuUm90YXRlQXBwS2V5UmVxdWVzdBoXLnB1bHNlYmFzZS5hZG1pbi52MS5BcHASTAoKU2V0QXBwUGxhbhIlLnB1bHNlYmFzZS5hZG1pbi52MS5TZXRBcHBQbGFuUmVxdWVzdBoXLnB1bHNlYmFzZS5hZG1pbi52MS5BcHASWgoRVXBkYXRlQXBwU2V0dGluZ3MSLC5wdWxzZWJhc2UuYWRtaW4udjEuVXBkYXRlQXBwU2V0dGluZ3NSZXF1ZXN0GhcucHVsc2ViYXNlLmFkbWluLnYxLkFwcBJkCg1MaXN0Q29uc3VtZXJzEigucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RDb25zdW1lcnNSZXF1ZXN0GikucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RDb25zdW1lcnNSZXNwb25zZRJnCg5EZWxldGVDb25zdW1lchIpLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVDb25zdW1lclJlcXVlc3QaKi5wdWxzZWJhc2UuYWRtaW4udjEuRGVsZXRlQ29uc3VtZXJSZXNwb25zZRJhCgxMaXN0U2Vzc2lvbnMSJy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdFNlc3Npb25zUmVxdWVzdBooLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message pulsebase.admin.v1.User
  */
 export type User = Message<"pulsebase.admin.v1.User"> & {
   /**
-   * @generated from field: int64 id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 id = 1;
    */
   id: bigint;
 
@@ -73,7 +73,7 @@ export const CreateUserRequestSchema: GenMessage<CreateUserRequest> = /*@__PURE_
  */
 export type Team = Message<"pulsebase.admin.v1.Team"> & {
   /**
-   * @generated from field: int64 id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 id = 1;
    */
   id: bigint;
 
@@ -83,7 +83,7 @@ export type Team = Message<"pulsebase.admin.v1.Team"> & {
   name: string;
 
   /**
-   * @generated from field: repeated int64 member_user_ids = 3 [jstype = JS_NUMBER];
+   * @generated from field: repeated int64 member_user_ids = 3;
    */
   memberUserIds: bigint[];
 
@@ -112,7 +112,7 @@ export type CreateTeamRequest = Message<"pulsebase.admin.v1.CreateTeamRequest"> 
   /**
    * Users that belong to the team; the first is its owner.
    *
-   * @generated from field: repeated int64 member_user_ids = 2 [jstype = JS_NUMBER];
+   * @generated from field: repeated int64 member_user_ids = 2;
    */
   memberUserIds: bigint[];
 };
@@ -150,7 +150,7 @@ export type Plan = Message<"pulsebase.admin.v1.Plan"> & {
   /**
    * Counted (dynamic) CMS requests per day; 0 means unlimited.
    *
-   * @generated from field: int64 cms_requests_per_day = 4 [jstype = JS_NUMBER];
+   * @generated from field: int64 cms_requests_per_day = 4;
    */
   cmsRequestsPerDay: bigint;
 
@@ -186,12 +186,12 @@ export const PlanSchema: GenMessage<Plan> = /*@__PURE__*/
  */
 export type App = Message<"pulsebase.admin.v1.App"> & {
   /**
-   * @generated from field: int64 id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 id = 1;
    */
   id: bigint;
 
   /**
-   * @generated from field: int64 team_id = 2 [jstype = JS_NUMBER];
+   * @generated from field: int64 team_id = 2;
    */
   teamId: bigint;
 
@@ -235,7 +235,7 @@ export const AppSchema: GenMessage<App> = /*@__PURE__*/
  */
 export type CreateAppRequest = Message<"pulsebase.admin.v1.CreateAppRequest"> & {
   /**
-   * @generated from field: int64 team_id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 team_id = 1;
    */
   teamId: bigint;
 
@@ -268,7 +268,7 @@ export type GetAppRequest = Message<"pulsebase.admin.v1.GetAppRequest"> & {
    */
   key: {
     /**
-     * @generated from field: int64 id = 1 [jstype = JS_NUMBER];
+     * @generated from field: int64 id = 1;
      */
     value: bigint;
     case: "id";
@@ -295,7 +295,7 @@ export type ListAppsRequest = Message<"pulsebase.admin.v1.ListAppsRequest"> & {
   /**
    * 0 lists every team's applications.
    *
-   * @generated from field: int64 team_id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 team_id = 1;
    */
   teamId: bigint;
 
@@ -344,7 +344,7 @@ export const ListAppsResponseSchema: GenMessage<ListAppsResponse> = /*@__PURE__*
  */
 export type RotateAppKeyRequest = Message<"pulsebase.admin.v1.RotateAppKeyRequest"> & {
   /**
-   * @generated from field: int64 app_id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 app_id = 1;
    */
   appId: bigint;
 };
@@ -361,7 +361,7 @@ export const RotateAppKeyRequestSchema: GenMessage<RotateAppKeyRequest> = /*@__P
  */
 export type SetAppPlanRequest = Message<"pulsebase.admin.v1.SetAppPlanRequest"> & {
   /**
-   * @generated from field: int64 app_id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 app_id = 1;
    */
   appId: bigint;
 
@@ -383,7 +383,7 @@ export const SetAppPlanRequestSchema: GenMessage<SetAppPlanRequest> = /*@__PURE_
  */
 export type UpdateAppSettingsRequest = Message<"pulsebase.admin.v1.UpdateAppSettingsRequest"> & {
   /**
-   * @generated from field: int64 app_id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 app_id = 1;
    */
   appId: bigint;
 
@@ -410,12 +410,12 @@ export const UpdateAppSettingsRequestSchema: GenMessage<UpdateAppSettingsRequest
  */
 export type ConsumerRecord = Message<"pulsebase.admin.v1.ConsumerRecord"> & {
   /**
-   * @generated from field: int64 id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 id = 1;
    */
   id: bigint;
 
   /**
-   * @generated from field: int64 app_id = 2 [jstype = JS_NUMBER];
+   * @generated from field: int64 app_id = 2;
    */
   appId: bigint;
 
@@ -477,7 +477,7 @@ export const ConsumerRecordSchema: GenMessage<ConsumerRecord> = /*@__PURE__*/
  */
 export type ListConsumersRequest = Message<"pulsebase.admin.v1.ListConsumersRequest"> & {
   /**
-   * @generated from field: int64 app_id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 app_id = 1;
    */
   appId: bigint;
 
@@ -526,7 +526,7 @@ export const ListConsumersResponseSchema: GenMessage<ListConsumersResponse> = /*
  */
 export type DeleteConsumerRequest = Message<"pulsebase.admin.v1.DeleteConsumerRequest"> & {
   /**
-   * @generated from field: int64 consumer_id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 consumer_id = 1;
    */
   consumerId: bigint;
 };
@@ -556,12 +556,12 @@ export const DeleteConsumerResponseSchema: GenMessage<DeleteConsumerResponse> = 
  */
 export type SessionRecord = Message<"pulsebase.admin.v1.SessionRecord"> & {
   /**
-   * @generated from field: int64 session_id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 session_id = 1;
    */
   sessionId: bigint;
 
   /**
-   * @generated from field: int64 consumer_id = 2 [jstype = JS_NUMBER];
+   * @generated from field: int64 consumer_id = 2;
    */
   consumerId: bigint;
 
@@ -588,7 +588,7 @@ export const SessionRecordSchema: GenMessage<SessionRecord> = /*@__PURE__*/
  */
 export type ListSessionsRequest = Message<"pulsebase.admin.v1.ListSessionsRequest"> & {
   /**
-   * @generated from field: int64 consumer_id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 consumer_id = 1;
    */
   consumerId: bigint;
 

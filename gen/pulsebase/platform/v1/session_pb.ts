@@ -14,19 +14,19 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file pulsebase/platform/v1/session.proto.
  */
 export const file_pulsebase_platform_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("CiNwdWxzZWJhc2UvcGxhdGZvcm0vdjEvc2Vzc2lvbi5wcm90bxIVcHVsc2ViYXNlLnBsYXRmb3JtLnYxIp4BCgdTZXNzaW9uEhYKCnNlc3Npb25faWQYASABKANCAjACEhcKC2NvbnN1bWVyX2lkGAIgASgDQgIwAhIuCgpzdGFydGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIyCghlbmRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBIi1GAEiFQoTU3RhcnRTZXNzaW9uUmVxdWVzdCI+ChFFbmRTZXNzaW9uUmVxdWVzdBIWCgpzZXNzaW9uX2lkGAEgASgDQgIwAhIRCgl0aW1lc3RhbXAYAiABKAkiTQoUQmF0Y2hTZXNzaW9uc1JlcXVlc3QSNQoIc2Vzc2lvbnMYASADKAsyIy5wdWxzZWJhc2UucGxhdGZvcm0udjEuU2Vzc2lvblRpbWVzIjQKDFNlc3Npb25UaW1lcxISCgpzdGFydGVkX2F0GAEgASgJEhAKCGVuZGVkX2F0GAIgASgJIk4KFUJhdGNoU2Vzc2lvbnNSZXNwb25zZRI1CghzZXNzaW9ucxgBIAMoCzIjLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5CYXRjaFNlc3Npb24ihAEKDEJhdGNoU2Vzc2lvbhIWCgpzZXNzaW9uX2lkGAEgASgDQgIwAhIuCgpzdGFydGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghlbmRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAylgMKDlNlc3Npb25TZXJ2aWNlEnkKDFN0YXJ0U2Vzc2lvbhIqLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5TdGFydFNlc3Npb25SZXF1ZXN0Gh4ucHVsc2ViYXNlLnBsYXRmb3JtLnYxLlNlc3Npb24iHYLT5JMCFzoBKiISL2FwaS9zZXNzaW9uL3N0YXJ0EnMKCkVuZFNlc3Npb24SKC5wdWxzZWJhc2UucGxhdGZvcm0udjEuRW5kU2Vzc2lvblJlcXVlc3QaHi5wdWxzZWJhc2UucGxhdGZvcm0udjEuU2Vzc2lvbiIbgtPkkwIVOgEqIhAvYXBpL3Nlc3Npb24vZW5kEpMBCg1CYXRjaFNlc3Npb25zEisucHVsc2ViYXNlLnBsYXRmb3JtLnYxLkJhdGNoU2Vzc2lvbnNSZXF1ZXN0GiwucHVsc2ViYXNlLnBsYXRmb3JtLnYxLkJhdGNoU2Vzc2lvbnNSZXNwb25zZSIngtPkkwIhOgEqYghzZXNzaW9ucyISL2FwaS9zZXNzaW9uL2JhdGNoYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_pulsebase_common_v1_options]);
+  fileDesc("CiNwdWxzZWJhc2UvcGxhdGZvcm0vdjEvc2Vzc2lvbi5wcm90bxIVcHVsc2ViYXNlLnBsYXRmb3JtLnYxIpYBCgdTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAMSEwoLY29uc3VtZXJfaWQYAiABKAMSLgoKc3RhcnRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoIZW5kZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgSItRgBIhUKE1N0YXJ0U2Vzc2lvblJlcXVlc3QiOgoRRW5kU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoAxIRCgl0aW1lc3RhbXAYAiABKAkiTQoUQmF0Y2hTZXNzaW9uc1JlcXVlc3QSNQoIc2Vzc2lvbnMYASADKAsyIy5wdWxzZWJhc2UucGxhdGZvcm0udjEuU2Vzc2lvblRpbWVzIjQKDFNlc3Npb25UaW1lcxISCgpzdGFydGVkX2F0GAEgASgJEhAKCGVuZGVkX2F0GAIgASgJIk4KFUJhdGNoU2Vzc2lvbnNSZXNwb25zZRI1CghzZXNzaW9ucxgBIAMoCzIjLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5CYXRjaFNlc3Npb24igAEKDEJhdGNoU2Vzc2lvbhISCgpzZXNzaW9uX2lkGAEgASgDEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDKWAwoOU2Vzc2lvblNlcnZpY2USeQoMU3RhcnRTZXNzaW9uEioucHVsc2ViYXNlLnBsYXRmb3JtLnYxLlN0YXJ0U2Vzc2lvblJlcXVlc3QaHi5wdWxzZWJhc2UucGxhdGZvcm0udjEuU2Vzc2lvbiIdgtPkkwIXOgEqIhIvYXBpL3Nlc3Npb24vc3RhcnQScwoKRW5kU2Vzc2lvbhIoLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5FbmRTZXNzaW9uUmVxdWVzdBoeLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5TZXNzaW9uIhuC0+STAhU6ASoiEC9hcGkvc2Vzc2lvbi9lbmQSkwEKDUJhdGNoU2Vzc2lvbnMSKy5wdWxzZWJhc2UucGxhdGZvcm0udjEuQmF0Y2hTZXNzaW9uc1JlcXVlc3QaLC5wdWxzZWJhc2UucGxhdGZvcm0udjEuQmF0Y2hTZXNzaW9uc1Jlc3BvbnNlIieC0+STAiE6ASpiCHNlc3Npb25zIhIvYXBpL3Nlc3Npb24vYmF0Y2hiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp, file_pulsebase_common_v1_options]);
 
 /**
  * @generated from message pulsebase.platform.v1.Session
  */
 export type Session = Message<"pulsebase.platform.v1.Session"> & {
   /**
-   * @generated from field: int64 session_id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 session_id = 1;
    */
   sessionId: bigint;
 
   /**
-   * @generated from field: int64 consumer_id = 2 [jstype = JS_NUMBER];
+   * @generated from field: int64 consumer_id = 2;
    */
   consumerId: bigint;
 
@@ -70,7 +70,7 @@ export type EndSessionRequest = Message<"pulsebase.platform.v1.EndSessionRequest
   /**
    * Integer or numeric string on REST.
    *
-   * @generated from field: int64 session_id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 session_id = 1;
    */
   sessionId: bigint;
 
@@ -150,7 +150,7 @@ export const BatchSessionsResponseSchema: GenMessage<BatchSessionsResponse> = /*
  */
 export type BatchSession = Message<"pulsebase.platform.v1.BatchSession"> & {
   /**
-   * @generated from field: int64 session_id = 1 [jstype = JS_NUMBER];
+   * @generated from field: int64 session_id = 1;
    */
   sessionId: bigint;
 

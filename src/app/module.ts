@@ -1,0 +1,25 @@
+// What a capability contributes to the server: Connect services for the
+// device (public) and operator (admin) listeners, extra raw routes, and
+// background work that starts and stops with the process.
+import type { DescService } from "@bufbuild/protobuf";
+import type { FastifyInstance } from "fastify";
+import type { AnyImpl } from "../http/gateway.js";
+
+export interface ServiceBinding {
+  service: DescService;
+  impl: AnyImpl;
+}
+
+export interface PulsebaseModule {
+  name: string;
+  device?: ServiceBinding[];
+  admin?: ServiceBinding[];
+  /** Raw routes on the public listener (media files, ...). */
+  publicRoutes?(app: FastifyInstance): Promise<void> | void;
+  start?(): Promise<void>;
+  stop?(): Promise<void>;
+}
+
+export function binding<S extends DescService>(service: S, impl: unknown): ServiceBinding {
+  return { service, impl: impl as AnyImpl };
+}

@@ -1,0 +1,125 @@
+// The public listener: REST gateway + Connect handlers of the device
+// services (Connect, gRPC, gRPC-Web; HTTP/1.1 and HTTP/2 through ALPN), TLS.
+import { randomUUID } from "node:crypto";
+import { createContextValues } from "@connectrpc/connect";
+import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import cors from "@fastify/cors";
+import multipart from "@fastify/multipart";
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from "fastify";
+import type { Logger } from "pino";
+import { consumerAuthInterceptor } from "../connect/interceptors.js";
+import { sendError } from "../http/envelopes.js";
+import { ifaceOf, installErrorHandlers, installJsonParser } from "../http/fastify-errors.js";
+import { registerGateway, type AnyImpl } from "../http/gateway.js";
+import { buildOpenApi } from "../http/openapi.js";
+import { RouteTable } from "../http/route-table.js";
+import { appError } from "../internal/errors.js";
+import { kRequestId, type ConsumerPrincipal } from "../internal/principal.js";
+import type { ServiceBinding } from "./module.js";
+import type { TlsMaterial } from "./tls.js";
+
+export interface PublicAppOptions {
+  logger: Logger;
+  tls?: TlsMaterial;
+  bodyLimitBytes: number;
+  maxFileBytes: number;
+  trustedProxies: string[];
+  corsOrigins: string[];
+  services: ServiceBinding[];
+  authenticate(h: string | undefined): Promise<ConsumerPrincipal>;
+  ready(): Promise<void>;
+  extraRoutes?: ((app: FastifyInstance) => Promise<void> | void)[];
+}
+
+const REQUEST_ID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A well-formed incoming X-Request-Id (a UUID) is kept; otherwise a new one. */
+export function requestIdOf(header: string | string[] | undefined): string {
+  return typeof header === "string" && REQUEST_ID_RE.test(header) ? header.toLowerCase() : randomUUID();
+}
+
+export const EXPOSED_HEADERS = ["x-request-id", "retry-after", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "etag"];
+
+export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: FastifyInstance; table: RouteTable }> {
+  const base: FastifyServerOptions = {
+    loggerInstance: opts.logger,
+    bodyLimit: opts.bodyLimitBytes,
+    genReqId: (req) => requestIdOf(req.headers["x-request-id"]),
+    logController: new LogController({ disableRequestLogging: true }),
+    return503OnClosing: true,
+    forceCloseConnections: "idle",
+  };
+  const app = (opts.tls
+    ? Fastify({ ...base, http2: true, https: { allowHTTP1: true, key: opts.tls.key, cert: opts.tls.cert } } as unknown as FastifyServerOptions)
+    : Fastify(base)) as unknown as FastifyInstance;
+
+  const trusted = new Set(opts.trustedProxies);
+  app.addHook("onRequest", async (req, reply) => {
+    reply.header("x-request-id", req.id);
+    // Behind a TLS-terminating proxy, its X-Forwarded-Proto decides; without
+    // TLS on this listener, only a trusted proxy saying https gets through.
+    const fromProxy = trusted.has(req.socket.remoteAddress ?? "");
+    const xfp = fromProxy ? String(req.headers["x-forwarded-proto"] ?? "").split(",")[0]!.trim().toLowerCase() : "";
+    const plain = xfp ? xfp === "http" : !opts.tls;
+    if (plain) {
+      if (ifaceOf(req.url) === "cms" && (req.method === "GET" || req.method === "HEAD")) {
+        const host = String(req.headers["x-forwarded-host"] ?? req.headers.host ?? "localhost");
+        return reply.code(308).header("location", `https://${host}${req.url}`).send();
+      }
+      return sendError(reply, ifaceOf(req.url), appError("unauthenticated", "HTTPS is required."));
+    }
+  });
+
+  await app.register(cors, {
+    origin: opts.corsOrigins.includes("*") ? true : opts.corsOrigins,
+    credentials: false,
+    exposedHeaders: EXPOSED_HEADERS,
+    methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+    maxAge: 600,
+  });
+  installJsonParser(app);
+  await app.register(multipart, { throwFileSizeLimit: false });
+
+  const table = new RouteTable();
+  const impls = new Map<string, AnyImpl>();
+  for (const s of opts.services) {
+    table.addService(s.service);
+    impls.set(s.service.typeName, s.impl);
+  }
+  installErrorHandlers(app, table);
+  await registerGateway(app, {
+    table,
+    impls,
+    authenticate: opts.authenticate,
+    maxFileBytes: opts.maxFileBytes,
+    bodyLimitBytes: opts.bodyLimitBytes,
+  });
+
+  const openapi = JSON.stringify(buildOpenApi(table, { title: "Pulsebase device and content API", version: "1.0.0" }));
+  app.get("/openapi.json", (_req, reply) => reply.type("application/json").send(openapi));
+  app.get("/healthz", (_req, reply) => reply.send({ status: "ok" }));
+  app.get("/readyz", async (_req, reply) => {
+    try {
+      await opts.ready();
+      return reply.send({ status: "ready" });
+    } catch (err) {
+      return sendError(reply, "platform", err);
+    }
+  });
+  for (const r of opts.extraRoutes ?? []) await r(app);
+
+  // The Connect plugin installs its own parsers (application/json included);
+  // it may only do so in a scope without ours.
+  await app.register(async (scope) => {
+    scope.removeContentTypeParser("application/json");
+    await scope.register(fastifyConnectPlugin, {
+      routes: (router) => {
+        for (const s of opts.services) router.service(s.service, s.impl as never);
+      },
+      interceptors: [consumerAuthInterceptor(opts.authenticate)],
+      contextValues: (req) => createContextValues().set(kRequestId, String(req.id)),
+      readMaxBytes: opts.bodyLimitBytes,
+    });
+  });
+  return { app, table };
+}

@@ -1,0 +1,120 @@
+// Configuration is read once from the environment into a typed object and
+// passed down; no module reads process.env itself. An invalid value stops
+// start-up with a message naming the variable.
+import { resolve } from "node:path";
+import { isIP } from "node:net";
+
+export interface Config {
+  dataDir: string;
+  host: string;
+  httpsPort: number;
+  /** 0 disables the plain-HTTP refusal listener. */
+  httpPort: number;
+  adminHost: string;
+  adminPort: number;
+  /** Operator token for the admin listener; generated in the data dir when unset. */
+  operatorToken?: string;
+  databaseUrl?: string;
+  natsUrl?: string;
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
+  /** Proxy addresses whose X-Forwarded-Proto is trusted. */
+  trustedProxies: string[];
+  /** JWT signing keys file (JSON); generated in the data dir when unset. */
+  jwtKeysFile?: string;
+  tokenTtlSeconds: number;
+  bodyLimitBytes: number;
+  corsOrigins: string[];
+  mediaBaseUrl?: string;
+  planEnforcement: boolean;
+  logLevel: string;
+  /** Run the batch workers inside the server process. */
+  inProcessWorkers: boolean;
+  /** Cap on one PostgreSQL pool. */
+  pgPoolSize: number;
+}
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+function int(env: Env, name: string, def: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return def;
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be an integer, got "${raw}"`);
+  const n = Number(raw.trim());
+  if (n < min || n > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+function bool(env: Env, name: string, def: boolean): boolean {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === "") return def;
+  if (["1", "true", "yes", "on"].includes(raw)) return true;
+  if (["0", "false", "no", "off"].includes(raw)) return false;
+  throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
+}
+
+function url(env: Env, name: string, protocols: string[]): string | undefined {
+  const raw = env[name]?.trim();
+  if (!raw) return undefined;
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} is not a valid URL: "${raw}"`);
+  }
+  if (!protocols.includes(u.protocol)) {
+    throw new ConfigError(`${name} must use ${protocols.join(" or ")}, got "${u.protocol}"`);
+  }
+  return raw;
+}
+
+function list(env: Env, name: string, def: string[]): string[] {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === "") return def;
+  return raw.split(",").map((s) => s.trim()).filter(Boolean);
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const trustedProxies = list(env, "PULSEBASE_TRUSTED_PROXIES", []);
+  for (const p of trustedProxies) {
+    if (!isIP(p)) throw new ConfigError(`PULSEBASE_TRUSTED_PROXIES must list IP addresses, got "${p}"`);
+  }
+  const cert = env.PULSEBASE_TLS_CERT_FILE?.trim() || undefined;
+  const key = env.PULSEBASE_TLS_KEY_FILE?.trim() || undefined;
+  if (!!cert !== !!key) {
+    throw new ConfigError("PULSEBASE_TLS_CERT_FILE and PULSEBASE_TLS_KEY_FILE must be set together");
+  }
+  const level = env.PULSEBASE_LOG_LEVEL?.trim() || "info";
+  if (!["fatal", "error", "warn", "info", "debug", "trace", "silent"].includes(level)) {
+    throw new ConfigError(`PULSEBASE_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent`);
+  }
+  const operatorToken = env.PULSEBASE_OPERATOR_TOKEN?.trim() || undefined;
+  if (operatorToken && operatorToken.length < 16) {
+    throw new ConfigError("PULSEBASE_OPERATOR_TOKEN must be at least 16 characters");
+  }
+  return {
+    dataDir: resolve(env.PULSEBASE_DATA_DIR?.trim() || ".data"),
+    host: env.PULSEBASE_HOST?.trim() || "0.0.0.0",
+    httpsPort: int(env, "PULSEBASE_HTTPS_PORT", 8443, 0, 65535),
+    httpPort: int(env, "PULSEBASE_HTTP_PORT", 8080, 0, 65535),
+    adminHost: env.PULSEBASE_ADMIN_HOST?.trim() || "127.0.0.1",
+    adminPort: int(env, "PULSEBASE_ADMIN_PORT", 8444, 0, 65535),
+    operatorToken,
+    databaseUrl: url(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
+    natsUrl: url(env, "NATS_URL", ["nats:", "tls:", "ws:", "wss:"]),
+    tlsCertFile: cert,
+    tlsKeyFile: key,
+    trustedProxies,
+    jwtKeysFile: env.PULSEBASE_JWT_KEYS_FILE?.trim() || undefined,
+    tokenTtlSeconds: int(env, "PULSEBASE_TOKEN_TTL_SECONDS", 30 * 24 * 3600, 60, 366 * 24 * 3600),
+    bodyLimitBytes: int(env, "PULSEBASE_BODY_LIMIT_BYTES", 50 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    corsOrigins: list(env, "PULSEBASE_CORS_ORIGINS", ["*"]),
+    mediaBaseUrl: url(env, "PULSEBASE_MEDIA_BASE_URL", ["http:", "https:"]),
+    planEnforcement: bool(env, "PULSEBASE_PLAN_ENFORCEMENT", true),
+    logLevel: level,
+    inProcessWorkers: bool(env, "PULSEBASE_IN_PROCESS_WORKERS", true),
+    pgPoolSize: int(env, "PULSEBASE_PG_POOL_SIZE", 10, 1, 1000),
+  };
+}

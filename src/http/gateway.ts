@@ -1,0 +1,206 @@
+// The REST transcoding gateway: registers one Fastify route per entry of the
+// route table, turns path, query and body (JSON or multipart) into the request
+// message, calls the service implementation in process, and writes the
+// response message as the spec's JSON (or the interface's error envelope).
+import { create, type DescMessage, type Message } from "@bufbuild/protobuf";
+import { createContextValues } from "@connectrpc/connect";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import "@fastify/multipart";
+import { Auth } from "../../gen/pulsebase/common/v1/options_pb.js";
+import { appError, Violations } from "../internal/errors.js";
+import { kConsumer, kRequestId, type ConsumerPrincipal } from "../internal/principal.js";
+import { sendError } from "./envelopes.js";
+import { FormBuilder } from "./form-fields.js";
+import { RestHandlerContext } from "./handler-context.js";
+import { decodeRest, encodeRest, isPlainObject, type UploadedFile } from "./rest-json.js";
+import type { RestRoute, RouteTable } from "./route-table.js";
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyImpl = Record<string, (req: any, ctx: any) => any>;
+
+export interface GatewayOptions {
+  table: RouteTable;
+  /** Service implementations by service type name. */
+  impls: Map<string, AnyImpl>;
+  authenticate(authorization: string | undefined): Promise<ConsumerPrincipal>;
+  /** Largest file part (DECISIONS 12: 4 MiB). */
+  maxFileBytes: number;
+  /** Largest request (all parts together). */
+  bodyLimitBytes: number;
+}
+
+export async function registerGateway(app: FastifyInstance, opts: GatewayOptions): Promise<void> {
+  const passthrough: RestRoute[] = [];
+  for (const route of opts.table.routes) {
+    const impl = opts.impls.get(route.service.typeName);
+    const fn = impl?.[route.method.localName];
+    if (!fn) throw new Error(`no implementation for ${route.service.typeName}.${route.method.name}`);
+    if (route.passthrough) {
+      passthrough.push(route);
+      continue;
+    }
+    app.route({ method: route.verb, url: route.path, handler: messageHandler(route, fn.bind(impl), opts) });
+  }
+  if (passthrough.length === 0) return;
+  // Passthrough routes see the raw body of any content type.
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: opts.bodyLimitBytes }, (_req, body, done) => done(null, body));
+    for (const route of passthrough) {
+      const impl = opts.impls.get(route.service.typeName)!;
+      scope.route({ method: route.verb, url: route.path, handler: passthroughHandler(route, impl[route.method.localName]!.bind(impl), opts) });
+    }
+  });
+}
+
+type Call = (req: Message, ctx: RestHandlerContext) => unknown;
+
+function contextFor(route: RestRoute, req: FastifyRequest): RestHandlerContext {
+  const values = createContextValues();
+  values.set(kRequestId, req.id);
+  return new RestHandlerContext(route.service, route.method, req.method, req.url, req.headers, values);
+}
+
+async function authenticate(route: RestRoute, req: FastifyRequest, ctx: RestHandlerContext, opts: GatewayOptions): Promise<void> {
+  if (route.auth === Auth.CONSUMER_UNSPECIFIED) {
+    ctx.values.set(kConsumer, await opts.authenticate(req.headers.authorization));
+  }
+}
+
+function messageHandler(route: RestRoute, call: Call, opts: GatewayOptions) {
+  const input = route.method.input;
+  const output = route.method.output;
+  return async function restHandler(req: FastifyRequest, reply: FastifyReply) {
+    const ctx = contextFor(route, req);
+    try {
+      await authenticate(route, req, ctx, opts);
+      const msg = await requestMessage(route, input, req, opts);
+      const res = await call(msg, ctx);
+      const resMsg = create(output, res as never);
+      let json: unknown = encodeRest(output, resMsg);
+      if (route.responseBody) json = (json as Record<string, unknown>)[route.responseBody] ?? [];
+      const set = ctx.setHeaders;
+      if (set) {
+        if (set.get("x-pulsebase-not-modified")) {
+          set.delete("x-pulsebase-not-modified");
+          for (const [k, v] of set) reply.header(k, v);
+          return reply.code(304).send();
+        }
+        for (const [k, v] of set) reply.header(k, v);
+      }
+      return reply.code(route.status).type("application/json; charset=utf-8").send(JSON.stringify(json));
+    } catch (err) {
+      return sendError(reply, route.iface, err);
+    }
+  };
+}
+
+async function requestMessage(route: RestRoute, schema: DescMessage, req: FastifyRequest, opts: GatewayOptions): Promise<Message> {
+  const v = new Violations();
+  const fields: Record<string, unknown> = {};
+  let body: unknown = req.body;
+  if (req.isMultipart()) {
+    if (!route.multipart) throw appError("unsupported_media_type", "This endpoint takes application/json.");
+    body = await readMultipart(req, v, opts);
+  }
+  if (route.body === "*" || route.verb === "GET") {
+    if (body !== undefined && body !== null && !isPlainObject(body)) {
+      throw appError("validation_failed", "The request body must be a JSON object.", { fields: { body: ["The request body must be a JSON object."] } });
+    }
+    // GET: the query string, and a JSON body where a client sends one (body wins).
+    if (route.verb === "GET" && !route.rawQueryField) Object.assign(fields, req.query);
+    if (body) Object.assign(fields, body);
+  } else if (route.body) {
+    fields[route.body] = body;
+  }
+  if (route.rawQueryField) {
+    const raw: Record<string, string> = {};
+    for (const [k, val] of Object.entries(req.query as Record<string, string | string[]>)) {
+      raw[k] = Array.isArray(val) ? val.join(",") : val;
+    }
+    fields[route.rawQueryField] = raw;
+  }
+  const params = req.params as Record<string, string>;
+  for (const p of route.pathParams) fields[p] = params[p];
+  const msg = decodeRest(schema, fields, v);
+  if (!v.empty) {
+    // A malformed path id names nothing that exists (DECISIONS 5: 404).
+    if (route.pathParams.some((p) => p in v.fields)) throw appError("not_found");
+    v.throwIfAny();
+  }
+  return msg;
+}
+
+async function readMultipart(req: FastifyRequest, v: Violations, opts: GatewayOptions): Promise<Record<string, unknown>> {
+  const form = new FormBuilder(v);
+  let total = 0;
+  try {
+    for await (const part of req.parts({ limits: { fileSize: opts.maxFileBytes, files: 200, fields: 20_000, parts: 20_000 } })) {
+      const path = part.fieldname.replace(/\[(\w*)\]/g, ".$1").replace(/\.$/, "");
+      if (part.type === "file") {
+        const data = await part.toBuffer();
+        total += data.length;
+        if (part.file.truncated) {
+          v.add(path, `The file must not be greater than ${Math.floor(opts.maxFileBytes / 1024)} kilobytes.`);
+          continue;
+        }
+        const file: UploadedFile = { __file: true, filename: part.filename, contentType: part.mimetype, data };
+        form.add(part.fieldname, file);
+      } else {
+        total += part.fieldname.length + String(part.value).length;
+        if (part.valueTruncated) v.add(path, "The field value is too long.");
+        else form.add(part.fieldname, part.value);
+      }
+      if (total > opts.bodyLimitBytes) throw appError("payload_too_large");
+    }
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === "FST_PARTS_LIMIT" || code === "FST_FILES_LIMIT" || code === "FST_FIELDS_LIMIT") {
+      throw appError("payload_too_large", "Too many form parts.");
+    }
+    if (code === "FST_REQ_FILE_TOO_LARGE") throw appError("payload_too_large");
+    if (typeof code === "string" && code.startsWith("FST_")) throw appError("bad_request", "Malformed multipart body.", { cause: err });
+    if ((err as Error).message?.includes("Unexpected end of form") || (err as Error).message?.includes("Malformed")) {
+      throw appError("bad_request", "Malformed multipart body.", { cause: err });
+    }
+    throw err;
+  }
+  const out = form.build();
+  // Free-form object fields may arrive as JSON text in a form (context={"a":1}).
+  return out;
+}
+
+function passthroughHandler(route: RestRoute, call: (req: Message, ctx: RestHandlerContext) => unknown, opts: GatewayOptions) {
+  const input = route.method.input;
+  return async function passthrough(req: FastifyRequest, reply: FastifyReply) {
+    const ctx = contextFor(route, req);
+    try {
+      await authenticate(route, req, ctx, opts);
+      const headers: Record<string, string> = {};
+      for (const [k, val] of Object.entries(req.headers)) {
+        if (val === undefined || k.startsWith(":")) continue;
+        headers[k] = Array.isArray(val) ? val.join(", ") : val;
+      }
+      const query: Record<string, string> = {};
+      for (const [k, val] of Object.entries(req.query as Record<string, string | string[]>)) {
+        query[k] = Array.isArray(val) ? val.join(",") : val;
+      }
+      const body = req.body;
+      const msg = create(input, {
+        method: req.method,
+        pathParams: req.params as Record<string, string>,
+        query,
+        headers,
+        body: Buffer.isBuffer(body) ? new Uint8Array(body) : new Uint8Array(),
+        contentType: req.headers["content-type"] ?? "",
+      } as never);
+      const res = (await call(msg, ctx)) as { status?: number; headers?: Record<string, string>; body?: Uint8Array };
+      for (const [k, val] of Object.entries(res.headers ?? {})) reply.header(k, val);
+      const set = ctx.setHeaders;
+      if (set) for (const [k, val] of set) reply.header(k, val);
+      return reply.code(res.status || 200).send(Buffer.from(res.body ?? new Uint8Array()));
+    } catch (err) {
+      return sendError(reply, route.iface, err);
+    }
+  };
+}

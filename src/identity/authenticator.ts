@@ -1,0 +1,44 @@
+// Turns a Bearer token into a ConsumerPrincipal: signature and expiry
+// (TokenService), then the consumer's current state (cached briefly, so the
+// hot path does not query per request). Deleting a consumer or rotating an
+// app key invalidates the cache here at once; other processes see it within
+// the cache TTL (documented).
+import { appError } from "../internal/errors.js";
+import type { ConsumerPrincipal } from "../internal/principal.js";
+import { TtlCache } from "../internal/ttl-cache.js";
+import type { IdentityStore } from "./identity-store.js";
+import { bearerToken, type TokenService } from "./tokens.js";
+
+export class Authenticator {
+  private readonly cache: TtlCache<number, ConsumerPrincipal | null>;
+
+  constructor(private readonly store: IdentityStore, private readonly tokens: TokenService, cacheTtlMs = 5000) {
+    this.cache = new TtlCache(cacheTtlMs, 50_000);
+  }
+
+  async fromAuthorization(header: string | null | undefined): Promise<ConsumerPrincipal> {
+    const token = bearerToken(header);
+    if (!token) throw appError("unauthenticated", header ? "Malformed Authorization header." : "Missing Bearer token.");
+    const claims = await this.tokens.verify(token);
+    const id = Number(claims.consumerId);
+    let p = this.cache.get(id);
+    if (p === undefined) {
+      const row = await this.store.consumerAuth(id);
+      p = row
+        ? { consumerId: row.consumer_id, appId: row.app_id, appKey: row.app_key, userId: row.user_id, deviceId: row.device_id }
+        : null;
+      this.cache.set(id, p);
+    }
+    if (!p) throw appError("unauthenticated", "The consumer no longer exists.");
+    if (p.appKey !== claims.appKey) throw appError("unauthenticated", "The application key of this token was rotated.");
+    return p;
+  }
+
+  forgetConsumer(id: number): void {
+    this.cache.delete(id);
+  }
+
+  forgetApp(appId: number): void {
+    this.cache.deleteWhere((p) => p?.appId === appId);
+  }
+}

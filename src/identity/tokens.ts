@@ -1,0 +1,63 @@
+// Consumer Bearer tokens: HS256 JWTs (jose) carrying the consumer id (sub)
+// and the application key (app_key claim). A token is valid only while its
+// consumer exists and its app_key is the application's current key, so
+// deleting a consumer or rotating the app key revokes at once.
+import { randomUUID } from "node:crypto";
+import { SignJWT, jwtVerify, errors as joseErrors } from "jose";
+import { appError } from "../internal/errors.js";
+import type { SigningKey } from "./token-keys.js";
+
+const ISSUER = "pulsebase";
+
+export interface TokenClaims {
+  consumerId: bigint;
+  appKey: string;
+}
+
+export class TokenService {
+  private readonly byKid: Map<string, Uint8Array>;
+  constructor(private readonly keys: SigningKey[], private readonly ttlSeconds: number) {
+    this.byKid = new Map(keys.map((k) => [k.kid, k.secret]));
+  }
+
+  async issue(consumerId: bigint, appKey: string): Promise<string> {
+    const key = this.keys[0]!;
+    return new SignJWT({ app_key: appKey })
+      .setProtectedHeader({ alg: "HS256", kid: key.kid, typ: "JWT" })
+      .setSubject(consumerId.toString())
+      .setIssuer(ISSUER)
+      .setJti(randomUUID())
+      .setIssuedAt()
+      .setExpirationTime(Math.floor(Date.now() / 1000) + this.ttlSeconds)
+      .sign(key.secret);
+  }
+
+  /** Verifies signature and expiry; 401 on any problem. */
+  async verify(token: string): Promise<TokenClaims> {
+    try {
+      const { payload } = await jwtVerify(
+        token,
+        (header) => {
+          const secret = header.kid ? this.byKid.get(header.kid) : undefined;
+          if (!secret) throw new joseErrors.JWKSNoMatchingKey();
+          return secret;
+        },
+        { algorithms: ["HS256"], issuer: ISSUER },
+      );
+      const sub = payload.sub;
+      const appKey = payload.app_key;
+      if (!sub || !/^\d+$/.test(sub) || typeof appKey !== "string") throw new Error("claims");
+      return { consumerId: BigInt(sub), appKey };
+    } catch (err) {
+      const expired = err instanceof joseErrors.JWTExpired;
+      throw appError("unauthenticated", expired ? "The token has expired." : "Invalid token.", { cause: err });
+    }
+  }
+}
+
+/** Extracts the token of an `Authorization: Bearer <token>` header. */
+export function bearerToken(header: string | null | undefined): string | undefined {
+  if (!header) return undefined;
+  const m = /^Bearer\s+([A-Za-z0-9._~+/=-]+)\s*$/i.exec(header);
+  return m?.[1];
+}

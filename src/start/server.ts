@@ -1,0 +1,56 @@
+// Entry point: `npm start`. Reads the configuration once, opens storage,
+// builds the app and listens; SIGINT/SIGTERM drain and stop.
+import { join } from "node:path";
+import pino from "pino";
+import { build } from "../app/build.js";
+import { loadOrCreateOperatorToken } from "../app/operator-token.js";
+import { loadOrCreateTls } from "../app/tls.js";
+import { ConfigError, loadConfig } from "../config/config.js";
+import { loadOrCreateKeys } from "../identity/token-keys.js";
+import { createModules } from "./modules.js";
+import { openStorage } from "./storage.js";
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`configuration error: ${err.message}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const logger = pino({ level: config.logLevel });
+  const sql = await openStorage(config);
+  const signingKeys = await loadOrCreateKeys(config.jwtKeysFile ?? join(config.dataDir, "jwt-keys.json"), !config.jwtKeysFile);
+  const op = await loadOrCreateOperatorToken(config.operatorToken, config.dataDir);
+  const tls = await loadOrCreateTls({ certFile: config.tlsCertFile, keyFile: config.tlsKeyFile, dataDir: config.dataDir });
+  const app = await build(config, { sql, signingKeys, operatorToken: op.token, tls, logger, modules: createModules });
+  const ports = await app.listen();
+  logger.info(
+    { https: ports.https, http: ports.http, admin: ports.admin, dataDir: config.dataDir, storage: config.databaseUrl ? "postgres" : "pglite", queue: config.natsUrl ? "nats" : "embedded" },
+    "pulsebase listening",
+  );
+  if (op.created) {
+    console.log(`\nOperator token (saved in ${op.file}):\n  ${op.token}\nUse it with the CLI: export PULSEBASE_OPERATOR_TOKEN=${op.token}\n`);
+  }
+  let closing = false;
+  const stop = async (signal: string) => {
+    if (closing) return;
+    closing = true;
+    logger.info({ signal }, "shutting down");
+    const force = setTimeout(() => process.exit(1), 15_000);
+    force.unref();
+    await app.close();
+    await sql.close();
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop("SIGINT"));
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
