@@ -78,6 +78,8 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
     maxAge: 600,
   });
   installJsonParser(app);
+  // Only JSON and multipart bodies are accepted (415 otherwise).
+  app.removeContentTypeParser("text/plain");
   await app.register(multipart, { throwFileSizeLimit: false });
 
   const table = new RouteTable();

@@ -99,6 +99,7 @@ async function requestMessage(route: RestRoute, schema: DescMessage, req: Fastif
   const v = new Violations();
   const fields: Record<string, unknown> = {};
   let body: unknown = req.body;
+  if (route.verb === "GET" && body === undefined) body = await readGetBody(req, opts.bodyLimitBytes);
   if (req.isMultipart()) {
     if (!route.multipart) throw appError("unsupported_media_type", "This endpoint takes application/json.");
     body = await readMultipart(req, v, opts);
@@ -129,6 +130,31 @@ async function requestMessage(route: RestRoute, schema: DescMessage, req: Fastif
     v.throwIfAny();
   }
   return msg;
+}
+
+/**
+ * Fastify does not parse GET bodies; the spec's GET /api/consumer/token sends
+ * JSON in one (DECISIONS 3), so read it here.
+ */
+async function readGetBody(req: FastifyRequest, limit: number): Promise<unknown> {
+  const len = Number(req.headers["content-length"] ?? 0);
+  if (!len && !req.headers["transfer-encoding"]) return undefined;
+  const ct = String(req.headers["content-type"] ?? "");
+  if (!ct.startsWith("application/json")) throw appError("unsupported_media_type", "A GET body must be application/json.");
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req.raw) {
+    size += (chunk as Buffer).length;
+    if (size > limit) throw appError("payload_too_large");
+    chunks.push(chunk as Buffer);
+  }
+  const text = Buffer.concat(chunks).toString("utf8");
+  if (!text.trim()) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw appError("bad_request", "Malformed JSON body.");
+  }
 }
 
 async function readMultipart(req: FastifyRequest, v: Violations, opts: GatewayOptions): Promise<Record<string, unknown>> {

@@ -1,0 +1,124 @@
+// Starts the whole service on random ports (TLS public listener, admin,
+// plain HTTP) over a per-file database, for end-to-end tests over real sockets.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createClient, type Client } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import pino from "pino";
+import { Agent, fetch as undiciFetch, type RequestInit as UndiciRequestInit } from "undici";
+import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
+import { build, type Deps, type Pulsebase } from "../../src/app/build.js";
+import { loadOrCreateTls } from "../../src/app/tls.js";
+import { loadConfig, type Config } from "../../src/config/config.js";
+import { loadOrCreateKeys } from "../../src/identity/token-keys.js";
+import { createTestDb, type TestDb } from "./db.js";
+
+export interface TestServer {
+  app: Pulsebase;
+  db: TestDb;
+  config: Config;
+  dataDir: string;
+  httpsUrl: string;
+  httpUrl: string;
+  adminUrl: string;
+  operatorToken: string;
+  admin: Client<typeof IdentityService>;
+  /** fetch against the TLS listener, trusting the self-signed certificate. */
+  fetch(path: string, init?: RequestInit): Promise<Response>;
+  /** Creates a team and an app; returns the app key and id. */
+  createApp(name?: string): Promise<{ appKey: string; appId: bigint; teamId: bigint }>;
+  /** Registers a consumer over REST; returns its id and token. */
+  register(appKey: string, overrides?: Record<string, unknown>): Promise<{ id: number; token: string; body: Record<string, unknown> }>;
+  close(): Promise<void>;
+}
+
+const OPERATOR = "op_test_operator_token_0123456789";
+
+export async function startTestServer(opts: {
+  kind?: "postgres" | "pglite";
+  env?: Record<string, string>;
+  modules?: Deps["modules"];
+} = {}): Promise<TestServer> {
+  const db = await createTestDb(opts.kind ?? "postgres");
+  const dataDir = await mkdtemp(join(tmpdir(), "pulsebase-test-"));
+  const config = loadConfig({
+    PULSEBASE_DATA_DIR: dataDir,
+    PULSEBASE_HOST: "127.0.0.1",
+    PULSEBASE_HTTPS_PORT: "0",
+    PULSEBASE_HTTP_PORT: "0",
+    PULSEBASE_ADMIN_PORT: "0",
+    PULSEBASE_LOG_LEVEL: "silent",
+    ...opts.env,
+  });
+  const tls = await loadOrCreateTls({ dataDir });
+  const signingKeys = await loadOrCreateKeys(join(dataDir, "jwt-keys.json"), true);
+  const app = await build(config, {
+    sql: db.sql,
+    signingKeys,
+    operatorToken: OPERATOR,
+    tls,
+    logger: pino({ level: "silent" }),
+    modules: opts.modules,
+  });
+  const ports = await app.listen();
+  const httpsUrl = `https://127.0.0.1:${ports.https}`;
+  const adminUrl = `http://127.0.0.1:${ports.admin}`;
+  const dispatcher = new Agent({ connect: { rejectUnauthorized: false } });
+  const admin = createClient(
+    IdentityService,
+    createConnectTransport({
+      baseUrl: adminUrl,
+      httpVersion: "1.1",
+      interceptors: [(next) => (req) => {
+        req.header.set("authorization", `Bearer ${OPERATOR}`);
+        return next(req);
+      }],
+    }),
+  );
+  const f = (path: string, init?: RequestInit) =>
+    undiciFetch(httpsUrl + path, { ...(init as UndiciRequestInit), dispatcher }) as unknown as Promise<Response>;
+  const server: TestServer = {
+    app,
+    db,
+    config,
+    dataDir,
+    httpsUrl,
+    httpUrl: `http://127.0.0.1:${ports.http}`,
+    adminUrl,
+    operatorToken: OPERATOR,
+    admin,
+    fetch: f,
+    async createApp(name = "test app") {
+      const team = await admin.createTeam({ name: `${name} team` });
+      const a = await admin.createApp({ teamId: team.id, name });
+      return { appKey: a.appKey, appId: a.id, teamId: team.id };
+    },
+    async register(appKey, overrides = {}) {
+      const res = await f("/api/consumer", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          app_key: appKey,
+          device_id: `dev-${Math.random().toString(36).slice(2)}`,
+          device_model: "Pixel 9",
+          user_id: "user-1",
+          os: "android",
+          country: "DE",
+          language: "de",
+          ...overrides,
+        }),
+      });
+      const body = (await res.json()) as Record<string, unknown>;
+      if (res.status !== 200) throw new Error(`register failed ${res.status}: ${JSON.stringify(body)}`);
+      return { id: body.id as number, token: body.token as string, body };
+    },
+    async close() {
+      await app.close();
+      await dispatcher.close();
+      await db.drop();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+  return server;
+}
