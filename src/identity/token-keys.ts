@@ -30,7 +30,7 @@ export async function loadOrCreateKeys(file: string, create: boolean): Promise<S
     parsed = JSON.parse(await readFile(file, "utf8")) as KeyFile;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "ENOENT" || !create) {
-      throw new Error(`cannot read JWT keys file ${file}: ${(err as Error).message}`);
+      throw new Error(`cannot read JWT keys file ${file}: ${(err as Error).message}`, { cause: err });
     }
     parsed = { keys: [newKey()] };
     await mkdir(dirname(file), { recursive: true });
