@@ -1,0 +1,114 @@
+// Shared pieces of the bench runner: child servers pinned to one core (the
+// load generator runs on the other), an HTTP/1.1 load (autocannon) and an
+// HTTP/2 load (src/load/h2-load.ts), and the result table.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+import autocannon from "autocannon";
+import { h2Load, type LoadResult } from "../src/load/h2-load.js";
+
+export interface Row {
+  scenario: string;
+  transport: string;
+  result: LoadResult;
+  /** Name of the baseline row this one is compared with. */
+  baseline?: string;
+  note?: string;
+}
+
+const hasTaskset = spawnSync("taskset", ["--version"]).status === 0;
+
+/** Starts `node --import tsx <file>` on core 0; resolves with its first stdout JSON line. */
+export async function startServer<T>(file: string, env: Record<string, string> = {}): Promise<{ info: T; child: ChildProcess }> {
+  const args = ["--import", "tsx", file];
+  const child = hasTaskset
+    ? spawn("taskset", ["-c", "0", process.execPath, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] })
+    : spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
+  const rl = createInterface({ input: child.stdout! });
+  const info = await new Promise<T>((resolve, reject) => {
+    rl.once("line", (l) => resolve(JSON.parse(l) as T));
+    child.once("exit", (code) => reject(new Error(`${file} exited with ${code}`)));
+  });
+  return { info, child };
+}
+
+export async function stopServer(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  child.kill("SIGTERM");
+  await new Promise((r) => child.once("exit", r));
+}
+
+/** Keeps the load generator off the server's core. */
+export function pinSelf(): void {
+  if (hasTaskset) spawnSync("taskset", ["-p", "-c", "1", String(process.pid)], { stdio: "ignore" });
+}
+
+export interface H1Options {
+  url: string;
+  method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+  durationSec: number;
+  connections?: number;
+  ok?: (status: number) => boolean;
+}
+
+export async function h1Load(o: H1Options): Promise<LoadResult> {
+  const ok = o.ok ?? ((s: number) => s >= 200 && s < 300);
+  const statuses: Record<string, number> = {};
+  const r = await autocannon({
+    url: o.url,
+    method: o.method ?? "GET",
+    headers: o.headers,
+    body: o.body,
+    duration: o.durationSec,
+    connections: o.connections ?? 64,
+    pipelining: 1,
+    setupClient: (client: { on: (e: string, f: (status: number) => void) => void }) => {
+      client.on("response", (status: number) => {
+        statuses[status] = (statuses[status] ?? 0) + 1;
+      });
+    },
+  } as autocannon.Options);
+  const good = Object.entries(statuses).filter(([s]) => ok(Number(s))).reduce((a, [, n]) => a + n, 0);
+  const total = Object.values(statuses).reduce((a, n) => a + n, 0);
+  const durationMs = o.durationSec * 1000;
+  return {
+    requests: good,
+    errors: total - good + r.errors + r.timeouts,
+    durationMs,
+    rps: (good / durationMs) * 1000,
+    p50Ms: r.latency.p50,
+    p99Ms: r.latency.p99,
+    statuses,
+  };
+}
+
+export async function h2(o: { url: string; path: string; method?: string; headers?: Record<string, string>; body?: Uint8Array; durationSec: number; ok?: (s: number) => boolean }): Promise<LoadResult> {
+  return h2Load({ url: o.url, path: o.path, method: o.method, headers: o.headers, body: o.body, connections: 4, streams: 16, durationMs: o.durationSec * 1000, insecure: true, ok: o.ok });
+}
+
+export function printTable(rows: Row[]): void {
+  const byName = new Map(rows.map((r) => [r.scenario + " " + r.transport, r]));
+  const lines = rows.map((r) => {
+    const base = r.baseline ? byName.get(r.baseline) : undefined;
+    const ratio = base ? (r.result.rps / base.result.rps).toFixed(2) : "";
+    const overheadUs = base ? ((r.result.p50Ms - base.result.p50Ms) * 1000).toFixed(0) : "";
+    return [
+      r.scenario,
+      r.transport,
+      Math.round(r.result.rps).toString(),
+      r.result.p50Ms.toFixed(2),
+      r.result.p99Ms.toFixed(2),
+      ratio,
+      overheadUs,
+      String(r.result.errors),
+      r.note ?? "",
+    ];
+  });
+  const head = ["scenario", "transport", "req/s", "p50 ms", "p99 ms", "x baseline", "p50 +us", "errors", "note"];
+  const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
+  const fmt = (cols: string[]) => cols.map((c, i) => (i < 2 || i === 8 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  console.log("\n" + fmt(head));
+  console.log(widths.map((w) => "-".repeat(w)).join("  "));
+  for (const l of lines) console.log(fmt(l));
+}

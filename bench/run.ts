@@ -1,0 +1,78 @@
+// `npm run bench [-- --duration 10 --only identity,database]`: starts the
+// bare Fastify baseline and the service (each pinned to core 0 when taskset
+// exists), drives each scenario from this process (core 1), and prints
+// requests/s, p50/p99 and the ratio to the baseline measured in the same run.
+import { parseArgs } from "node:util";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { IdentityService } from "../gen/pulsebase/admin/v1/identity_pb.js";
+import { h1Load, h2, pinSelf, printTable, startServer, stopServer, type Row } from "./lib.js";
+import { identityScenarios } from "./scenarios/identity.js";
+
+process.env.NODE_TLS_REJECT_UNAUTHORIZED = "0";
+
+export interface BenchContext {
+  https: string;
+  adminUrl: string;
+  operatorToken: string;
+  durationSec: number;
+  admin: ReturnType<typeof createClient<typeof IdentityService>>;
+  /** A new app and one registered consumer. */
+  newConsumer(name: string): Promise<{ appKey: string; appId: bigint; teamId: bigint; token: string; consumerId: number }>;
+}
+
+type Suite = (ctx: BenchContext) => Promise<Row[]>;
+const suites: Record<string, Suite> = {
+  identity: identityScenarios,
+};
+
+const { values } = parseArgs({
+  options: {
+    duration: { type: "string", default: "10" },
+    only: { type: "string" },
+  },
+});
+const durationSec = Number(values.duration);
+const only = values.only ? values.only.split(",") : Object.keys(suites);
+
+pinSelf();
+const base = await startServer<{ https: number }>("bench/servers/baseline-server.ts");
+const pb = await startServer<{ https: number; admin: number; operatorToken: string }>("bench/servers/pulsebase-server.ts");
+const rows: Row[] = [];
+try {
+  const baseUrl = `https://127.0.0.1:${base.info.https}`;
+  const body = JSON.stringify({ x: 1 });
+  rows.push({ scenario: "bare Fastify POST", transport: "REST h1", result: await h1Load({ url: `${baseUrl}/baseline`, method: "POST", headers: { "content-type": "application/json" }, body, durationSec }) });
+  rows.push({ scenario: "bare Fastify POST", transport: "REST h2", result: await h2({ url: baseUrl, path: "/baseline", headers: { "content-type": "application/json" }, body: Buffer.from(body), durationSec }) });
+  rows.push({ scenario: "bare Fastify GET", transport: "REST h1", result: await h1Load({ url: `${baseUrl}/baseline`, durationSec }) });
+
+  const https = `https://127.0.0.1:${pb.info.https}`;
+  const adminUrl = `http://127.0.0.1:${pb.info.admin}`;
+  const admin = createClient(IdentityService, createConnectTransport({
+    baseUrl: adminUrl, httpVersion: "1.1",
+    interceptors: [(next) => (req) => { req.header.set("authorization", `Bearer ${pb.info.operatorToken}`); return next(req); }],
+  }));
+  const ctx: BenchContext = {
+    https, adminUrl, operatorToken: pb.info.operatorToken, durationSec, admin,
+    async newConsumer(name) {
+      const team = await admin.createTeam({ name });
+      const app = await admin.createApp({ teamId: team.id, name });
+      const res = await fetch(`${https}/api/consumer`, {
+        method: "POST", headers: { "content-type": "application/json" },
+        body: JSON.stringify({ app_key: app.appKey, device_id: `bench-${name}`, device_model: "m", user_id: "bench", os: "ios", country: "US", language: "en" }),
+      });
+      const c = (await res.json()) as { id: number; token: string };
+      return { appKey: app.appKey, appId: app.id, teamId: team.id, token: c.token, consumerId: c.id };
+    },
+  };
+  for (const name of only) {
+    const suite = suites[name];
+    if (!suite) throw new Error(`unknown suite ${name}; one of ${Object.keys(suites).join(", ")}`);
+    console.error(`running ${name} ...`);
+    rows.push(...(await suite(ctx)));
+  }
+} finally {
+  await stopServer(pb.child);
+  await stopServer(base.child);
+}
+printTable(rows);

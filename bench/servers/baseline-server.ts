@@ -1,0 +1,17 @@
+// The bare baseline: Fastify on the same TLS certificate and the same
+// listener kind (HTTP/2 with HTTP/1.1 through ALPN), one JSON POST route that
+// does no work. Every scenario is compared with it in the same run.
+import Fastify, { type FastifyServerOptions } from "fastify";
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { loadOrCreateTls } from "../../src/app/tls.js";
+
+const tls = await loadOrCreateTls({ dataDir: process.env.BENCH_DATA_DIR ?? (await mkdtemp(join(tmpdir(), "bench-base-"))) });
+const app = Fastify({ http2: true, https: { allowHTTP1: true, key: tls.key, cert: tls.cert } } as unknown as FastifyServerOptions);
+app.post("/baseline", async (req) => ({ session_id: 1, consumer_id: 1, started_at: new Date().toISOString(), ended_at: null, echo: (req.body as { x?: number } | undefined)?.x ?? null }));
+app.get("/baseline", async () => ({ data: [], meta: { current_page: 1 } }));
+await app.listen({ host: "127.0.0.1", port: 0 });
+const port = (app.server.address() as { port: number }).port;
+process.stdout.write(JSON.stringify({ https: port }) + "\n");
+process.on("SIGTERM", () => void app.close().then(() => process.exit(0)));

@@ -1,0 +1,56 @@
+// The service under test for the bench runner: the real app (build + the
+// capability modules) on real PostgreSQL (DATABASE_URL, default the local
+// test database) in a fresh schema, and NATS when NATS_URL is set.
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import pino from "pino";
+import { build } from "../../src/app/build.js";
+import { loadOrCreateTls } from "../../src/app/tls.js";
+import { loadConfig } from "../../src/config/config.js";
+import { loadOrCreateKeys } from "../../src/identity/token-keys.js";
+import { migrate } from "../../src/storage/migrate.js";
+import { createPgSql } from "../../src/storage/pg-sql.js";
+import { createModules } from "../../src/start/modules.js";
+
+const url = process.env.DATABASE_URL || "postgres://root@127.0.0.1:5432/test";
+const schema = `bench_${randomBytes(4).toString("hex")}`;
+const c = new pg.Client({ connectionString: url });
+await c.connect();
+await c.query(`CREATE SCHEMA ${schema}`);
+await c.end();
+const dataDir = process.env.BENCH_DATA_DIR ?? (await mkdtemp(join(tmpdir(), "bench-pb-")));
+const config = loadConfig({
+  ...process.env,
+  PULSEBASE_DATA_DIR: dataDir,
+  PULSEBASE_HOST: "127.0.0.1",
+  PULSEBASE_HTTPS_PORT: "0",
+  PULSEBASE_HTTP_PORT: "0",
+  PULSEBASE_ADMIN_PORT: "0",
+  PULSEBASE_LOG_LEVEL: "warn",
+  DATABASE_URL: url,
+});
+const sql = createPgSql({ connectionString: url, schema, max: 16 });
+await migrate(sql);
+const operatorToken = "op_bench_operator_token_0123456789";
+const app = await build(config, {
+  sql,
+  signingKeys: await loadOrCreateKeys(join(dataDir, "jwt-keys.json"), true),
+  operatorToken,
+  tls: await loadOrCreateTls({ dataDir }),
+  logger: pino({ level: "warn" }),
+  modules: createModules,
+});
+const ports = await app.listen();
+process.stdout.write(JSON.stringify({ ...ports, operatorToken, schema, dataDir }) + "\n");
+process.on("SIGTERM", async () => {
+  await app.close();
+  await sql.close();
+  const d = new pg.Client({ connectionString: url });
+  await d.connect();
+  await d.query(`DROP SCHEMA ${schema} CASCADE`);
+  await d.end();
+  process.exit(0);
+});
