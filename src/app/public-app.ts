@@ -14,7 +14,7 @@ import { registerGateway, type AnyImpl } from "../http/gateway.js";
 import { buildOpenApi } from "../http/openapi.js";
 import { RouteTable } from "../http/route-table.js";
 import { appError } from "../internal/errors.js";
-import { kRequestId, type ConsumerPrincipal } from "../internal/principal.js";
+import { kClientAddress, kRequestId, type ConsumerPrincipal } from "../internal/principal.js";
 import type { ServiceBinding } from "./module.js";
 import type { TlsMaterial } from "./tls.js";
 
@@ -48,6 +48,8 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
     forceCloseConnections: "idle",
+    // req.ip is the proxy's client only for configured proxies.
+    trustProxy: opts.trustedProxies.length ? opts.trustedProxies : false,
   };
   const app = (opts.tls
     ? Fastify({ ...base, http2: true, https: { allowHTTP1: true, key: opts.tls.key, cert: opts.tls.cert } } as unknown as FastifyServerOptions)
@@ -119,7 +121,7 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
         for (const s of opts.services) router.service(s.service, s.impl as never);
       },
       interceptors: [consumerAuthInterceptor(opts.authenticate)],
-      contextValues: (req) => createContextValues().set(kRequestId, String(req.id)),
+      contextValues: (req) => createContextValues().set(kRequestId, String(req.id)).set(kClientAddress, req.ip),
       readMaxBytes: opts.bodyLimitBytes,
     });
   });

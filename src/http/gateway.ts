@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import "@fastify/multipart";
 import { Auth } from "../../gen/pulsebase/common/v1/options_pb.js";
 import { appError, Violations } from "../internal/errors.js";
-import { kConsumer, kRequestId, type ConsumerPrincipal } from "../internal/principal.js";
+import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../internal/principal.js";
 import { sendError } from "./envelopes.js";
 import { FormBuilder } from "./form-fields.js";
 import { RestHandlerContext } from "./handler-context.js";
@@ -58,6 +58,7 @@ type Call = (req: Message, ctx: RestHandlerContext) => unknown;
 function contextFor(route: RestRoute, req: FastifyRequest): RestHandlerContext {
   const values = createContextValues();
   values.set(kRequestId, req.id);
+  values.set(kClientAddress, req.ip);
   return new RestHandlerContext(route.service, route.method, req.method, req.url, req.headers, values);
 }
 

@@ -4,7 +4,8 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ConsumerSchema, ConsumerService, type Consumer } from "../../gen/pulsebase/platform/v1/consumer_pb.js";
 import { appError, Violations } from "../internal/errors.js";
-import { consumerOf } from "../internal/principal.js";
+import { consumerOf, kClientAddress } from "../internal/principal.js";
+import type { TokenIssueLimiter } from "./token-issue-limiter.js";
 import type { Authenticator } from "./authenticator.js";
 import type { ConsumerRow, IdentityStore } from "./identity-store.js";
 import type { TokenService } from "./tokens.js";
@@ -14,6 +15,7 @@ export interface ConsumerServiceDeps {
   store: IdentityStore;
   tokens: TokenService;
   auth: Authenticator;
+  limiter: TokenIssueLimiter;
 }
 
 function toConsumer(row: ConsumerRow, appKey: string, extra: Partial<Consumer> = {}): Consumer {
@@ -31,7 +33,7 @@ function toConsumer(row: ConsumerRow, appKey: string, extra: Partial<Consumer> =
   });
 }
 
-export function createConsumerServiceImpl({ store, tokens, auth }: ConsumerServiceDeps): ServiceImpl<typeof ConsumerService> {
+export function createConsumerServiceImpl({ store, tokens, auth, limiter }: ConsumerServiceDeps): ServiceImpl<typeof ConsumerService> {
   return {
     async createConsumer(req) {
       const v = new Violations();
@@ -81,7 +83,8 @@ export function createConsumerServiceImpl({ store, tokens, auth }: ConsumerServi
       return toConsumer(row, me.appKey, { updatedAt: timestampFromDate(row.updated_at) });
     },
 
-    async issueToken(req) {
+    async issueToken(req, ctx) {
+      await limiter.take(ctx.values.get(kClientAddress), req.consumerId.trim());
       const v = new Violations();
       requireString(v, "app_key", req.appKey);
       if (req.consumerId.trim() === "") v.add("consumer_id", "The consumer_id field is required.");

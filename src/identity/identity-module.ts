@@ -7,12 +7,13 @@ import { binding, type PulsebaseModule } from "../app/module.js";
 import { createAdminIdentityServiceImpl } from "./admin-identity-service.js";
 import { createConsumerServiceImpl } from "./consumer-service.js";
 import { createSessionServiceImpl } from "./session-service.js";
+import { TokenIssueLimiter } from "./token-issue-limiter.js";
 
 export function createIdentityModule(s: Shared): PulsebaseModule {
   return {
     name: "identity",
     device: [
-      binding(ConsumerService, createConsumerServiceImpl({ store: s.identity, tokens: s.tokens, auth: s.auth })),
+      binding(ConsumerService, createConsumerServiceImpl({ store: s.identity, tokens: s.tokens, auth: s.auth, limiter: new TokenIssueLimiter() })),
       binding(SessionService, createSessionServiceImpl({ store: s.identity })),
     ],
     admin: [binding(IdentityService, createAdminIdentityServiceImpl({ store: s.identity, auth: s.auth }))],

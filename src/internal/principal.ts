@@ -30,3 +30,6 @@ export function consumerOf(ctx: HandlerContext): ConsumerPrincipal {
 export function requestIdOf(ctx: HandlerContext): string {
   return ctx.values.get(kRequestId);
 }
+
+/** The client's address (after trusted-proxy resolution), for per-address limits. */
+export const kClientAddress = createContextKey<string>("", { description: "client address" });

@@ -14,6 +14,7 @@ import { createSessionServiceImpl } from "../../src/identity/session-service.js"
 import { createAdminIdentityServiceImpl } from "../../src/identity/admin-identity-service.js";
 import { consumerAuthInterceptor } from "../../src/connect/interceptors.js";
 import { newKey } from "../../src/identity/token-keys.js";
+import { TokenIssueLimiter } from "../../src/identity/token-issue-limiter.js";
 
 for (const kind of ["postgres", "pglite"] as const) {
   describe(`identity services on ${kind}`, () => {
@@ -31,7 +32,7 @@ for (const kind of ["postgres", "pglite"] as const) {
       const auth = new Authenticator(store, tokens);
       const transport = createRouterTransport(
         (router) => {
-          router.service(ConsumerService, createConsumerServiceImpl({ store, tokens, auth }));
+          router.service(ConsumerService, createConsumerServiceImpl({ store, tokens, auth, limiter: new TokenIssueLimiter({ perAddressPerMinute: 1000, perConsumerPerMinute: 3 }) }));
           router.service(SessionService, createSessionServiceImpl({ store }));
         },
         { router: { interceptors: [consumerAuthInterceptor((h) => auth.fromAuthorization(h))] } },
@@ -78,6 +79,15 @@ for (const kind of ["postgres", "pglite"] as const) {
       const u = await admin.createUser({ name: "Ann", email: `ann-${kind}@example.com` });
       await expect(admin.createUser({ name: "Ann", email: `ann-${kind}@example.com` })).rejects.toMatchObject({ code: Code.AlreadyExists });
       expect(u.id).toBeGreaterThan(0n);
+    });
+
+    it("rate-limits token issue per consumer with a retry-after", async () => {
+      const c = await reg({ deviceId: "limited" });
+      for (let i = 0; i < 3; i++) await consumers.issueToken({ appKey, consumerId: String(c.id) });
+      const err = await consumers.issueToken({ appKey, consumerId: String(c.id) }).catch((e) => e);
+      expect(err.code).toBe(Code.ResourceExhausted);
+      const { ErrorDetailSchema } = await import("../../gen/pulsebase/common/v1/error_pb.js");
+      expect(err.findDetails(ErrorDetailSchema)[0].retryAfterSeconds).toBeGreaterThan(0);
     });
 
     it("stores and returns plans", async () => {
