@@ -3,6 +3,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { DescService } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import pino from "pino";
@@ -28,6 +29,8 @@ export interface TestServer {
   fetch(path: string, init?: RequestInit): Promise<Response>;
   /** Creates a team and an app; returns the app key and id. */
   createApp(name?: string): Promise<{ appKey: string; appId: bigint; teamId: bigint }>;
+  /** A client of any admin service, with the operator token. */
+  adminClient<S extends DescService>(service: S): Client<S>;
   /** Registers a consumer over REST; returns its id and token. */
   register(appKey: string, overrides?: Record<string, unknown>): Promise<{ id: number; token: string; body: Record<string, unknown> }>;
   close(): Promise<void>;
@@ -65,17 +68,15 @@ export async function startTestServer(opts: {
   const httpsUrl = `https://127.0.0.1:${ports.https}`;
   const adminUrl = `http://127.0.0.1:${ports.admin}`;
   const dispatcher = new Agent({ connect: { rejectUnauthorized: false } });
-  const admin = createClient(
-    IdentityService,
-    createConnectTransport({
-      baseUrl: adminUrl,
-      httpVersion: "1.1",
-      interceptors: [(next) => (req) => {
-        req.header.set("authorization", `Bearer ${OPERATOR}`);
-        return next(req);
-      }],
-    }),
-  );
+  const adminTransport = createConnectTransport({
+    baseUrl: adminUrl,
+    httpVersion: "1.1",
+    interceptors: [(next) => (req) => {
+      req.header.set("authorization", `Bearer ${OPERATOR}`);
+      return next(req);
+    }],
+  });
+  const admin = createClient(IdentityService, adminTransport);
   const f = (path: string, init?: RequestInit) =>
     undiciFetch(httpsUrl + path, { ...(init as UndiciRequestInit), dispatcher }) as unknown as Promise<Response>;
   const server: TestServer = {
@@ -89,6 +90,7 @@ export async function startTestServer(opts: {
     operatorToken: OPERATOR,
     admin,
     fetch: f,
+    adminClient: (service) => createClient(service, adminTransport),
     async createApp(name = "test app") {
       const team = await admin.createTeam({ name: `${name} team` });
       const a = await admin.createApp({ teamId: team.id, name });

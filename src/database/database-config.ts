@@ -1,0 +1,39 @@
+// Configuration of the database capability, passed in by the app factory.
+export interface DatabaseLimits {
+  /** Statements per request, after splitting every sql string (query and batch). */
+  maxStatements: number;
+  /** Characters per sql string. */
+  maxSqlLength: number;
+  /** Parameter values per statement entry (params array length or object keys). */
+  maxParams: number;
+  /** Rows one statement may return. */
+  maxRows: number;
+  /** Approximate bytes of row values one request may return. */
+  maxResultBytes: number;
+  /** Wall-clock limit of one request's statements, in milliseconds. */
+  queryTimeoutMs: number;
+  /** Size an embedded database file may grow to (SQLite max_page_count). */
+  maxDatabaseBytes: number;
+}
+
+export const DEFAULT_DATABASE_LIMITS: DatabaseLimits = {
+  maxStatements: 100,
+  maxSqlLength: 100_000,
+  maxParams: 1000,
+  maxRows: 10_000,
+  maxResultBytes: 8 * 1024 * 1024,
+  queryTimeoutMs: 5000,
+  maxDatabaseBytes: 1024 * 1024 * 1024,
+};
+
+export interface DatabaseConfig {
+  /** Directory of the embedded database files (created when missing). */
+  dataDir: string;
+  limits?: Partial<DatabaseLimits>;
+  /** Engine processes running embedded databases (default 2). */
+  engineProcesses?: number;
+  /** How long the query path may use a cached app -> database lookup (default 1000 ms). */
+  linkCacheMs?: number;
+  /** Time limit of the remote server check during provisioning (default 5000 ms). */
+  remoteCheckTimeoutMs?: number;
+}

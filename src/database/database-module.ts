@@ -1,0 +1,57 @@
+// Wires the capability: one engine pool and remote executor per process,
+// the store on the service's SQL, the query runner and both ServiceImpls.
+// `close()` must run at shutdown (it stops the engine processes).
+import { mkdir } from "node:fs/promises";
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
+import type { DatabaseService } from "../../gen/pulsebase/platform/v1/database_pb.js";
+import type { Sql } from "../storage/sql.js";
+import { createDatabaseAdminServiceImpl } from "./admin-service.js";
+import { DEFAULT_DATABASE_LIMITS, type DatabaseConfig } from "./database-config.js";
+import { createDatabaseManager, type DatabaseManager } from "./database-manager.js";
+import { createDatabaseStore, type DatabaseStore } from "./database-store.js";
+import { EnginePool } from "./engine-pool.js";
+import { createDatabaseServiceImpl } from "./platform-service.js";
+import { createQueryRunner, type QueryRunner } from "./query-runner.js";
+import { RemoteExecutor } from "./remote-executor.js";
+
+export interface DatabaseModule {
+  store: DatabaseStore;
+  manager: DatabaseManager;
+  runner: QueryRunner;
+  pool: EnginePool;
+  /** pulsebase.platform.v1.DatabaseService (device API, /api/db/*). */
+  platform: ServiceImpl<typeof DatabaseService>;
+  /** pulsebase.admin.v1.DatabaseService (operator API). */
+  admin: ServiceImpl<typeof AdminDatabaseService>;
+  close(): Promise<void>;
+}
+
+export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: Sql }): Promise<DatabaseModule> {
+  await mkdir(config.dataDir, { recursive: true });
+  const limits = { ...DEFAULT_DATABASE_LIMITS, ...config.limits };
+  const store = createDatabaseStore(deps.sql);
+  const pool = new EnginePool({ processes: config.engineProcesses, timeoutMs: limits.queryTimeoutMs });
+  const remote = new RemoteExecutor();
+  const runner = createQueryRunner({ store, pool, remote, dataDir: config.dataDir, limits, linkCacheMs: config.linkCacheMs });
+  const manager = createDatabaseManager({
+    store,
+    pool,
+    remote,
+    dataDir: config.dataDir,
+    remoteCheckTimeoutMs: config.remoteCheckTimeoutMs,
+    onChange: () => runner.invalidate(),
+  });
+  return {
+    store,
+    manager,
+    runner,
+    pool,
+    platform: createDatabaseServiceImpl({ runner }),
+    admin: createDatabaseAdminServiceImpl({ manager }),
+    async close() {
+      remote.close();
+      await pool.close();
+    },
+  };
+}

@@ -1,0 +1,44 @@
+// The real work behind pending -> provisioning -> active: an embedded
+// database gets its file created with WAL journaling and the service's
+// pragmas; a remote one must answer a query with the given token.
+import { mkdir, rm } from "node:fs/promises";
+import { dirname } from "node:path";
+import { createClient } from "@libsql/client";
+import Database from "libsql";
+
+export async function provisionEmbedded(absPath: string): Promise<void> {
+  await mkdir(dirname(absPath), { recursive: true });
+  const db = new Database(absPath);
+  try {
+    // journal_mode and auto_vacuum are stored in the file; the per-connection
+    // pragmas (busy_timeout, synchronous, foreign_keys) are set by the engine.
+    db.exec("PRAGMA auto_vacuum = INCREMENTAL");
+    db.exec("PRAGMA journal_mode = WAL");
+    const mode = (db.prepare("PRAGMA journal_mode").raw(true).get([]) as unknown[])[0];
+    if (String(mode).toLowerCase() !== "wal") throw new Error(`could not enable WAL (journal_mode=${String(mode)})`);
+    db.exec("CREATE TABLE IF NOT EXISTS _pb_probe (x); DROP TABLE _pb_probe"); // the file is writable
+    db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  } finally {
+    db.close();
+  }
+}
+
+export async function removeEmbedded(absPath: string): Promise<void> {
+  await Promise.all([absPath, `${absPath}-wal`, `${absPath}-shm`].map((p) => rm(p, { force: true })));
+}
+
+export async function checkRemote(url: string, authToken: string, timeoutMs: number): Promise<void> {
+  const client = createClient({ url, authToken: authToken || undefined });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      client.execute("SELECT 1"),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+    client.close();
+  }
+}

@@ -1,0 +1,241 @@
+// The /api/db/query and /api/db/batch logic, transport-free. Checks run in
+// the order of DECISIONS 20: request shape (422), linked database (403
+// database_not_linked), guard (403 forbidden_query), status (503
+// database_unavailable); then the statements run on the database's
+// executor (embedded: the engine pool; remote: @libsql/client).
+import { join } from "node:path";
+import { appError, Violations } from "../internal/errors.js";
+import { DEFAULT_DATABASE_LIMITS, type DatabaseLimits } from "./database-config.js";
+import type { DatabaseStore, LinkedDatabase } from "./database-store.js";
+import { EngineFailure, EngineTimeoutError, type EnginePool } from "./engine-pool.js";
+import type { EngineResult, EngineStatement } from "./engine-protocol.js";
+import type { RemoteExecutor } from "./remote-executor.js";
+import { checkStatement, firstWord, type GuardVerdict } from "./sql-guard.js";
+import { bindParams, paramSlots, toArg, type JsonParams, type ParamSlots } from "./sql-params.js";
+import { splitStatements } from "./sql-splitter.js";
+
+export interface StatementInput {
+  sql: string;
+  /** JSON array, JSON object, or undefined/null for none. */
+  params?: unknown;
+}
+
+export interface QueryRunnerDeps {
+  store: DatabaseStore;
+  pool: EnginePool;
+  remote: RemoteExecutor;
+  dataDir: string;
+  limits?: Partial<DatabaseLimits>;
+  linkCacheMs?: number;
+}
+
+export interface QueryRunner {
+  /** POST /api/db/query: one sql string (maybe several statements). */
+  query(appId: number, input: StatementInput): Promise<EngineResult[]>;
+  /** POST /api/db/batch. */
+  batch(appId: number, statements: readonly StatementInput[], transaction: boolean): Promise<EngineResult[]>;
+  /** Forget cached app -> database lookups (after operator changes). */
+  invalidate(): void;
+}
+
+interface Planned extends EngineStatement {
+  /** Field path of the entry it came from, e.g. "statements.2.sql". */
+  field: string;
+  index: number;
+  verdict: GuardVerdict;
+}
+
+/** What the service learns from one sql string alone; cached by text. */
+interface Analysis {
+  statements: { sql: string; verb: string; verdict: GuardVerdict }[];
+  slots: ParamSlots[] | string;
+}
+
+const ANALYSIS_CACHE_MAX = 2000;
+const ANALYSIS_CACHE_MAX_SQL = 4096;
+const analyses = new Map<string, Analysis>();
+
+/** Splits, numbers parameters and runs the guard; hot statements hit the cache. */
+function analyse(sql: string): Analysis {
+  const hit = analyses.get(sql);
+  if (hit) return hit;
+  const split = splitStatements(sql);
+  let slots: ParamSlots[] | string = [];
+  for (const s of split) {
+    const slot = paramSlots(s.tokens);
+    if (typeof slot === "string") {
+      slots = slot;
+      break;
+    }
+    slots.push(slot);
+  }
+  const a: Analysis = {
+    statements: split.map((s) => ({ sql: s.sql, verb: firstWord(s.tokens) ?? "", verdict: checkStatement(s.sql, s.tokens) })),
+    slots,
+  };
+  if (sql.length <= ANALYSIS_CACHE_MAX_SQL) {
+    if (analyses.size >= ANALYSIS_CACHE_MAX) analyses.clear();
+    analyses.set(sql, a);
+  }
+  return a;
+}
+
+const TX_WORDS = new Set(["BEGIN", "COMMIT", "ROLLBACK", "END"]);
+
+export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
+  const limits: DatabaseLimits = { ...DEFAULT_DATABASE_LIMITS, ...deps.limits };
+  const cacheMs = deps.linkCacheMs ?? 1000;
+  const cache = new Map<number, { db: LinkedDatabase | undefined; until: number }>();
+
+  async function linked(appId: number): Promise<LinkedDatabase | undefined> {
+    const now = Date.now();
+    const hit = cache.get(appId);
+    if (hit && hit.until > now) return hit.db;
+    const db = await deps.store.linkedTo(appId);
+    if (cache.size > 10_000) cache.clear();
+    cache.set(appId, { db, until: now + cacheMs });
+    return db;
+  }
+
+  /** Request-shape checks; returns the statements to run. */
+  function plan(entries: readonly StatementInput[], batch: boolean, transaction: boolean): Planned[] {
+    const v = new Violations();
+    const out: Planned[] = [];
+    if (batch && entries.length === 0) v.add("statements", "At least one statement is required.");
+    if (batch && entries.length > limits.maxStatements) {
+      v.add("statements", `At most ${limits.maxStatements} statements are allowed in one batch.`);
+      v.throwIfAny();
+    }
+    entries.forEach((e, i) => {
+      const prefix = batch ? `statements.${i}.` : "";
+      const sqlField = `${prefix}sql`;
+      const paramsField = `${prefix}params`;
+      if (typeof e.sql !== "string" || e.sql.trim() === "") {
+        v.add(sqlField, "The sql field is required.");
+        return;
+      }
+      if (e.sql.length > limits.maxSqlLength) {
+        v.add(sqlField, `The sql may not be longer than ${limits.maxSqlLength} characters.`);
+        return;
+      }
+      let params: JsonParams;
+      const p = e.params;
+      if (p === undefined || p === null) params = undefined;
+      else if (Array.isArray(p)) params = p;
+      else if (typeof p === "object") params = p as Record<string, unknown>;
+      else {
+        v.add(paramsField, "The params must be an array (positional) or an object (named).");
+        return;
+      }
+      if (params) {
+        const entriesOf = Array.isArray(params) ? params.map((x, k) => [String(k), x] as const) : Object.entries(params);
+        if (entriesOf.length > limits.maxParams) {
+          v.add(paramsField, `At most ${limits.maxParams} parameter values are allowed.`);
+          return;
+        }
+        let bad = false;
+        for (const [k, x] of entriesOf) {
+          if (toArg(x) === undefined) {
+            v.add(`${paramsField}.${k}`, "A parameter value must be a number, string, boolean or null.");
+            bad = true;
+          }
+        }
+        if (bad) return;
+      }
+      const a = analyse(e.sql);
+      if (a.statements.length === 0) {
+        v.add(sqlField, "The sql contains no statement.");
+        return;
+      }
+      if (transaction && a.statements.some((s) => TX_WORDS.has(s.verb))) {
+        v.add(sqlField, "BEGIN, COMMIT and ROLLBACK are not allowed when transaction is true; the server adds them.");
+        return;
+      }
+      if (typeof a.slots === "string") {
+        v.add(sqlField, `Invalid parameter: ${a.slots}.`);
+        return;
+      }
+      const bound = bindParams(a.slots, params);
+      if (typeof bound === "string") {
+        v.add(paramsField, `The params do not match the statement: ${bound}.`);
+        return;
+      }
+      a.statements.forEach((s, k) => {
+        out.push({ sql: s.sql, args: bound[k]!, verb: s.verb, field: sqlField, index: i, verdict: s.verdict });
+      });
+    });
+    if (out.length > limits.maxStatements) {
+      v.add(batch ? "statements" : "sql", `At most ${limits.maxStatements} statements are allowed in one request.`);
+    }
+    v.throwIfAny();
+    return out;
+  }
+
+  async function execute(appId: number, planned: Planned[], transaction: boolean): Promise<EngineResult[]> {
+    const db = await linked(appId);
+    if (!db) throw appError("database_not_linked");
+    for (const p of planned) {
+      const verdict = p.verdict;
+      if (!verdict.ok) {
+        const where = p.field === "sql" ? "" : ` (${p.field})`;
+        throw appError("forbidden_query", `${verdict.reason}${where}`);
+      }
+    }
+    if (db.status !== "active") {
+      throw appError("database_unavailable", `The linked database is ${db.status}, not active.`);
+    }
+    const statements: EngineStatement[] = planned.map((p) => ({ sql: p.sql, args: p.args, verb: p.verb }));
+    try {
+      if (db.kind === "embedded") {
+        return await deps.pool.run(
+          {
+            path: join(deps.dataDir, db.filePath ?? ""),
+            statements,
+            transaction,
+            mayUseTemp: planned.some((p) => /temp/i.test(p.sql)),
+            maxRows: limits.maxRows,
+            maxBytes: limits.maxResultBytes,
+            busyTimeoutMs: Math.max(0, limits.queryTimeoutMs - 100),
+            maxDatabaseBytes: limits.maxDatabaseBytes,
+          },
+          db.id,
+        );
+      }
+      return await withTimeout(
+        deps.remote.run(
+          { id: db.id, url: db.url ?? "", authToken: db.authToken ?? "" },
+          statements,
+          transaction,
+          { maxRows: limits.maxRows, maxBytes: limits.maxResultBytes },
+        ),
+        limits.queryTimeoutMs,
+      );
+    } catch (e) {
+      if (e instanceof EngineTimeoutError) throw appError("timeout", e.message, { cause: e });
+      if (e instanceof EngineFailure) throw appError("query_error", `The database backend failed: ${e.message}`, { cause: e });
+      throw appError("query_error", undefined, { cause: e });
+    }
+  }
+
+  return {
+    query(appId, input) {
+      return execute(appId, plan([input], false, false), false);
+    },
+    batch(appId, statements, transaction) {
+      return execute(appId, plan(statements, true, transaction), transaction);
+    },
+    invalidate() {
+      cache.clear();
+    },
+  };
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new EngineTimeoutError(`the query ran longer than ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}

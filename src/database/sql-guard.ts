@@ -1,0 +1,116 @@
+// The statement guard (platform-api.md section 4 "SQL rules", DECISIONS 15,
+// 16, 19). Two independent checks, both must pass:
+//  1. the first tokens are an allowed prefix, compared token by token
+//     (ASCII case-insensitive, only white space between the words);
+//  2. no blocked keyword appears anywhere as a whole word, literals and
+//     comments included. The text is NFKC-normalised and stripped of
+//     invisible format characters first, so fullwidth or zero-width
+//     look-alikes of a keyword are refused as well.
+import type { Token } from "./sql-tokenizer.js";
+
+const ALLOWED_PREFIXES: readonly (readonly string[])[] = [
+  ["SELECT"],
+  ["INSERT"],
+  ["UPDATE"],
+  ["DELETE"],
+  ["CREATE", "TABLE"],
+  ["CREATE", "INDEX"],
+  ["CREATE", "UNIQUE", "INDEX"],
+  ["ALTER", "TABLE"],
+  ["DROP", "TABLE"],
+  ["DROP", "INDEX"],
+  ["BEGIN"],
+  ["COMMIT"],
+  ["ROLLBACK"],
+];
+
+export const BLOCKED_KEYWORDS = ["ATTACH", "DETACH", "PRAGMA", "VACUUM", "LOAD_EXTENSION", "SAVEPOINT", "RELEASE"] as const;
+const blocked = new Set(BLOCKED_KEYWORDS.map((k) => k.toLowerCase()));
+
+/** Upper-cases ASCII letters only (SQLite keywords are ASCII). */
+function asciiUpper(s: string): string | undefined {
+  // eslint-disable-next-line no-control-regex
+  return /^[\x00-\x7f]*$/.test(s) ? s.toUpperCase() : undefined;
+}
+
+/** The statement's first words when they are bare words separated by white space. */
+function leadingWords(tokens: readonly Token[], max: number): string[] {
+  const words: string[] = [];
+  for (let i = 0; i < tokens.length && words.length < max; i++) {
+    const t = tokens[i]!;
+    if (t.kind === "space") {
+      if (i === 0) continue; // leading white space is fine
+      continue;
+    }
+    if (t.kind !== "word") break;
+    const w = asciiUpper(t.text);
+    if (w === undefined) break;
+    words.push(w);
+    // the next token must be white space for a further word to count
+    if (tokens[i + 1]?.kind !== "space") break;
+  }
+  return words;
+}
+
+export function hasAllowedPrefix(tokens: readonly Token[]): boolean {
+  const first = tokens.find((t) => t.kind !== "space");
+  if (!first || first.kind !== "word") return false; // comments, quotes, punctuation
+  const words = leadingWords(tokens, 3);
+  return ALLOWED_PREFIXES.some((p) => p.every((w, i) => words[i] === w));
+}
+
+/** The first word of the statement, upper-cased (for BEGIN/COMMIT checks). */
+export function firstWord(tokens: readonly Token[]): string | undefined {
+  const t = tokens.find((x) => x.kind !== "space");
+  return t?.kind === "word" ? asciiUpper(t.text) : undefined;
+}
+
+// Default-ignorable and format characters (zero-width space/joiners, soft
+// hyphen, BOM, ...) vanish before matching.
+const invisible = /[\p{Cf}\u115f\u1160\u3164\uffa0]/gu; // marks (U+034F, ...) go with \p{M}
+// A word is a run of letters, digits and "_" (so LOAD_EXTENSION is one word,
+// and so is pragma_table_info, which is caught by its prefix).
+const wordRe = /[\p{L}\p{N}_]+/gu;
+
+// Common Cyrillic and Greek letters that look like Latin ones. SQLite itself
+// reads them as identifier characters (never as a keyword), so this only
+// makes the guard refuse more, never less.
+const confusables: Record<string, string> = {
+  а: "a", в: "b", с: "c", е: "e", һ: "h", і: "i", ј: "j", к: "k", м: "m", н: "h", о: "o", р: "p", ѕ: "s",
+  т: "t", у: "y", х: "x", ԁ: "d", ԛ: "q", ԝ: "w", ӏ: "l",
+  α: "a", β: "b", ε: "e", η: "n", ι: "i", κ: "k", μ: "m", ν: "v", ο: "o", ρ: "p", τ: "t", υ: "u", χ: "x", ζ: "z",
+};
+const confusableRe = new RegExp(`[${Object.keys(confusables).join("")}]`, "gu");
+
+/** Folds the text to plain lower-case ASCII-looking letters for matching. */
+export function foldForMatching(sql: string): string {
+  return sql
+    .normalize("NFKC")
+    .toLowerCase()
+    .normalize("NFD")
+    .replace(/\p{M}/gu, "") // accents and combining dots (İ -> i)
+    .replace(invisible, "")
+    .replace(confusableRe, (c) => confusables[c] ?? c);
+}
+
+/** The blocked keyword found in the text, if any. */
+export function findBlockedKeyword(sql: string): string | undefined {
+  const text = foldForMatching(sql);
+  for (const m of text.matchAll(wordRe)) {
+    const w = m[0];
+    if (blocked.has(w)) return w.toUpperCase();
+    if (w.startsWith("pragma_")) return "PRAGMA";
+  }
+  return undefined;
+}
+
+export type GuardVerdict = { ok: true } | { ok: false; reason: string };
+
+export function checkStatement(sql: string, tokens: readonly Token[]): GuardVerdict {
+  if (!hasAllowedPrefix(tokens)) {
+    return { ok: false, reason: "The statement does not start with an allowed command." };
+  }
+  const kw = findBlockedKeyword(sql);
+  if (kw) return { ok: false, reason: `The statement contains the blocked keyword ${kw}.` };
+  return { ok: true };
+}

@@ -1,0 +1,131 @@
+// A SQLite-aware tokenizer, just enough to split statements, check their
+// first words and find bound parameters. It follows SQLite's own rules
+// (tokenize.c): identifier characters are ASCII letters, digits, "_", "$"
+// (not first) and every non-ASCII character; only ASCII space, tab, CR, LF
+// and FF are white space.
+export type TokenKind =
+  | "space"
+  | "comment"
+  | "string" // '...'
+  | "blob" // x'...'
+  | "qident" // "...", [...], `...`
+  | "word" // bare identifier or keyword
+  | "number"
+  | "param" // ?, ?NNN, :name, @name, $name
+  | "semi"
+  | "punct";
+
+export interface Token {
+  kind: TokenKind;
+  start: number;
+  end: number;
+  text: string;
+}
+
+function isSpace(c: number): boolean {
+  return c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d || c === 0x0c;
+}
+
+function isDigit(c: number): boolean {
+  return c >= 0x30 && c <= 0x39;
+}
+
+/** SQLite's IdChar: letters, digits, "_", "$" and any non-ASCII code unit. */
+export function isIdChar(c: number): boolean {
+  return (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || isDigit(c) || c === 0x5f || c === 0x24 || c >= 0x80;
+}
+
+function isIdStart(c: number): boolean {
+  return isIdChar(c) && !isDigit(c) && c !== 0x24;
+}
+
+/** Finds the end of a quoted run where a doubled closing quote escapes it. */
+function quotedEnd(s: string, from: number, close: string, doubled: boolean): number {
+  let i = from;
+  for (;;) {
+    const j = s.indexOf(close, i);
+    if (j < 0) return s.length; // unterminated: SQLite refuses it at prepare
+    if (doubled && s[j + 1] === close) {
+      i = j + 2;
+      continue;
+    }
+    return j + 1;
+  }
+}
+
+export function tokenize(s: string): Token[] {
+  const out: Token[] = [];
+  const n = s.length;
+  let i = 0;
+  const push = (kind: TokenKind, end: number) => {
+    out.push({ kind, start: i, end, text: s.slice(i, end) });
+    i = end;
+  };
+  while (i < n) {
+    const c = s.charCodeAt(i);
+    const d = i + 1 < n ? s.charCodeAt(i + 1) : -1;
+    if (isSpace(c)) {
+      let j = i + 1;
+      while (j < n && isSpace(s.charCodeAt(j))) j++;
+      push("space", j);
+    } else if (c === 0x2d /* - */ && d === 0x2d) {
+      const j = s.indexOf("\n", i + 2);
+      push("comment", j < 0 ? n : j + 1);
+    } else if (c === 0x2f /* / */ && d === 0x2a /* * */) {
+      const j = s.indexOf("*/", i + 2);
+      push("comment", j < 0 ? n : j + 2);
+    } else if (c === 0x27 /* ' */) {
+      push("string", quotedEnd(s, i + 1, "'", true));
+    } else if ((c === 0x78 || c === 0x58) && d === 0x27 /* x' */) {
+      push("blob", quotedEnd(s, i + 2, "'", false));
+    } else if (c === 0x22 /* " */) {
+      push("qident", quotedEnd(s, i + 1, '"', true));
+    } else if (c === 0x60 /* ` */) {
+      push("qident", quotedEnd(s, i + 1, "`", true));
+    } else if (c === 0x5b /* [ */) {
+      push("qident", quotedEnd(s, i + 1, "]", false));
+    } else if (c === 0x3b /* ; */) {
+      push("semi", i + 1);
+    } else if (c === 0x3f /* ? */) {
+      let j = i + 1;
+      while (j < n && isDigit(s.charCodeAt(j))) j++;
+      push("param", j);
+    } else if (c === 0x3a /* : */ || c === 0x40 /* @ */) {
+      let j = i + 1;
+      while (j < n && isIdChar(s.charCodeAt(j))) j++;
+      push(j > i + 1 ? "param" : "punct", j);
+    } else if (c === 0x24 /* $ */) {
+      // TCL-style names may contain "::" and end with "(...)".
+      let j = i + 1;
+      for (;;) {
+        while (j < n && isIdChar(s.charCodeAt(j))) j++;
+        if (s.startsWith("::", j)) {
+          j += 2;
+          continue;
+        }
+        if (s[j] === "(" && j > i + 1) {
+          const k = s.indexOf(")", j);
+          if (k >= 0 && !/\s/.test(s.slice(j, k))) j = k + 1;
+        }
+        break;
+      }
+      push(j > i + 1 ? "param" : "punct", j);
+    } else if (isDigit(c) || (c === 0x2e && isDigit(d))) {
+      let j = i + 1;
+      while (j < n) {
+        const e = s.charCodeAt(j);
+        if (isIdChar(e) || e === 0x2e) j++;
+        else if ((e === 0x2b || e === 0x2d) && /[eE]/.test(s[j - 1] ?? "") && !/^0[xX]/.test(s.slice(i, j))) j++;
+        else break;
+      }
+      push("number", j);
+    } else if (isIdStart(c)) {
+      let j = i + 1;
+      while (j < n && isIdChar(s.charCodeAt(j))) j++;
+      push("word", j);
+    } else {
+      push("punct", i + 1);
+    }
+  }
+  return out;
+}
