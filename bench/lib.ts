@@ -112,3 +112,28 @@ export function printTable(rows: Row[]): void {
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
   for (const l of lines) console.log(fmt(l));
 }
+
+/** Calls fn with `inFlight` calls outstanding for the duration (an in-process baseline). */
+export async function inProcessLoad(fn: () => Promise<unknown>, inFlight: number, durationSec: number): Promise<LoadResult> {
+  const lat: number[] = [];
+  let errors = 0;
+  const start = performance.now();
+  const end = start + durationSec * 1000;
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (performance.now() < end) {
+        const t0 = performance.now();
+        try {
+          await fn();
+          lat.push((performance.now() - t0) * 1000);
+        } catch {
+          errors++;
+        }
+      }
+    }),
+  );
+  const sorted = Float64Array.from(lat).sort();
+  const q = (p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]! / 1000 : 0);
+  const durationMs = performance.now() - start;
+  return { requests: lat.length, errors, durationMs, rps: (lat.length / durationMs) * 1000, p50Ms: q(0.5), p99Ms: q(0.99), statuses: {} };
+}

@@ -8,6 +8,10 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { IdentityService } from "../gen/pulsebase/admin/v1/identity_pb.js";
 import { h1Load, h2, pinSelf, printTable, startServer, stopServer, type Row } from "./lib.js";
 import { identityScenarios } from "./scenarios/identity.js";
+import { databaseScenarios } from "./scenarios/database-http.js";
+import type { DescService } from "@bufbuild/protobuf";
+import type { Client } from "@connectrpc/connect";
+import type { LoadResult } from "../src/load/h2-load.js";
 
 process.env.NODE_TLS_REJECT_UNAUTHORIZED = "0";
 
@@ -17,6 +21,11 @@ export interface BenchContext {
   operatorToken: string;
   durationSec: number;
   admin: ReturnType<typeof createClient<typeof IdentityService>>;
+  adminClient<S extends DescService>(service: S): Client<S>;
+  /** The server's data directory (embedded database files live there). */
+  dataDir: string;
+  /** A baseline row measured earlier in this run, by "scenario transport". */
+  baseline(name: string): LoadResult;
   /** A new app and one registered consumer. */
   newConsumer(name: string): Promise<{ appKey: string; appId: bigint; teamId: bigint; token: string; consumerId: number }>;
 }
@@ -24,6 +33,7 @@ export interface BenchContext {
 type Suite = (ctx: BenchContext) => Promise<Row[]>;
 const suites: Record<string, Suite> = {
   identity: identityScenarios,
+  database: databaseScenarios,
 };
 
 const { values } = parseArgs({
@@ -37,7 +47,7 @@ const only = values.only ? values.only.split(",") : Object.keys(suites);
 
 pinSelf();
 const base = await startServer<{ https: number }>("bench/servers/baseline-server.ts");
-const pb = await startServer<{ https: number; admin: number; operatorToken: string }>("bench/servers/pulsebase-server.ts");
+const pb = await startServer<{ https: number; admin: number; operatorToken: string; dataDir: string }>("bench/servers/pulsebase-server.ts");
 const rows: Row[] = [];
 try {
   const baseUrl = `https://127.0.0.1:${base.info.https}`;
@@ -48,12 +58,20 @@ try {
 
   const https = `https://127.0.0.1:${pb.info.https}`;
   const adminUrl = `http://127.0.0.1:${pb.info.admin}`;
-  const admin = createClient(IdentityService, createConnectTransport({
+  const adminTransport = createConnectTransport({
     baseUrl: adminUrl, httpVersion: "1.1",
     interceptors: [(next) => (req) => { req.header.set("authorization", `Bearer ${pb.info.operatorToken}`); return next(req); }],
-  }));
+  });
+  const admin = createClient(IdentityService, adminTransport);
   const ctx: BenchContext = {
     https, adminUrl, operatorToken: pb.info.operatorToken, durationSec, admin,
+    adminClient: (service) => createClient(service, adminTransport),
+    dataDir: pb.info.dataDir,
+    baseline(name) {
+      const r = rows.find((x) => `${x.scenario} ${x.transport}` === name);
+      if (!r) throw new Error(`no baseline ${name}`);
+      return r.result;
+    },
     async newConsumer(name) {
       const team = await admin.createTeam({ name });
       const app = await admin.createApp({ teamId: team.id, name });

@@ -1,0 +1,69 @@
+// Linked database through the whole server: SELECT by primary key over REST
+// (HTTP/1.1 and HTTP/2) and Connect binary (HTTP/2), a 100-row INSERT batch in
+// a transaction over REST, and, in the same run, the same operations straight
+// on @libsql/client against the same file (the baseline).
+import { join } from "node:path";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { createClient as createLibsql } from "@libsql/client";
+import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
+import { QueryRequestSchema } from "../../gen/pulsebase/platform/v1/database_pb.js";
+import { jsonToValue } from "../../src/database/proto-values.js";
+import { h1Load, h2, inProcessLoad, type Row } from "../lib.js";
+import type { BenchContext } from "../run.js";
+
+const SEED = 10_000;
+
+export async function databaseScenarios(ctx: BenchContext): Promise<Row[]> {
+  const { token, appId, teamId } = await ctx.newConsumer("database");
+  const dbs = ctx.adminClient(AdminDatabaseService);
+  const db = await dbs.createDatabase({ teamId, name: "bench" });
+  await dbs.linkDatabase({ databaseId: db.id, appId });
+  const auth = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+  const q = (body: unknown) => fetch(`${ctx.https}/api/db/batch`, { method: "POST", headers: auth, body: JSON.stringify(body) }).then((r) => r.json());
+  await q({ statements: [{ sql: "CREATE TABLE kv (id INTEGER PRIMARY KEY, v TEXT)" }] });
+  for (let i = 0; i < SEED; i += 1000) {
+    await q({ transaction: true, statements: [{ sql: "INSERT INTO kv (id, v) SELECT value, 'value-' || value FROM json_each(?)", params: [JSON.stringify(Array.from({ length: 1000 }, (_, k) => i + k + 1))] }] });
+  }
+  const file = join(ctx.dataDir, "databases", (await dbs.getDatabase({ id: db.id })).filePath.split("/").pop()!);
+  const bare = createLibsql({ url: `file:${file}` });
+  const d = ctx.durationSec;
+  const rows: Row[] = [];
+  const select = { sql: "SELECT id, v FROM kv WHERE id = ?", params: [4242] };
+
+  // One request at a time: the per-request overhead of the HTTP path.
+  rows.push({ scenario: "SELECT by PK, 1 in flight", transport: "@libsql/client in process", result: await inProcessLoad(() => bare.execute({ sql: select.sql, args: [4242] }), 1, d) });
+  rows.push({
+    scenario: "SELECT by PK, 1 in flight", transport: "REST h1", baseline: "SELECT by PK, 1 in flight @libsql/client in process",
+    result: await h1Load({ url: `${ctx.https}/api/db/query`, method: "POST", headers: auth, body: JSON.stringify(select), durationSec: d, connections: 1 }),
+  });
+  rows.push({ scenario: "SELECT by PK", transport: "@libsql/client in process", result: await inProcessLoad(() => bare.execute({ sql: select.sql, args: [4242] }), 16, d) });
+  const fastify = ctx.baseline("bare Fastify POST REST h1");
+  const pk = await h1Load({ url: `${ctx.https}/api/db/query`, method: "POST", headers: auth, body: JSON.stringify(select), durationSec: d });
+  rows.push({ scenario: "SELECT by PK /api/db/query", transport: "REST h1", baseline: "SELECT by PK @libsql/client in process", result: pk, note: `${(pk.rps / fastify.rps).toFixed(2)} x bare Fastify` });
+  rows.push({
+    scenario: "SELECT by PK /api/db/query", transport: "REST h2", baseline: "SELECT by PK @libsql/client in process",
+    result: await h2({ url: ctx.https, path: "/api/db/query", headers: auth, body: Buffer.from(JSON.stringify(select)), durationSec: d }),
+  });
+  rows.push({
+    scenario: "SELECT by PK DatabaseService/Query", transport: "Connect binary h2", baseline: "SELECT by PK @libsql/client in process",
+    result: await h2({
+      url: ctx.https,
+      path: "/pulsebase.platform.v1.DatabaseService/Query",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/proto", "connect-protocol-version": "1" },
+      body: toBinary(QueryRequestSchema, create(QueryRequestSchema, { sql: select.sql, params: jsonToValue([4242]) })),
+      durationSec: d,
+    }),
+  });
+
+  let next = SEED + 1_000_000;
+  const batchArgs = () => Array.from({ length: 100 }, () => ({ sql: "INSERT INTO kv (id, v) VALUES (?, ?)", args: [next++, "x"] }));
+  rows.push({ scenario: "100-row INSERT tx", transport: "@libsql/client in process", result: await inProcessLoad(() => bare.batch(batchArgs(), "write"), 1, d) });
+  // Ids from autoincrement so the same request body can repeat.
+  const insertBody = JSON.stringify({ transaction: true, statements: Array.from({ length: 100 }, () => ({ sql: "INSERT INTO kv (v) VALUES (?)", params: ["x"] })) });
+  rows.push({
+    scenario: "100-row INSERT tx /api/db/batch", transport: "REST h1", baseline: "100-row INSERT tx @libsql/client in process",
+    result: await h1Load({ url: `${ctx.https}/api/db/batch`, method: "POST", headers: auth, body: insertBody, durationSec: d, connections: 4 }),
+  });
+  bare.close();
+  return rows;
+}
