@@ -1,0 +1,51 @@
+// X-App-Key -> application and its CMS plan limits, cached briefly in
+// process (a rotated key stops working within ttlMs; forget() drops it now).
+import { TtlCache } from "../internal/ttl-cache.js";
+import type { Sql } from "../storage/sql.js";
+
+export interface CmsApp {
+  id: number;
+  appKey: string;
+  /** 0 = unlimited */
+  requestsPerSecond: number;
+  requestsPerDay: number;
+}
+
+export class AppResolver {
+  private readonly cache: TtlCache<string, CmsApp | null>;
+
+  constructor(private readonly sql: Sql, ttlMs = 5000) {
+    this.cache = new TtlCache(ttlMs, 50_000);
+  }
+
+  async byKey(appKey: string): Promise<CmsApp | null> {
+    const hit = this.cache.get(appKey);
+    if (hit !== undefined) return hit;
+    const { rows } = await this.sql.query<{ id: number; plan: Record<string, unknown> | string | null }>(
+      "SELECT id, plan FROM apps WHERE app_key = $1",
+      [appKey],
+    );
+    const r = rows[0];
+    // plan is the proto Plan as JSON (camelCase); int64 may arrive as a string
+    const plan = (typeof r?.plan === "string" ? JSON.parse(r.plan) : r?.plan) as Record<string, unknown> | null | undefined;
+    const app: CmsApp | null = r
+      ? {
+          id: Number(r.id),
+          appKey,
+          requestsPerSecond: Number(plan?.cmsRequestsPerSecond ?? 0) || 0,
+          requestsPerDay: Number(plan?.cmsRequestsPerDay ?? 0) || 0,
+        }
+      : null;
+    this.cache.set(appKey, app);
+    return app;
+  }
+
+  async keyOf(appId: number): Promise<string | undefined> {
+    const { rows } = await this.sql.query<{ app_key: string }>("SELECT app_key FROM apps WHERE id = $1", [appId]);
+    return rows[0]?.app_key;
+  }
+
+  forget(): void {
+    this.cache.clear();
+  }
+}

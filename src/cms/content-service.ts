@@ -1,0 +1,336 @@
+// pulsebase.cms.v1.ContentService: the device-facing, read-only content API.
+// Order of work per request: X-App-Key (MISSING_APP_KEY / INVALID_APP_KEY),
+// the plan's rate limit (429 RATE_LIMITED), metering, content type lookup
+// (CONTENT_TYPE_NOT_FOUND), the response cache for the shapes included in the
+// plan, else a computed response under a statement timeout (QUERY_TIMEOUT).
+import { createHash } from "node:crypto";
+import { create, fromJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import {
+  ContentResponseSchema,
+  type ContentResponse,
+  type ContentService,
+  type Meta,
+} from "../../gen/pulsebase/cms/v1/content_pb.js";
+import { appError } from "../internal/errors.js";
+import { sqlState } from "../storage/pg-errors.js";
+import type { Sql } from "../storage/sql.js";
+import type { AppResolver, CmsApp } from "./app-resolver.js";
+import type { ContentTypeDef } from "./content-type-def.js";
+import { buildListQuery } from "./entry-query.js";
+import { UUID_RE } from "./field-types.js";
+import { isCounted, type Endpoint } from "./metering.js";
+import { parseListQuery, parsePopulate, parseSearchQuery, type SearchQuery } from "./query-params.js";
+import type { RateLimiter } from "./rate-limiter.js";
+import type { AppSlot, CachedResponse, ReadCache, ReadState } from "./read-cache.js";
+import { compileRenderer, mediaBaseFor, TS_SELECT, type EntryRow } from "./render.js";
+import type { UsageMeter } from "./usage-meter.js";
+
+export const CACHE_CONTROL_PUBLIC = "public, max-age=3600";
+export const CACHE_CONTROL_SEARCH = "no-cache, no-store";
+/** Set on a response when If-None-Match matched its ETag: the gateway answers 304. */
+export const NOT_MODIFIED_HEADER = "x-pulsebase-not-modified";
+
+export interface ContentServiceDeps {
+  sql: Sql;
+  /** {media_base_url}, e.g. https://media.example.com */
+  mediaBaseUrl: string;
+  apps: AppResolver;
+  cache: ReadCache;
+  meter: UsageMeter;
+  limiter: RateLimiter;
+  /** statement timeout of computed list/search queries; default 5000 */
+  queryTimeoutMs?: number;
+}
+
+interface Begun {
+  app: CmsApp;
+  slot: AppSlot;
+  state: ReadState;
+  def: ContentTypeDef | undefined;
+  counted: boolean;
+}
+
+type Query = Readonly<Record<string, string>>;
+
+function etagOf(json: unknown): string {
+  return `"${createHash("sha1").update(JSON.stringify(json)).digest("base64url")}"`;
+}
+
+function toMessage(data: JsonValue, meta?: Meta | Omit<Meta, "$typeName">): ContentResponse {
+  return create(ContentResponseSchema, { data: fromJson(ValueSchema, data), meta });
+}
+
+function matchesIfNoneMatch(header: string | null, etag: string): boolean {
+  if (!header) return false;
+  return header.split(",").some((t) => {
+    const v = t.trim();
+    return v === "*" || v.replace(/^W\//, "") === etag;
+  });
+}
+
+export async function loadReadState(sql: Sql, appId: number): Promise<ReadState> {
+  const { rows } = await sql.query<{
+    id: number; app_id: number; slug: string; name: string; description: string; icon: string;
+    fields: ContentTypeDef["fields"]; filterable_fields: string[]; sortable_fields: string[];
+    searchable_fields: string[]; default_sort: string; default_per_page: number;
+    created_at: Date; updated_at: Date; published: number;
+  }>(
+    `SELECT t.*, (SELECT count(*)::int FROM cms_entries e WHERE e.content_type_id = t.id AND e.published) AS published
+       FROM cms_content_types t WHERE t.app_id = $1`,
+    [appId],
+  );
+  const state: ReadState = { bySlug: new Map(), byId: new Map(), published: new Map() };
+  for (const r of rows) {
+    const def: ContentTypeDef = {
+      id: Number(r.id), appId: Number(r.app_id), slug: r.slug, name: r.name, description: r.description,
+      icon: r.icon, fields: r.fields, filterable: r.filterable_fields, sortable: r.sortable_fields,
+      searchable: r.searchable_fields, defaultSort: r.default_sort, defaultPerPage: r.default_per_page,
+      createdAt: new Date(r.created_at), updatedAt: new Date(r.updated_at),
+    };
+    state.bySlug.set(def.slug, def);
+    state.byId.set(def.id, def);
+    state.published.set(def.id, Number(r.published));
+  }
+  return state;
+}
+
+function schemaJson(def: ContentTypeDef): JsonObject {
+  return {
+    slug: def.slug,
+    name: def.name,
+    description: def.description,
+    icon: def.icon,
+    fields: def.fields.map((f) => ({
+      name: f.name,
+      type: f.type,
+      required: f.required,
+      label: f.label,
+      searchable: def.searchable.includes(f.name),
+    })),
+    filterable_fields: def.filterable,
+    sortable_fields: def.sortable,
+    searchable_fields: def.searchable,
+  };
+}
+
+function catalogJson(def: ContentTypeDef, count: number): JsonObject {
+  return {
+    slug: def.slug,
+    name: def.name,
+    description: def.description,
+    icon: def.icon,
+    entry_count: count,
+    fields: def.fields.map((f) => f.name),
+    filterable_fields: def.filterable,
+    sortable_fields: def.sortable,
+    searchable_fields: def.searchable,
+  };
+}
+
+// Only the parameters a cached shape can hold make up the key, so ignored or
+// unknown parameters cannot multiply cache entries.
+function cacheKey(endpoint: Endpoint, slug: string, extra: string, query: Query): string {
+  const keys = Object.keys(query)
+    .filter((k) => k === "page" || k === "sort" || k.startsWith("filter["))
+    .sort();
+  let k = `${endpoint}\u0000${slug}\u0000${extra}`;
+  for (const key of keys) k += `\u0000${key}\u0001${query[key]}`;
+  return k;
+}
+
+export function createContentServiceImpl(deps: ContentServiceDeps): ServiceImpl<typeof ContentService> {
+  const { sql, apps, cache, meter, limiter } = deps;
+  const timeoutMs = deps.queryTimeoutMs ?? 5000;
+
+  async function stateOf(slot: AppSlot, appId: number): Promise<ReadState> {
+    if (!slot.state) {
+      const p = loadReadState(sql, appId);
+      slot.state = p;
+      p.catch(() => {
+        if (slot.state === p) slot.state = undefined;
+      });
+    }
+    return slot.state;
+  }
+
+  async function begin(ctx: HandlerContext, endpoint: Endpoint, slug: string | undefined, query: Query): Promise<Begun> {
+    const key = ctx.requestHeader.get("x-app-key")?.trim();
+    if (!key) throw appError("MISSING_APP_KEY");
+    const app = await apps.byKey(key);
+    if (!app) throw appError("INVALID_APP_KEY");
+    if (!(await limiter.take(app.id, app.requestsPerSecond))) {
+      throw appError("RATE_LIMITED", undefined, { retryAfterSeconds: 1 });
+    }
+    const slot = cache.slot(app.id);
+    const state = await stateOf(slot, app.id);
+    const def = slug !== undefined ? state.bySlug.get(slug) : undefined;
+    const counted = isCounted(endpoint, query, def);
+    // The plan's daily allowance of counted requests; cached shapes stay served.
+    if (counted && app.requestsPerDay > 0 && (await meter.countedToday(app.id)) >= app.requestsPerDay) {
+      const now = Date.now();
+      const retry = Math.max(1, Math.ceil((Math.ceil(now / 86_400_000) * 86_400_000 - now) / 1000));
+      throw appError("RATE_LIMITED", "The plan's daily allowance of computed CMS requests is used up.", { retryAfterSeconds: retry });
+    }
+    meter.record(app.id, counted);
+    if (slug !== undefined && (!def || !state.published.get(def.id))) {
+      throw appError("CONTENT_TYPE_NOT_FOUND", `Content type ${slug} not found.`);
+    }
+    return { app, slot, state, def, counted };
+  }
+
+  function respond(ctx: HandlerContext, r: CachedResponse, cacheControl: string): ContentResponse {
+    ctx.responseHeader.set("cache-control", cacheControl);
+    // responses differ per application: shared caches must key on the app key
+    ctx.responseHeader.set("vary", "X-App-Key");
+    ctx.responseHeader.set("etag", r.etag);
+    if (matchesIfNoneMatch(ctx.requestHeader.get("if-none-match"), r.etag)) ctx.responseHeader.set(NOT_MODIFIED_HEADER, "1");
+    return r.message;
+  }
+
+  /** Serves from the slot's cache when the shape is included in the plan. */
+  async function cached(
+    ctx: HandlerContext,
+    b: Begun,
+    key: string,
+    compute: () => Promise<{ data: JsonValue; meta?: Omit<Meta, "$typeName"> }>,
+  ): Promise<ContentResponse> {
+    if (!b.counted) {
+      const hit = b.slot.responses.get(key);
+      if (hit) return respond(ctx, hit, CACHE_CONTROL_PUBLIC);
+    }
+    const out = await compute();
+    const r: CachedResponse = { message: toMessage(out.data, out.meta), etag: etagOf(out) };
+    if (!b.counted) cache.put(b.slot, key, r);
+    return respond(ctx, r, CACHE_CONTROL_PUBLIC);
+  }
+
+  // Computed queries run under a real statement timeout.
+  // Search also turns sequential scans off: the planner underestimates the
+  // per-row cost of ILIKE and would scan small types instead of using the
+  // trigram index.
+  async function timed<T>(search: boolean, fn: (tx: Sql) => Promise<T>): Promise<T> {
+    try {
+      return await sql.transaction(async (tx) => {
+        await tx.exec(
+          `SET LOCAL statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}${search ? "; SET LOCAL enable_seqscan = off" : ""}`,
+        );
+        return fn(tx);
+      });
+    } catch (err) {
+      if (sqlState(err) === "57014") throw appError("QUERY_TIMEOUT", undefined, { cause: err });
+      throw err;
+    }
+  }
+
+  async function runList(b: Begun, def: ContentTypeDef, query: Query, search: boolean) {
+    const lq = search ? parseSearchQuery(def, query) : parseListQuery(def, query);
+    const built = buildListQuery(def, lq);
+    const { rows, total } = await timed(built.search, async (tx) => {
+      const r = await tx.query<EntryRow & { total?: number }>(built.text, built.params);
+      let total: number;
+      if (!built.counts) total = b.state.published.get(def.id) ?? 0;
+      else if (r.rows[0]) total = Number(r.rows[0].total);
+      else total = Number((await tx.query<{ total: number }>(built.countText, built.countParams)).rows[0]?.total ?? 0);
+      return { rows: r.rows, total };
+    });
+    const render = compileRenderer(def, mediaBaseFor(deps.mediaBaseUrl, b.app.appKey), lq.fields);
+    const meta: Omit<Meta, "$typeName"> = {
+      currentPage: lq.page,
+      perPage: rows.length,
+      total,
+      lastPage: Math.max(1, Math.ceil(total / lq.perPage)),
+    };
+    if (search) meta.query = (lq as SearchQuery).q;
+    return { data: rows.map(render), meta };
+  }
+
+  return {
+    async listSchemas(_req, ctx) {
+      const b = await begin(ctx, "schemas", undefined, {});
+      return cached(ctx, b, "schemas", async () => {
+        const defs = [...b.state.bySlug.values()]
+          .filter((d) => (b.state.published.get(d.id) ?? 0) > 0)
+          .sort((x, y) => x.slug.localeCompare(y.slug));
+        return { data: defs.map((d) => catalogJson(d, b.state.published.get(d.id) ?? 0)) };
+      });
+    },
+
+    async getSchema(req, ctx) {
+      const b = await begin(ctx, "schema", req.contentType, {});
+      const def = b.def!;
+      return cached(ctx, b, `schema\u0000${def.slug}`, async () => ({ data: schemaJson(def) }));
+    },
+
+    async listEntries(req, ctx) {
+      const b = await begin(ctx, "list", req.contentType, req.query);
+      const def = b.def!;
+      return cached(ctx, b, cacheKey("list", def.slug, "", req.query), () => runList(b, def, req.query, false));
+    },
+
+    async searchEntries(req, ctx) {
+      const b = await begin(ctx, "search", req.contentType, req.query);
+      const out = await runList(b, b.def!, req.query, true);
+      ctx.responseHeader.set("cache-control", CACHE_CONTROL_SEARCH);
+      return toMessage(out.data, out.meta);
+    },
+
+    async getEntry(req, ctx) {
+      const b = await begin(ctx, "show", req.contentType, req.query);
+      const def = b.def!;
+      const populate = parsePopulate(def, req.query["populate"]);
+      const uuid = req.uuid.toLowerCase();
+      if (!UUID_RE.test(uuid)) throw appError("ENTRY_NOT_FOUND", `Entry ${req.uuid} not found.`);
+      const key = cacheKey("show", def.slug, uuid, {});
+      return cached(ctx, b, key, async () => {
+        const base = mediaBaseFor(deps.mediaBaseUrl, b.app.appKey);
+        const { rows } = await sql.query<EntryRow>(
+          `SELECT id, data, ${TS_SELECT} FROM cms_entries WHERE id = $1 AND content_type_id = ${def.id} AND published`,
+          [uuid],
+        );
+        const row = rows[0];
+        if (!row) throw appError("ENTRY_NOT_FOUND", `Entry ${req.uuid} not found.`);
+        const out = compileRenderer(def, base)(row);
+        if (populate.length) await populateRelations(b, def, row, out, populate, base);
+        return { data: out };
+      });
+    },
+  };
+
+  // One level: relation UUIDs are replaced by the published related entries
+  // (unpublished or missing: null for single relations, left out of arrays).
+  async function populateRelations(
+    b: Begun,
+    def: ContentTypeDef,
+    row: EntryRow,
+    out: JsonObject,
+    fields: ContentTypeDef["fields"],
+    base: string,
+  ): Promise<void> {
+    const ids = new Set<string>();
+    for (const f of fields) {
+      const v = row.data[f.name];
+      if (typeof v === "string") ids.add(v);
+      else if (Array.isArray(v)) for (const x of v) if (typeof x === "string") ids.add(x);
+    }
+    const found = new Map<string, JsonObject>();
+    if (ids.size) {
+      const { rows } = await sql.query<EntryRow & { content_type_id: number }>(
+        `SELECT id, content_type_id, data, ${TS_SELECT} FROM cms_entries
+          WHERE id = ANY($1::uuid[]) AND app_id = $2 AND published`,
+        [[...ids], def.appId],
+      );
+      for (const r of rows) {
+        const t = b.state.byId.get(Number(r.content_type_id));
+        if (t) found.set(`${t.slug}/${r.id}`, compileRenderer(t, base)(r));
+      }
+    }
+    for (const f of fields) {
+      const v = row.data[f.name];
+      const get = (id: string) => found.get(`${f.target}/${id}`);
+      if (Array.isArray(v)) out[f.name] = v.flatMap((id) => (typeof id === "string" && get(id)) || []);
+      else if (typeof v === "string") out[f.name] = get(v) ?? null;
+    }
+  }
+}

@@ -1,0 +1,122 @@
+// Per application per UTC day request counts, aggregated in memory and
+// written with one multi-row upsert per flush (never a write per request).
+import type { Sql } from "../storage/sql.js";
+
+export interface UsageDay {
+  day: string;
+  counted: number;
+  included: number;
+}
+
+export class UsageMeter {
+  private pending = new Map<string, { appId: number; day: string; counted: number; included: number }>();
+  private timer: NodeJS.Timeout | undefined;
+  // counted requests of today already in PostgreSQL (all processes), per app
+  private readonly stored = new Map<number, { day: string; counted: number; at: number; loading?: Promise<void> }>();
+  private flushing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly flushIntervalMs = 10_000,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  record(appId: number, counted: boolean): void {
+    const day = this.now().toISOString().slice(0, 10);
+    const key = `${appId}|${day}`;
+    let e = this.pending.get(key);
+    if (!e) this.pending.set(key, (e = { appId, day, counted: 0, included: 0 }));
+    if (counted) e.counted++;
+    else e.included++;
+  }
+
+  /**
+   * Counted requests of the application today, across processes: the stored
+   * count (re-read at most once per flush interval) plus this process's
+   * pending ones. Approximate by up to one flush interval of other processes.
+   */
+  async countedToday(appId: number): Promise<number> {
+    const day = this.now().toISOString().slice(0, 10);
+    let e = this.stored.get(appId);
+    if (!e || e.day !== day || Date.now() - e.at > this.flushIntervalMs) {
+      if (!e?.loading) {
+        const entry = e && e.day === day ? e : { day, counted: 0, at: 0 };
+        entry.loading = this.sql
+          .query<{ counted: number }>("SELECT counted FROM cms_usage_daily WHERE app_id = $1 AND day = $2::date", [appId, day])
+          .then((r) => {
+            entry.counted = Number(r.rows[0]?.counted ?? 0);
+            entry.at = Date.now();
+          })
+          .finally(() => {
+            entry.loading = undefined;
+          });
+        this.stored.set(appId, entry);
+        e = entry;
+      }
+      if (e.loading) await e.loading;
+    }
+    return e.counted + (this.pending.get(`${appId}|${day}`)?.counted ?? 0);
+  }
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.flush().catch(() => {}), this.flushIntervalMs);
+    this.timer.unref();
+  }
+
+  /** Stops the timer and writes what is pending. */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.flush();
+  }
+
+  /** Writes pending counts; on failure they are kept for the next flush. */
+  flush(): Promise<void> {
+    const run = this.flushing.then(() => this.flushNow());
+    this.flushing = run.catch(() => {});
+    return run;
+  }
+
+  private async flushNow(): Promise<void> {
+    if (this.pending.size === 0) return;
+    const batch = [...this.pending.values()];
+    this.pending = new Map();
+    try {
+      await this.sql.query(
+        `INSERT INTO cms_usage_daily (app_id, day, counted, included)
+         SELECT * FROM unnest($1::bigint[], $2::date[], $3::bigint[], $4::bigint[])
+         ON CONFLICT (app_id, day) DO UPDATE
+           SET counted = cms_usage_daily.counted + EXCLUDED.counted,
+               included = cms_usage_daily.included + EXCLUDED.included`,
+        [batch.map((b) => b.appId), batch.map((b) => b.day), batch.map((b) => b.counted), batch.map((b) => b.included)],
+      );
+      // what was pending is stored now
+      for (const b of batch) {
+        const e = this.stored.get(b.appId);
+        if (e && e.day === b.day && !e.loading) e.counted += b.counted;
+      }
+    } catch (err) {
+      for (const b of batch) {
+        const key = `${b.appId}|${b.day}`;
+        const e = this.pending.get(key);
+        if (e) {
+          e.counted += b.counted;
+          e.included += b.included;
+        } else this.pending.set(key, b);
+      }
+      throw err;
+    }
+  }
+
+  /** Flushed days in [from, to] (inclusive, YYYY-MM-DD). */
+  async read(appId: number, from: string, to: string): Promise<UsageDay[]> {
+    await this.flush();
+    const { rows } = await this.sql.query<{ day: string; counted: number; included: number }>(
+      `SELECT to_char(day, 'YYYY-MM-DD') AS day, counted, included FROM cms_usage_daily
+        WHERE app_id = $1 AND day BETWEEN $2::date AND $3::date ORDER BY day`,
+      [appId, from, to],
+    );
+    return rows.map((r) => ({ day: r.day, counted: Number(r.counted), included: Number(r.included) }));
+  }
+}
