@@ -9,6 +9,7 @@ import { IdentityService } from "../gen/pulsebase/admin/v1/identity_pb.js";
 import { h1Load, h2, pinSelf, printTable, startServer, stopServer, type Row } from "./lib.js";
 import { identityScenarios } from "./scenarios/identity.js";
 import { databaseScenarios } from "./scenarios/database-http.js";
+import { cmsScenarios } from "./scenarios/cms-http.js";
 import type { DescService } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import type { LoadResult } from "../src/load/h2-load.js";
@@ -22,6 +23,9 @@ export interface BenchContext {
   durationSec: number;
   admin: ReturnType<typeof createClient<typeof IdentityService>>;
   adminClient<S extends DescService>(service: S): Client<S>;
+  /** PostgreSQL of the server and its schema (for seeding). */
+  databaseUrl: string;
+  schema: string;
   /** The server's data directory (embedded database files live there). */
   dataDir: string;
   /** A baseline row measured earlier in this run, by "scenario transport". */
@@ -34,6 +38,7 @@ type Suite = (ctx: BenchContext) => Promise<Row[]>;
 const suites: Record<string, Suite> = {
   identity: identityScenarios,
   database: databaseScenarios,
+  cms: cmsScenarios,
 };
 
 const { values } = parseArgs({
@@ -47,7 +52,7 @@ const only = values.only ? values.only.split(",") : Object.keys(suites);
 
 pinSelf();
 const base = await startServer<{ https: number }>("bench/servers/baseline-server.ts");
-const pb = await startServer<{ https: number; admin: number; operatorToken: string; dataDir: string }>("bench/servers/pulsebase-server.ts");
+const pb = await startServer<{ https: number; admin: number; operatorToken: string; dataDir: string; schema: string }>("bench/servers/pulsebase-server.ts");
 const rows: Row[] = [];
 try {
   const baseUrl = `https://127.0.0.1:${base.info.https}`;
@@ -67,6 +72,8 @@ try {
     https, adminUrl, operatorToken: pb.info.operatorToken, durationSec, admin,
     adminClient: (service) => createClient(service, adminTransport),
     dataDir: pb.info.dataDir,
+    databaseUrl: process.env.DATABASE_URL || "postgres://root@127.0.0.1:5432/test",
+    schema: pb.info.schema,
     baseline(name) {
       const r = rows.find((x) => `${x.scenario} ${x.transport}` === name);
       if (!r) throw new Error(`no baseline ${name}`);

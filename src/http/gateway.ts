@@ -71,15 +71,24 @@ async function authenticate(route: RestRoute, req: FastifyRequest, ctx: RestHand
 function messageHandler(route: RestRoute, call: Call, opts: GatewayOptions) {
   const input = route.method.input;
   const output = route.method.output;
+  // A service that answers with the very same message object again (a
+  // response cache) gets its REST encoding reused too; messages handed out
+  // that way are never mutated.
+  const encoded = new WeakMap<object, string>();
   return async function restHandler(req: FastifyRequest, reply: FastifyReply) {
     const ctx = contextFor(route, req);
     try {
       await authenticate(route, req, ctx, opts);
       const msg = await requestMessage(route, input, req, opts);
-      const res = await call(msg, ctx);
-      const resMsg = create(output, res as never);
-      let json: unknown = encodeRest(output, resMsg);
-      if (route.responseBody) json = (json as Record<string, unknown>)[route.responseBody] ?? [];
+      const res = (await call(msg, ctx)) as object;
+      let body = encoded.get(res);
+      if (body === undefined) {
+        const resMsg = create(output, res as never);
+        let json: unknown = encodeRest(output, resMsg);
+        if (route.responseBody) json = (json as Record<string, unknown>)[route.responseBody] ?? [];
+        body = JSON.stringify(json);
+        if (resMsg === res) encoded.set(res, body);
+      }
       const set = ctx.setHeaders;
       if (set) {
         if (set.get("x-pulsebase-not-modified")) {
@@ -89,7 +98,7 @@ function messageHandler(route: RestRoute, call: Call, opts: GatewayOptions) {
         }
         for (const [k, v] of set) reply.header(k, v);
       }
-      return reply.code(route.status).type("application/json; charset=utf-8").send(JSON.stringify(json));
+      return reply.code(route.status).type("application/json; charset=utf-8").send(body);
     } catch (err) {
       return sendError(reply, route.iface, err);
     }
