@@ -91,18 +91,26 @@ function messageHandler(route: RestRoute, call: Call, opts: GatewayOptions) {
       }
       const set = ctx.setHeaders;
       if (set) {
-        if (set.get("x-pulsebase-not-modified")) {
-          set.delete("x-pulsebase-not-modified");
-          for (const [k, v] of set) reply.header(k, v);
-          return reply.code(304).send();
-        }
-        for (const [k, v] of set) reply.header(k, v);
+        const notModified = set.get("x-pulsebase-not-modified");
+        set.delete("x-pulsebase-not-modified");
+        copyHeaders(reply, set);
+        if (notModified) return reply.code(304).send();
       }
       return reply.code(route.status).type("application/json; charset=utf-8").send(body);
     } catch (err) {
       return sendError(reply, route.iface, err);
     }
   };
+}
+
+/** Service response headers onto the reply; Vary is merged (CORS sets Origin). */
+function copyHeaders(reply: FastifyReply, headers: Headers): void {
+  for (const [k, v] of headers) {
+    if (k === "vary") {
+      const prior = reply.getHeader("vary");
+      reply.header("vary", prior ? `${String(prior)}, ${v}` : v);
+    } else reply.header(k, v);
+  }
 }
 
 async function requestMessage(route: RestRoute, schema: DescMessage, req: FastifyRequest, opts: GatewayOptions): Promise<Message> {
@@ -233,7 +241,7 @@ function passthroughHandler(route: RestRoute, call: (req: Message, ctx: RestHand
       const res = (await call(msg, ctx)) as { status?: number; headers?: Record<string, string>; body?: Uint8Array };
       for (const [k, val] of Object.entries(res.headers ?? {})) reply.header(k, val);
       const set = ctx.setHeaders;
-      if (set) for (const [k, val] of set) reply.header(k, val);
+      if (set) copyHeaders(reply, set);
       return reply.code(res.status || 200).send(Buffer.from(res.body ?? new Uint8Array()));
     } catch (err) {
       return sendError(reply, route.iface, err);

@@ -48,6 +48,9 @@ describe("content API over REST", () => {
     const res = await get("/api/v1/_schemas");
     expect(res.status).toBe(200);
     expect(res.headers.get("cache-control")).toBe("public, max-age=3600");
+    const cors = await get("/api/v1/_schemas", { origin: "https://web.example" });
+    expect(cors.headers.get("vary")).toMatch(/Origin/);
+    expect(cors.headers.get("vary")).toMatch(/X-App-Key/);
     const body = await res.json();
     expect(body.data).toEqual([expect.objectContaining({ slug: "article", entry_count: 3, filterable_fields: ["title", "views", "category"] })]);
   });
