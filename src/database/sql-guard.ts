@@ -104,6 +104,16 @@ export function findBlockedKeyword(sql: string): string | undefined {
   return undefined;
 }
 
+/**
+ * Tables and triggers named _pulsebase_* belong to the service (function
+ * event-trigger capture): devices may not read, change or drop them.
+ */
+export function findReservedName(sql: string): string | undefined {
+  const text = foldForMatching(sql);
+  for (const m of text.matchAll(wordRe)) if (m[0].startsWith("_pulsebase_")) return m[0];
+  return undefined;
+}
+
 export type GuardVerdict = { ok: true } | { ok: false; reason: string };
 
 export function checkStatement(sql: string, tokens: readonly Token[]): GuardVerdict {
@@ -112,5 +122,7 @@ export function checkStatement(sql: string, tokens: readonly Token[]): GuardVerd
   }
   const kw = findBlockedKeyword(sql);
   if (kw) return { ok: false, reason: `The statement contains the blocked keyword ${kw}.` };
+  const reserved = findReservedName(sql);
+  if (reserved) return { ok: false, reason: `The name ${reserved} is reserved for the service.` };
   return { ok: true };
 }

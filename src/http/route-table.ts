@@ -93,7 +93,9 @@ export class RouteTable {
     const body = rule.body;
     if (body && pat.verb === "GET") throw new Error(`${where}: GET routes cannot declare a body`);
     const input = method.input;
-    for (const p of params) {
+    const passthrough = getOption(method, rest_passthrough);
+    // Passthrough requests carry path variables in HttpRequest.path_params.
+    for (const p of passthrough ? [] : params) {
       if (!input.fields.some((f) => f.name === p)) throw new Error(`${where}: path variable {${p}} is not a request field`);
     }
     if (body && body !== "*" && !input.fields.some((f) => f.name === body)) throw new Error(`${where}: body field ${body} does not exist`);
@@ -114,7 +116,7 @@ export class RouteTable {
       status: getOption(method, rest_status) || 200,
       multipart: getOption(method, rest_multipart),
       rawQueryField,
-      passthrough: getOption(method, rest_passthrough),
+      passthrough,
       iface,
     };
     this.shapes.set(key, route);

@@ -1,21 +1,61 @@
-// The capability modules the server runs besides identity.
+// The capability modules the server runs besides identity, wired together:
+// functions reach the linked databases, CMS changes fire functions' cms
+// triggers, NATS (when configured) carries events and cache invalidation.
+import { join } from "node:path";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { PulsebaseModule } from "../app/module.js";
 import type { Shared } from "../app/build.js";
-import { join } from "node:path";
-import { createDatabasePulsebaseModule } from "../database/pulsebase-module.js";
+import { createDatabaseModule } from "../database/database-module.js";
+import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
+import { DatabaseService } from "../../gen/pulsebase/platform/v1/database_pb.js";
+import { binding } from "../app/module.js";
 import { createCmsModule } from "../cms/cms-module.js";
+import { createFunctionsServerModule } from "../functions/functions-server-module.js";
+
+async function connectNats(url: string | undefined, shared: Shared): Promise<NatsConnection | undefined> {
+  if (!url) return undefined;
+  try {
+    return await connect({ servers: url, maxReconnectAttempts: -1, name: "pulsebase-events", timeout: 5000 });
+  } catch (err) {
+    shared.logger.error({ err }, "NATS unreachable at start: function event triggers are off in this process");
+    return undefined;
+  }
+}
 
 export async function createModules(shared: Shared): Promise<PulsebaseModule[]> {
-  const { config, sql } = shared;
-  const database = await createDatabasePulsebaseModule({ dataDir: config.dataDir }, { sql });
+  const { config, sql, logger } = shared;
+  const db = await createDatabaseModule({ dataDir: config.dataDir }, { sql });
+  const database: PulsebaseModule = {
+    name: "database",
+    device: [binding(DatabaseService, db.platform)],
+    admin: [binding(AdminDatabaseService, db.admin)],
+    stop: () => db.close(),
+  };
+  const nats = await connectNats(config.natsUrl, shared);
+  const functions = createFunctionsServerModule({
+    sql,
+    database: db,
+    dataDir: config.dataDir,
+    config: { enforcePlan: config.planEnforcement },
+    nats,
+    onError: (err) => logger.error({ err }, "functions background work failed"),
+  });
   const cms = createCmsModule({
     sql,
     natsUrl: config.natsUrl,
-    logger: shared.logger,
+    logger,
     config: {
       mediaBaseUrl: config.mediaBaseUrl ?? `https://localhost:${config.httpsPort}`,
       mediaDir: join(config.dataDir, "media"),
     },
+    onChange: (appId, change) => functions.onCmsChange(appId, change),
   });
-  return [database, cms];
+  const natsModule: PulsebaseModule = {
+    name: "nats",
+    stop: async () => {
+      await nats?.drain().catch(() => {});
+    },
+  };
+  // Stopped in reverse: cms, functions, database, then the NATS connection.
+  return [natsModule, database, functions, cms];
 }

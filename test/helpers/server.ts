@@ -15,6 +15,10 @@ import { loadConfig, type Config } from "../../src/config/config.js";
 import { loadOrCreateKeys } from "../../src/identity/token-keys.js";
 import { createTestDb, type TestDb } from "./db.js";
 
+/** A fetch Response whose json() is loosely typed, for terse assertions. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type TestResponse = Omit<Response, "json"> & { json(): Promise<any> };
+
 export interface TestServer {
   app: Pulsebase;
   db: TestDb;
@@ -26,7 +30,7 @@ export interface TestServer {
   operatorToken: string;
   admin: Client<typeof IdentityService>;
   /** fetch against the TLS listener, trusting the self-signed certificate. */
-  fetch(path: string, init?: RequestInit): Promise<Response>;
+  fetch(path: string, init?: RequestInit): Promise<TestResponse>;
   /** Creates a team and an app; returns the app key and id. */
   createApp(name?: string): Promise<{ appKey: string; appId: bigint; teamId: bigint }>;
   /** A client of any admin service, with the operator token. */
@@ -78,7 +82,7 @@ export async function startTestServer(opts: {
   });
   const admin = createClient(IdentityService, adminTransport);
   const f = (path: string, init?: RequestInit) =>
-    undiciFetch(httpsUrl + path, { ...(init as UndiciRequestInit), dispatcher }) as unknown as Promise<Response>;
+    undiciFetch(httpsUrl + path, { ...(init as UndiciRequestInit), dispatcher }) as unknown as Promise<TestResponse>;
   const server: TestServer = {
     app,
     db,

@@ -30,7 +30,7 @@ describe("REST JSON decoding", () => {
   it("accepts session_id as a number or a numeric string", () => {
     for (const v of [12, "12"]) {
       const viol = new Violations();
-      const m = decodeRest(EndSessionRequestSchema, { session_id: v }, viol) as { sessionId: bigint };
+      const m = decodeRest(EndSessionRequestSchema, { session_id: v }, viol) as unknown as { sessionId: bigint };
       expect(viol.empty).toBe(true);
       expect(m.sessionId).toBe(12n);
     }

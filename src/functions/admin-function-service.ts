@@ -1,0 +1,370 @@
+// pulsebase.admin.v1.FunctionService: the operator API for functions.
+import { create, fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
+import { timestampFromDate, ValueSchema } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  FunctionSchema,
+  FunctionService,
+  FunctionVersionSchema,
+  InvocationSchema,
+  LogLineSchema,
+  RunFunctionResponseSchema,
+  TriggerKind,
+  TriggerSchema,
+  type Function as FunctionMsg,
+  type Trigger,
+} from "../../gen/pulsebase/admin/v1/functions_pb.js";
+import { appError, errorDetail, Violations } from "../internal/errors.js";
+import type { PlanLimits } from "../identity/plan.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
+import { CompileError } from "../sandbox/function-isolate.js";
+import type { Sql } from "../storage/sql.js";
+import type { FunctionsConfig } from "./config.js";
+import { listInvocations, NotFound, type FunctionRow, type FunctionStore, type Settings, type TriggerRow } from "./function-store.js";
+import type { FunctionRuntime } from "./function-runtime.js";
+import type { InvocationRecorder } from "./invocation-recorder.js";
+
+export interface AdminFunctionServiceDeps {
+  sql: Sql;
+  store: FunctionStore;
+  sandbox: Sandbox;
+  runtime: FunctionRuntime;
+  recorder: InvocationRecorder;
+  config: FunctionsConfig;
+}
+
+export const MAX_CODE_BYTES = 1024 * 1024;
+export const MAX_SECRETS = 100;
+export const MAX_SECRET_BYTES = 32 * 1024;
+const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$/;
+const SLUG_RE = /^[a-z0-9][a-z0-9_-]{0,99}$/;
+const SECRET_RE = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+const TABLE_RE = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+const COLLECTION_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+const OPERATIONS = ["insert", "update", "delete"] as const;
+
+function toFunction(row: FunctionRow): FunctionMsg {
+  return create(FunctionSchema, {
+    id: BigInt(row.id),
+    appId: BigInt(row.app_id),
+    name: row.name,
+    settings: { timeoutMs: row.timeout_ms, memoryMb: row.memory_mb, invocationsPerMinute: row.invocations_per_minute },
+    activeVersion: row.active_version ?? 0,
+    latestVersion: Number(row.latest_version),
+    secretNames: row.secret_names ?? [],
+    createdAt: timestampFromDate(new Date(row.created_at)),
+    updatedAt: timestampFromDate(new Date(row.updated_at)),
+  });
+}
+
+function toTrigger(row: TriggerRow): Trigger {
+  return create(TriggerSchema, {
+    id: BigInt(row.id),
+    functionId: BigInt(row.function_id),
+    kind: row.kind === "http" ? TriggerKind.HTTP : TriggerKind.EVENT,
+    enabled: row.enabled,
+    slug: row.slug ?? "",
+    source: row.source ?? "",
+    target: row.target ?? "",
+    operations: row.operations ?? [],
+    createdAt: timestampFromDate(new Date(row.created_at)),
+  });
+}
+
+/** Bounds of the settings under a plan and the process limits. */
+export function settingBounds(plan: PlanLimits, config: FunctionsConfig) {
+  return {
+    maxTimeoutMs: Math.min(plan.functionMaxTimeoutMs || Infinity, config.maxTimeoutMs),
+    maxMemoryMb: Math.min(plan.functionMaxMemoryMb || Infinity, config.maxMemoryMb),
+    maxPerMinute: plan.functionInvocationsPerMinute > 0 ? plan.functionInvocationsPerMinute : Infinity,
+  };
+}
+
+function checkSettings(v: Violations, s: Settings, plan: PlanLimits, config: FunctionsConfig): void {
+  const b = settingBounds(plan, config);
+  if (!Number.isInteger(s.timeoutMs) || s.timeoutMs < 1 || s.timeoutMs > b.maxTimeoutMs) {
+    v.add("timeout_ms", `The timeout must be from 1 to ${b.maxTimeoutMs} ms (the plan's limit).`);
+  }
+  if (!Number.isInteger(s.memoryMb) || s.memoryMb < config.minMemoryMb || s.memoryMb > b.maxMemoryMb) {
+    v.add("memory_mb", `The memory limit must be from ${config.minMemoryMb} to ${b.maxMemoryMb} MB (the plan's limit).`);
+  }
+  if (!Number.isInteger(s.invocationsPerMinute) || s.invocationsPerMinute < 0 || s.invocationsPerMinute > b.maxPerMinute) {
+    v.add("invocations_per_minute", `The invocation limit must be from 0 to ${b.maxPerMinute} per minute (the plan's limit).`);
+  }
+}
+
+function conflictAs(err: unknown, message: string): unknown {
+  return errorDetail(err)?.code === "conflict" ? appError("conflict", message, { cause: err }) : err;
+}
+
+function pageSize(n: number): number {
+  if (n < 0) throw appError("validation_failed", "page_size must not be negative.", { fields: { page_size: ["Must not be negative."] } });
+  return Math.min(n || 50, 200);
+}
+
+function pageToken(t: string): number {
+  if (t === "") return 0;
+  const n = Number(t);
+  if (!Number.isSafeInteger(n) || n < 0) throw appError("validation_failed", "Invalid page_token.", { fields: { page_token: ["Invalid page token."] } });
+  return n;
+}
+
+export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): ServiceImpl<typeof FunctionService> {
+  const { sql, store, sandbox, runtime, recorder, config } = deps;
+
+  async function mustGet(id: bigint | number): Promise<FunctionRow> {
+    const row = await store.get(Number(id));
+    if (!row) throw appError("not_found", "No such function.");
+    return row;
+  }
+  async function planOf(appId: number): Promise<PlanLimits> {
+    const plan = await store.appPlan(appId);
+    if (!plan) throw appError("not_found", "No such application.");
+    return plan;
+  }
+
+  return {
+    async createFunction(req) {
+      const appId = Number(req.appId);
+      const plan = await planOf(appId);
+      const b = settingBounds(plan, config);
+      const s: Settings = {
+        timeoutMs: req.timeoutMs ?? Math.min(config.defaultTimeoutMs, b.maxTimeoutMs),
+        memoryMb: req.memoryMb ?? Math.min(config.defaultMemoryMb, b.maxMemoryMb),
+        invocationsPerMinute: req.invocationsPerMinute ?? 0,
+      };
+      const v = new Violations();
+      if (!NAME_RE.test(req.name)) v.add("name", "The name is required: 1 to 100 letters, digits, - or _, starting with a letter or digit.");
+      checkSettings(v, s, plan, config);
+      v.throwIfAny();
+      try {
+        return toFunction(await store.create(appId, req.name, s));
+      } catch (err) {
+        throw conflictAs(err, "A function with this name already exists in the application.");
+      }
+    },
+
+    async getFunction(req) {
+      return toFunction(await mustGet(req.id));
+    },
+
+    async listFunctions(req) {
+      const limit = pageSize(req.pageSize);
+      const rows = await store.list(Number(req.appId), pageToken(req.pageToken), limit + 1);
+      const page = rows.slice(0, limit);
+      return {
+        functions: page.map(toFunction),
+        nextPageToken: rows.length > limit ? String(page[page.length - 1]!.id) : "",
+      };
+    },
+
+    async updateFunctionSettings(req) {
+      const row = await mustGet(req.id);
+      const plan = await planOf(row.app_id);
+      const s: Settings = {
+        timeoutMs: req.timeoutMs ?? row.timeout_ms,
+        memoryMb: req.memoryMb ?? row.memory_mb,
+        invocationsPerMinute: req.invocationsPerMinute ?? row.invocations_per_minute,
+      };
+      const v = new Violations();
+      checkSettings(v, s, plan, config);
+      v.throwIfAny();
+      await store.updateSettings(row.id, s);
+      // Warm isolates carry the old heap limit: release the idle ones now.
+      if (s.memoryMb !== row.memory_mb) for (const v of await store.listVersions(row.id)) sandbox.evictVersion(v.id);
+      runtime.invalidate();
+      return toFunction(await mustGet(req.id));
+    },
+
+    async deleteFunction(req) {
+      let versionIds: number[];
+      try {
+        versionIds = await store.delete(Number(req.id));
+      } catch (err) {
+        if (err instanceof NotFound) throw appError("not_found", "No such function.");
+        throw err;
+      }
+      for (const id of versionIds) sandbox.evictVersion(id);
+      runtime.invalidate();
+      return {};
+    },
+
+    async setSecret(req) {
+      const row = await mustGet(req.functionId);
+      const v = new Violations();
+      if (!SECRET_RE.test(req.name)) v.add("name", "A secret name is 1 to 128 letters, digits or _, not starting with a digit.");
+      if (Buffer.byteLength(req.value) > MAX_SECRET_BYTES) v.add("value", `A secret value is at most ${MAX_SECRET_BYTES} bytes.`);
+      if (!row.secret_names.includes(req.name) && row.secret_names.length >= MAX_SECRETS) v.add("name", `A function has at most ${MAX_SECRETS} secrets.`);
+      v.throwIfAny();
+      await store.setSecret(row.id, req.name, req.value);
+      runtime.invalidate();
+      return toFunction(await mustGet(row.id));
+    },
+
+    async deleteSecret(req) {
+      const row = await mustGet(req.functionId);
+      if (!(await store.deleteSecret(row.id, req.name))) throw appError("not_found", "No such secret.");
+      runtime.invalidate();
+      return toFunction(await mustGet(row.id));
+    },
+
+    async deployVersion(req) {
+      const row = await mustGet(req.functionId);
+      const size = Buffer.byteLength(req.code);
+      if (req.code.trim() === "") throw appError("validation_failed", "The code is required.", { fields: { code: ["The code is required."] } });
+      if (size > MAX_CODE_BYTES) throw appError("validation_failed", `The code is larger than ${MAX_CODE_BYTES} bytes.`, { fields: { code: [`At most ${MAX_CODE_BYTES} bytes.`] } });
+      try {
+        await sandbox.check(req.code, row.memory_mb);
+      } catch (err) {
+        if (err instanceof CompileError) {
+          throw appError("validation_failed", `The code was refused: ${err.message}`, { fields: { code: [err.message] } });
+        }
+        throw err;
+      }
+      const prev = req.activate ? await store.resolveFunction(row.id, 0) : undefined;
+      const v = await store.insertVersion(row.id, req.code, req.activate);
+      if (!v) throw appError("not_found", "No such function.");
+      if (prev?.version_id) sandbox.evictVersion(prev.version_id);
+      runtime.invalidate();
+      return create(FunctionVersionSchema, {
+        functionId: BigInt(row.id),
+        version: v.version,
+        codeSize: Number(v.code_size),
+        active: v.active,
+        createdAt: timestampFromDate(new Date(v.created_at)),
+        code: req.code,
+      });
+    },
+
+    async listVersions(req) {
+      await mustGet(req.functionId);
+      const rows = await store.listVersions(Number(req.functionId));
+      return {
+        versions: rows.map((v) =>
+          create(FunctionVersionSchema, {
+            functionId: BigInt(v.function_id),
+            version: v.version,
+            codeSize: Number(v.code_size),
+            active: v.active,
+            createdAt: timestampFromDate(new Date(v.created_at)),
+          }),
+        ),
+      };
+    },
+
+    async activateVersion(req) {
+      const row = await mustGet(req.functionId);
+      const r = await store.activate(row.id, req.version);
+      if (!r.ok) throw appError("not_found", `The function has no version ${req.version}.`, { fields: { version: ["No such version."] } });
+      if (r.previousVersionId) sandbox.evictVersion(r.previousVersionId);
+      runtime.invalidate();
+      return toFunction(await mustGet(row.id));
+    },
+
+    async createHttpTrigger(req) {
+      const row = await mustGet(req.functionId);
+      if (!SLUG_RE.test(req.slug)) {
+        throw appError("validation_failed", "Invalid slug.", { fields: { slug: ["A slug is 1 to 100 lower-case letters, digits, - or _, starting with a letter or digit."] } });
+      }
+      try {
+        const t = await store.createHttpTrigger(row.id, req.slug, req.enabled ?? true);
+        runtime.invalidate();
+        return toTrigger(t!);
+      } catch (err) {
+        throw conflictAs(err, "Another HTTP trigger of this application already uses this slug.");
+      }
+    },
+
+    async createEventTrigger(req) {
+      const row = await mustGet(req.functionId);
+      const v = new Violations();
+      if (req.source !== "db" && req.source !== "cms") v.add("source", "The source must be db or cms.");
+      const re = req.source === "cms" ? COLLECTION_RE : TABLE_RE;
+      if (!re.test(req.target)) v.add("target", req.source === "cms" ? "A collection name is required." : "A table name (SQLite identifier) is required.");
+      const ops = [...new Set(req.operations.map((o) => o.toLowerCase()))];
+      if (ops.length === 0) v.add("operations", "At least one operation is required.");
+      ops.forEach((o, i) => {
+        if (!(OPERATIONS as readonly string[]).includes(o)) v.add(`operations.${i}`, "An operation is insert, update or delete.");
+      });
+      v.throwIfAny();
+      const t = await store.createEventTrigger(row.id, req.source, req.target, ops, req.enabled ?? true);
+      runtime.invalidate();
+      return toTrigger(t!);
+    },
+
+    async setTriggerEnabled(req) {
+      const t = await store.setTriggerEnabled(Number(req.triggerId), req.enabled);
+      if (!t) throw appError("not_found", "No such trigger.");
+      runtime.invalidate();
+      return toTrigger(t);
+    },
+
+    async deleteTrigger(req) {
+      if (!(await store.deleteTrigger(Number(req.triggerId)))) throw appError("not_found", "No such trigger.");
+      runtime.invalidate();
+      return {};
+    },
+
+    async listTriggers(req) {
+      await mustGet(req.functionId);
+      return { triggers: (await store.listTriggers(Number(req.functionId))).map(toTrigger) };
+    },
+
+    async runFunction(req) {
+      const payload = req.payload ? (toJson(ValueSchema, req.payload) as JsonValue) : null;
+      const report = await runtime.runManual(Number(req.functionId), req.version, payload);
+      const bodyText = report.response ? report.response.body.toString("utf8") : "";
+      let result: JsonValue | undefined;
+      if (report.response && /json/i.test(report.response.headers["content-type"] ?? "")) {
+        try {
+          result = JSON.parse(bodyText) as JsonValue;
+        } catch {
+          result = undefined;
+        }
+      }
+      return create(RunFunctionResponseSchema, {
+        invocationId: BigInt(report.invocationId ?? 0),
+        version: report.version,
+        status: report.status,
+        headers: report.response?.headers ?? {},
+        body: bodyText,
+        result: result === undefined ? undefined : fromJson(ValueSchema, result),
+        durationMs: report.durationMs,
+        outcome: report.outcome,
+        error: report.error ?? "",
+        logs: report.logs.map((l) => create(LogLineSchema, l)),
+        logsTruncated: report.logsTruncated,
+      });
+    },
+
+    async listInvocations(req) {
+      await mustGet(req.functionId);
+      // This process's buffered records first, so a run is listed right after it.
+      await recorder.flush();
+      const limit = pageSize(req.pageSize);
+      const rows = await listInvocations(sql, Number(req.functionId), pageToken(req.pageToken), limit + 1);
+      const page = rows.slice(0, limit);
+      return {
+        invocations: page.map((r) =>
+          create(InvocationSchema, {
+            id: BigInt(r.id),
+            functionId: BigInt(r.function_id),
+            version: r.version ?? 0,
+            triggerKind: r.trigger_kind,
+            triggerId: BigInt(r.trigger_id ?? 0),
+            status: r.status,
+            outcome: r.outcome,
+            durationMs: Number(r.duration_ms),
+            memoryBytes: BigInt(r.memory_bytes),
+            error: r.error ?? "",
+            logs: r.logs.map((l) => create(LogLineSchema, l)),
+            logsTruncated: r.logs_truncated,
+            requestId: r.request_id,
+            createdAt: timestampFromDate(new Date(r.created_at)),
+          }),
+        ),
+        nextPageToken: rows.length > limit ? String(page[page.length - 1]!.id) : "",
+      };
+    },
+  };
+}

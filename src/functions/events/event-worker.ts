@@ -1,0 +1,351 @@
+// Event triggers. Two halves, both started by start() and stopped by stop():
+//   - the drainer: for every application with an enabled db event trigger,
+//     keeps the capture triggers installed (change-capture.ts) and moves the
+//     captured changes, oldest first, into JetStream (msg id
+//     "db:<app>:<seq>", so a change published twice is stored once);
+//   - the dispatcher: changes are spread over `partitions` lanes by
+//     hash(source, app, table); each lane is one durable consumer with
+//     max_ack_pending 1, shared by every process, so a table's changes are
+//     handled one at a time in publish order (in order per table) while other
+//     lanes proceed. Each matching trigger runs the function's active
+//     version with the change as ctx.event; a failed run is retried in place
+//     with exponential backoff (keeping the order), and after `maxAttempts`
+//     the change is dead-lettered for that trigger (subject <prefix>.dead.*)
+//     and the stream moves on. Delivery is at least once: a process that
+//     dies mid-change leaves it unacknowledged and it is delivered again.
+// CMS changes enter through emitCmsChange (called by the CMS authoring side).
+import { randomUUID } from "node:crypto";
+import { headers as natsHeaders, nanos, type NatsConnection } from "@nats-io/transport-node";
+import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JsMsg } from "@nats-io/jetstream";
+import type { Sql } from "../../storage/sql.js";
+import type { FunctionStore } from "../function-store.js";
+import type { FunctionRuntime } from "../function-runtime.js";
+import { deleteChanges, readChanges, syncCapture, type ChangeCaptureDb, type Operation } from "./change-capture.js";
+
+export interface EventWorkerConfig {
+  /** JetStream stream (default PB_FUNCTION_EVENTS) and subject prefix (default pulsebase.fn). */
+  stream: string;
+  subjectPrefix: string;
+  durable: string;
+  /** How often captured db changes are drained. */
+  drainIntervalMs: number;
+  /** Capture triggers are re-installed at least this often (to follow ALTER TABLE). */
+  resyncMs: number;
+  /** Changes moved per application per drain. */
+  drainBatch: number;
+  /** Runs per (change, trigger) before it is dead-lettered. */
+  maxAttempts: number;
+  baseBackoffMs: number;
+  maxBackoffMs: number;
+  /**
+   * Ordered lanes: a change goes to lane hash(source, app, table) % partitions,
+   * each lane has its own durable consumer with one message in flight. A slow
+   * or failing function holds up only its lane.
+   */
+  partitions: number;
+  /** Redelivery if a process stops acknowledging (it dies). */
+  ackWaitMs: number;
+  duplicateWindowMs: number;
+  /** Messages (handled changes, dead letters) are removed from the stream after this long. */
+  retentionMs: number;
+}
+
+export const DEFAULT_EVENT_WORKER_CONFIG: EventWorkerConfig = {
+  stream: "PB_FUNCTION_EVENTS",
+  subjectPrefix: "pulsebase.fn",
+  durable: "function-events",
+  drainIntervalMs: 250,
+  resyncMs: 30_000,
+  drainBatch: 500,
+  maxAttempts: 5,
+  baseBackoffMs: 500,
+  maxBackoffMs: 30_000,
+  partitions: 8,
+  ackWaitMs: 30_000,
+  duplicateWindowMs: 10 * 60_000,
+  retentionMs: 7 * 24 * 3600_000,
+};
+
+/** What a function receives as ctx.event. */
+export interface FunctionEvent {
+  /** Unique per change: "db:<app>:<seq>" or "cms:<uuid>". */
+  id: string;
+  source: "db" | "cms";
+  app_id: number;
+  /** The table (source db) or collection (source cms). */
+  table?: string;
+  collection?: string;
+  operation: Operation;
+  before: Record<string, unknown> | null;
+  after: Record<string, unknown> | null;
+  /** When the change happened (ISO 8601). */
+  at: string;
+}
+
+export interface CmsChange {
+  collection: string;
+  operation: Operation;
+  before: Record<string, unknown> | null;
+  after: Record<string, unknown> | null;
+}
+
+export interface EventWorker {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  /** Publishes a CMS change for the app's cms event triggers (no-op when none watches it). */
+  emitCmsChange(appId: number, change: CmsChange): Promise<void>;
+  /** One drain pass now (tests, shutdown). */
+  drainOnce(): Promise<void>;
+}
+
+const MISSING_RETRY_MS = 2_000;
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** FNV-1a, 32 bits: a stable lane for a (source, app, table). */
+function fnv1a(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+export function createEventWorker(deps: {
+  sql: Sql;
+  store: FunctionStore;
+  runtime: FunctionRuntime;
+  capture: ChangeCaptureDb;
+  nats: NatsConnection;
+  config?: Partial<EventWorkerConfig>;
+  onError?: (err: unknown) => void;
+}): EventWorker {
+  const cfg = { ...DEFAULT_EVENT_WORKER_CONFIG, ...deps.config };
+  const { sql, store, runtime, capture, nats } = deps;
+  const js = jetstream(nats);
+  const lane = (source: string, appId: number, target: string) => fnv1a(`${source}\u0000${appId}\u0000${target}`) % cfg.partitions;
+  const eventsSubject = (source: string, appId: number, target: string) =>
+    `${cfg.subjectPrefix}.events.${lane(source, appId, target)}.${source}.${appId}`;
+  const durableOf = (p: number) => `${cfg.durable}-${p}`;
+  const report = (err: unknown) => deps.onError?.(err);
+  let ensured: Promise<void> | undefined;
+  let stopped = true;
+  let drainTimer: NodeJS.Timeout | undefined;
+  let draining: Promise<void> = Promise.resolve();
+  let dispatchLoops: Promise<void>[] = [];
+  const installed = new Map<number, { signature: string; at: number; missing: boolean }>();
+
+  const ensure = () => {
+    ensured ??= (async () => {
+      const jsm = await jetstreamManager(nats);
+      const stream = {
+        name: cfg.stream,
+        subjects: [`${cfg.subjectPrefix}.>`],
+        retention: RetentionPolicy.Limits,
+        storage: StorageType.File,
+        // Handled changes and dead letters are kept for inspection this long.
+        max_age: nanos(cfg.retentionMs),
+        duplicate_window: nanos(cfg.duplicateWindowMs),
+      };
+      try {
+        await jsm.streams.add(stream);
+      } catch {
+        await jsm.streams.update(cfg.stream, stream);
+      }
+      for (let p = 0; p < cfg.partitions; p++) {
+        await jsm.consumers.add(cfg.stream, {
+          durable_name: durableOf(p),
+          ack_policy: AckPolicy.Explicit,
+          ack_wait: nanos(cfg.ackWaitMs),
+          max_ack_pending: 1,
+          max_deliver: -1,
+          filter_subject: `${cfg.subjectPrefix}.events.${p}.>`,
+        });
+      }
+    })();
+    ensured.catch(() => {
+      ensured = undefined;
+    });
+    return ensured;
+  };
+
+  async function publish(event: FunctionEvent): Promise<void> {
+    const target = event.source === "cms" ? event.collection! : event.table!;
+    await js.publish(eventsSubject(event.source, event.app_id, target), JSON.stringify(event), { msgID: event.id });
+  }
+
+  /** Applications with enabled db triggers and what they watch, in one query. */
+  async function watchedDbTables(): Promise<Map<number, Map<string, Set<Operation>>>> {
+    const r = await sql.query<{ app_id: number; target: string; operations: string[] }>(
+      "SELECT app_id, target, operations FROM function_triggers WHERE kind = 'event' AND source = 'db' AND enabled ORDER BY app_id, target",
+    );
+    const out = new Map<number, Map<string, Set<Operation>>>();
+    for (const row of r.rows) {
+      const appId = Number(row.app_id);
+      let tables = out.get(appId);
+      if (!tables) out.set(appId, (tables = new Map()));
+      let ops = tables.get(row.target);
+      if (!ops) tables.set(row.target, (ops = new Set()));
+      for (const op of row.operations) ops.add(op as Operation);
+    }
+    return out;
+  }
+
+  async function drainApp(appId: number, watch: Map<string, Set<Operation>>): Promise<void> {
+    const signature = JSON.stringify([...watch].map(([t, ops]) => [t, [...ops].sort()]));
+    const prev = installed.get(appId);
+    const age = prev ? Date.now() - prev.at : Infinity;
+    // A watched table that does not exist yet is looked for again after MISSING_RETRY_MS.
+    if (!prev || prev.signature !== signature || age > cfg.resyncMs || (prev.missing && age > MISSING_RETRY_MS)) {
+      const { missing } = await syncCapture(capture, appId, watch);
+      installed.set(appId, { signature, at: Date.now(), missing: missing.length > 0 });
+    }
+    for (;;) {
+      const changes = await readChanges(capture, appId, cfg.drainBatch);
+      if (changes.length === 0) return;
+      for (const c of changes) {
+        await publish({
+          id: `db:${appId}:${c.seq}`,
+          source: "db",
+          app_id: appId,
+          table: c.table,
+          operation: c.operation,
+          before: c.before,
+          after: c.after,
+          at: c.at,
+        });
+      }
+      await deleteChanges(capture, appId, changes[changes.length - 1]!.seq);
+      if (changes.length < cfg.drainBatch) return;
+    }
+  }
+
+  async function drainOnce(): Promise<void> {
+    await ensure();
+    const watched = await watchedDbTables();
+    for (const [appId, watch] of watched) {
+      try {
+        await drainApp(appId, watch);
+      } catch (err) {
+        installed.delete(appId);
+        report(err);
+      }
+    }
+  }
+
+  async function deadLetter(ev: FunctionEvent, triggerId: number, functionId: number, attempts: number, error: string): Promise<void> {
+    const h = natsHeaders();
+    h.set("Pb-Trigger-Id", String(triggerId));
+    h.set("Pb-Function-Id", String(functionId));
+    h.set("Pb-Attempts", String(attempts));
+    h.set("Pb-Error", error.slice(0, 1000).replace(/[\r\n]/g, " "));
+    await js.publish(`${cfg.subjectPrefix}.dead.${ev.source}.${ev.app_id}`, JSON.stringify(ev), { headers: h, msgID: `${ev.id}~dead~${triggerId}` });
+  }
+
+  async function handle(m: JsMsg): Promise<void> {
+    let ev: FunctionEvent;
+    try {
+      ev = JSON.parse(new TextDecoder().decode(m.data)) as FunctionEvent;
+    } catch {
+      return; // not an event: nothing can ever run it
+    }
+    const target = ev.source === "cms" ? ev.collection : ev.table;
+    const triggers = await store.eventTriggers(ev.app_id, ev.source, target ?? "", ev.operation);
+    for (const t of triggers) {
+      let lastError = "";
+      let attempts = 0;
+      let done = false;
+      while (attempts < cfg.maxAttempts) {
+        attempts++;
+        m.working();
+        const r = await runtime.runEvent(ev.app_id, t.function_id, t.id, ev, `${ev.id}#${attempts}`);
+        if (!r) {
+          lastError = "the function cannot run: no active version, or the plan does not include functions";
+          break; // retrying cannot help: dead-letter now
+        }
+        if (r.outcome === "ok") {
+          done = true;
+          break;
+        }
+        lastError = r.error ?? r.outcome;
+        if (attempts < cfg.maxAttempts) {
+          if (stopped) throw new Error("stopping: the change will be delivered again");
+          m.working();
+          await sleep(Math.min(cfg.maxBackoffMs, cfg.baseBackoffMs * 2 ** (attempts - 1)));
+        }
+      }
+      if (!done) await deadLetter(ev, t.id, t.function_id, attempts, lastError);
+    }
+  }
+
+  async function dispatch(partition: number): Promise<void> {
+    while (!stopped) {
+      try {
+        await ensure();
+        const consumer = await js.consumers.get(cfg.stream, durableOf(partition));
+        while (!stopped) {
+          const batch = await consumer.fetch({ max_messages: 1, expires: 1000 });
+          for await (const m of batch) {
+            try {
+              await handle(m);
+              m.ack();
+            } catch (err) {
+              // Left for redelivery (at least once); a short pause avoids spinning.
+              m.nak(cfg.baseBackoffMs);
+              if (!stopped) report(err);
+            }
+          }
+        }
+      } catch (err) {
+        ensured = undefined;
+        if (!stopped) {
+          report(err);
+          await sleep(500);
+        }
+      }
+    }
+  }
+
+  return {
+    async start() {
+      if (!stopped) return;
+      stopped = false;
+      await ensure();
+      const tick = () => {
+        draining = drainOnce()
+          .catch(report)
+          .finally(() => {
+            if (!stopped) drainTimer = setTimeout(tick, cfg.drainIntervalMs);
+          });
+      };
+      tick();
+      dispatchLoops = Array.from({ length: cfg.partitions }, (_, p) => dispatch(p));
+    },
+
+    async stop() {
+      stopped = true;
+      if (drainTimer) clearTimeout(drainTimer);
+      await draining;
+      await Promise.all(dispatchLoops);
+    },
+
+    async emitCmsChange(appId, change) {
+      const triggers = await store.eventTriggers(appId, "cms", change.collection, change.operation);
+      if (triggers.length === 0) return;
+      await ensure();
+      await publish({
+        id: `cms:${randomUUID()}`,
+        source: "cms",
+        app_id: appId,
+        collection: change.collection,
+        operation: change.operation,
+        before: change.before,
+        after: change.after,
+        at: new Date().toISOString(),
+      });
+    },
+
+    drainOnce,
+  };
+}
+

@@ -1,0 +1,222 @@
+// Runs functions for every kind of trigger: resolves what to run (cached for
+// `resolveCacheMs`), applies the plan and the rate limits, runs the version in
+// the sandbox, shapes the response and records the invocation.
+import { randomUUID } from "node:crypto";
+import { appError } from "../internal/errors.js";
+import type { ConsumerPrincipal } from "../internal/principal.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
+import type { LogLine, RunResult } from "../sandbox/types.js";
+import type { FunctionStore, ResolvedRow } from "./function-store.js";
+import type { FunctionsConfig } from "./config.js";
+import type { InvocationRecorder } from "./invocation-recorder.js";
+import type { RateLimiter } from "./rate-limiter.js";
+import { shapeResponse, type ShapedResponse } from "./response-shaping.js";
+
+export interface RunReport {
+  status: number;
+  outcome: "ok" | "error" | "timeout";
+  response?: ShapedResponse;
+  error?: string;
+  logs: LogLine[];
+  logsTruncated: boolean;
+  durationMs: number;
+  memoryBytes: number;
+  version: number;
+  coldStart: boolean;
+  invocationId?: number;
+}
+
+export interface RunRequest {
+  resolved: ResolvedRow;
+  req: unknown;
+  consumer: unknown;
+  event: unknown;
+  triggerKind: "http" | "event" | "manual";
+  triggerId: number | null;
+  requestId: string;
+  /** Write the invocation record before returning (manual runs). */
+  recordNow?: boolean;
+}
+
+const CODE_CACHE_MAX = 512;
+const RESOLVE_CACHE_MAX = 10_000;
+
+export function createFunctionRuntime(deps: {
+  store: FunctionStore;
+  sandbox: Sandbox;
+  limiter: RateLimiter;
+  recorder: InvocationRecorder;
+  config: FunctionsConfig;
+}) {
+  const { store, sandbox, limiter, recorder, config } = deps;
+  const codeCache = new Map<number, string>();
+  const httpCache = new Map<string, { at: number; row: ResolvedRow | undefined }>();
+
+  // Versions are immutable, so their code is cached by version id for good.
+  async function codeOf(versionId: number): Promise<string> {
+    let code = codeCache.get(versionId);
+    if (code === undefined) {
+      code = (await store.versionCode(versionId)) ?? "";
+      if (codeCache.size >= CODE_CACHE_MAX) codeCache.delete(codeCache.keys().next().value!);
+      codeCache.set(versionId, code);
+    }
+    return code;
+  }
+
+  async function resolveHttp(appId: number, slug: string): Promise<ResolvedRow | undefined> {
+    if (config.resolveCacheMs <= 0) return store.resolveHttp(appId, slug);
+    const key = `${appId}\u0000${slug}`;
+    const hit = httpCache.get(key);
+    const now = Date.now();
+    if (hit && now - hit.at < config.resolveCacheMs) return hit.row;
+    const row = await store.resolveHttp(appId, slug);
+    if (httpCache.size >= RESOLVE_CACHE_MAX) httpCache.clear();
+    httpCache.set(key, { at: now, row });
+    return row;
+  }
+
+  /** The effective limits: the function's settings clamped by the plan now in force and the process bounds. */
+  function effective(r: ResolvedRow): { timeoutMs: number; memoryMb: number } {
+    const timeoutMs = Math.max(1, Math.min(r.timeout_ms, r.plan.functionMaxTimeoutMs || Infinity, config.maxTimeoutMs));
+    const memoryMb = Math.max(config.minMemoryMb, Math.min(r.memory_mb, r.plan.functionMaxMemoryMb || Infinity, config.maxMemoryMb));
+    return { timeoutMs, memoryMb };
+  }
+
+  async function checkRate(r: ResolvedRow, appId: number): Promise<void> {
+    const taken = await limiter.take([
+      { key: `app:${appId}`, perMinute: r.plan.functionInvocationsPerMinute },
+      { key: `fn:${r.function_id}`, perMinute: r.invocations_per_minute },
+    ]);
+    if (!taken.allowed) {
+      throw appError("rate_limited", "Function invocation rate limit reached.", { retryAfterSeconds: taken.retryAfterSeconds });
+    }
+  }
+
+  async function run(appId: number, rq: RunRequest): Promise<RunReport> {
+    const r = rq.resolved;
+    const { timeoutMs, memoryMb } = effective(r);
+    const result: RunResult = await sandbox.run(
+      { versionId: r.version_id!, appId, code: await codeOf(r.version_id!), memoryMb, timeoutMs },
+      { req: rq.req, consumer: rq.consumer, event: rq.event, env: r.env, trigger: rq.triggerKind, requestId: rq.requestId },
+    );
+    const logs = result.logs;
+    let status: number;
+    let response: ShapedResponse | undefined;
+    let error = result.error;
+    if (result.outcome === "ok") {
+      const shaped = shapeResponse(result.response, sandbox.limits.maxResponseBytes);
+      for (const w of shaped.warnings) logs.push({ level: "warn", message: `[pulsebase] ${w}` });
+      if (shaped.ok) {
+        status = shaped.response.status;
+        response = shaped.response;
+      } else {
+        status = 500;
+        error = shaped.error;
+      }
+    } else {
+      status = result.outcome === "timeout" ? 504 : 500;
+    }
+    const outcome = status === 504 ? "timeout" : response ? "ok" : "error";
+    const record = {
+      appId,
+      functionId: r.function_id!,
+      version: r.version,
+      triggerKind: rq.triggerKind,
+      triggerId: rq.triggerId,
+      status,
+      outcome,
+      durationMs: result.durationMs,
+      memoryBytes: result.memoryBytes,
+      error: error ?? null,
+      logs,
+      logsTruncated: result.logsTruncated,
+      requestId: rq.requestId,
+    } as const;
+    let invocationId: number | undefined;
+    if (rq.recordNow) invocationId = await recorder.recordNow(record);
+    else recorder.record(record);
+    return {
+      status,
+      outcome,
+      response,
+      error,
+      logs,
+      logsTruncated: result.logsTruncated,
+      durationMs: result.durationMs,
+      memoryBytes: result.memoryBytes,
+      version: r.version ?? 0,
+      coldStart: result.coldStart,
+      invocationId,
+    };
+  }
+
+  return {
+    /**
+     * The HTTP trigger. Checks in order: 402 plan (when enforced), 404 no
+     * enabled trigger, 503 no active version, 429 rate limit; then runs:
+     * 500 when the function failed, 504 past its timeout.
+     */
+    async invokeHttp(
+      consumer: ConsumerPrincipal,
+      slug: string,
+      /** Builds req (parses the body) once the trigger is known to exist: a bad body is a 422 only then. */
+      buildReq: () => Promise<unknown>,
+      requestId: string,
+    ): Promise<ShapedResponse> {
+      const r = await resolveHttp(consumer.appId, slug);
+      if (!r) throw appError("function_not_found");
+      if (config.enforcePlan && !r.plan.functionsEnabled) throw appError("plan_required");
+      if (r.function_id === null) throw appError("function_not_found");
+      if (r.version_id === null) throw appError("no_active_version");
+      const req = await buildReq();
+      await checkRate(r, consumer.appId);
+      const report = await run(consumer.appId, {
+        resolved: r,
+        req,
+        consumer: { id: consumer.consumerId, user_id: consumer.userId, device_id: consumer.deviceId },
+        event: null,
+        triggerKind: "http",
+        triggerId: r.trigger_id,
+        requestId,
+      });
+      if (report.status === 504) throw appError("function_timeout");
+      if (!report.response) throw appError("function_error", `The function failed. Request id: ${requestId}`);
+      return report.response;
+    },
+
+    /** A manual (operator) run of the active or a given version. */
+    async runManual(functionId: number, version: number, payload: unknown): Promise<RunReport> {
+      const r = await store.resolveFunction(functionId, version);
+      if (!r) throw appError("not_found", "No such function.");
+      if (r.version_id === null) {
+        if (version > 0) throw appError("not_found", `The function has no version ${version}.`);
+        throw appError("no_active_version");
+      }
+      return run(r.app_id, {
+        resolved: r,
+        req: payload ?? null,
+        consumer: null,
+        event: null,
+        triggerKind: "manual",
+        triggerId: null,
+        requestId: randomUUID(),
+        recordNow: true,
+      });
+    },
+
+    /** An event-trigger run (at-least-once delivery calls this per change). */
+    async runEvent(appId: number, functionId: number, triggerId: number, event: unknown, requestId: string): Promise<RunReport | undefined> {
+      const r = await store.resolveFunction(functionId, 0);
+      if (!r || r.version_id === null) return undefined;
+      if (config.enforcePlan && !r.plan.functionsEnabled) return undefined;
+      return run(appId, { resolved: r, req: null, consumer: null, event, triggerKind: "event", triggerId, requestId });
+    },
+
+    /** Forgets cached resolutions (after any change made through this process). */
+    invalidate(): void {
+      httpCache.clear();
+    },
+  };
+}
+
+export type FunctionRuntime = ReturnType<typeof createFunctionRuntime>;

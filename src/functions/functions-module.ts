@@ -1,0 +1,89 @@
+// Wires the functions capability: sandbox, stores, rate limiter, recorder,
+// runtime and the two Connect services. The app factory calls
+// createFunctionsModule once per process and close() on shutdown.
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
+import type { FunctionService as DeviceFunctionService } from "../../gen/pulsebase/platform/v1/functions_pb.js";
+import { createSandbox, type Sandbox } from "../sandbox/sandbox.js";
+import type { Sql } from "../storage/sql.js";
+import { createAdminFunctionServiceImpl } from "./admin-function-service.js";
+import { DEFAULT_FUNCTIONS_CONFIG, type FunctionsConfig } from "./config.js";
+import { createDbBridge } from "./db-bridge.js";
+import type { FunctionDb } from "./function-db.js";
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { ChangeCaptureDb } from "./events/change-capture.js";
+import { createEventWorker, type CmsChange, type EventWorker, type EventWorkerConfig } from "./events/event-worker.js";
+import { createFunctionRuntime, type FunctionRuntime } from "./function-runtime.js";
+import { createFunctionStore, type FunctionStore } from "./function-store.js";
+import { createInvocationRecorder, type InvocationRecorder } from "./invocation-recorder.js";
+import { createFunctionInvokeServiceImpl } from "./invoke-service.js";
+import { createPgRateLimiter, type RateLimiter } from "./rate-limiter.js";
+
+export interface FunctionsModuleDeps {
+  /** The service database (PostgreSQL or PGlite) with migrations applied. */
+  sql: Sql;
+  /** The application databases (src/database), reached by functions as ctx.db. */
+  db: FunctionDb;
+  config?: Partial<FunctionsConfig>;
+  /** Called when background work (invocation records, event delivery) fails. */
+  onError?: (err: unknown) => void;
+  /** Event triggers; without it event triggers can be configured but never fire. */
+  events?: {
+    nats: NatsConnection;
+    /** Privileged access to the app databases for change capture (src/database). */
+    capture: ChangeCaptureDb;
+    config?: Partial<EventWorkerConfig>;
+  };
+}
+
+export interface FunctionsModule {
+  /** pulsebase.platform.v1.FunctionService (device API, HTTP trigger). */
+  invokeService: ServiceImpl<typeof DeviceFunctionService>;
+  /** pulsebase.admin.v1.FunctionService (operator API). */
+  adminService: ServiceImpl<typeof AdminFunctionService>;
+  runtime: FunctionRuntime;
+  store: FunctionStore;
+  sandbox: Sandbox;
+  recorder: InvocationRecorder;
+  limiter: RateLimiter;
+  config: FunctionsConfig;
+  /** The event-trigger worker (when deps.events is given); start() it with the process. */
+  events?: EventWorker;
+  /**
+   * For the CMS authoring side: a change of a collection's entry. Resolves
+   * once the change is stored in JetStream (no-op when no trigger watches it
+   * or event triggers are not configured).
+   */
+  emitCmsChange(appId: number, change: CmsChange): Promise<void>;
+  /** Stops the event worker, flushes invocation records and releases every isolate. */
+  close(): Promise<void>;
+}
+
+export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModule {
+  const config: FunctionsConfig = { ...DEFAULT_FUNCTIONS_CONFIG, ...deps.config };
+  const store = createFunctionStore(deps.sql);
+  const sandbox = createSandbox({ limits: config.sandbox, dbBridge: (appId) => createDbBridge(deps.db, appId) });
+  const limiter = createPgRateLimiter(deps.sql);
+  const recorder = createInvocationRecorder(deps.sql, { ...config.recorder, onError: deps.onError });
+  const runtime = createFunctionRuntime({ store, sandbox, limiter, recorder, config });
+  const events = deps.events
+    ? createEventWorker({ sql: deps.sql, store, runtime, capture: deps.events.capture, nats: deps.events.nats, config: deps.events.config, onError: deps.onError })
+    : undefined;
+  return {
+    invokeService: createFunctionInvokeServiceImpl({ runtime }),
+    adminService: createAdminFunctionServiceImpl({ sql: deps.sql, store, sandbox, runtime, recorder, config }),
+    runtime,
+    store,
+    sandbox,
+    recorder,
+    limiter,
+    config,
+    events,
+    emitCmsChange: (appId, change) => (events ? events.emitCmsChange(appId, change) : Promise.resolve()),
+    async close() {
+      await events?.stop();
+      await recorder.close();
+      sandbox.close();
+    },
+  };
+}

@@ -1,0 +1,57 @@
+// The functions capability as a server module: the HTTP trigger on the
+// public listener, the operator API on the admin listener, event triggers
+// when NATS is configured, and shutdown (flush records, release isolates).
+import type { NatsConnection } from "@nats-io/transport-node";
+import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
+import { FunctionService } from "../../gen/pulsebase/platform/v1/functions_pb.js";
+import { binding, type PulsebaseModule } from "../app/module.js";
+import type { CmsChange as CmsAuthoringChange } from "../cms/index.js";
+import type { DatabaseModule } from "../database/database-module.js";
+import type { Sql } from "../storage/sql.js";
+import type { FunctionsConfig } from "./config.js";
+import { functionDbFromQueryRunner } from "./database-adapter.js";
+import { changeCaptureFromDatabase } from "./events/database-capture.js";
+import { createFunctionsModule, type FunctionsModule } from "./functions-module.js";
+
+export interface FunctionsServerModuleDeps {
+  sql: Sql;
+  database: DatabaseModule;
+  dataDir: string;
+  config?: Partial<FunctionsConfig>;
+  /** Event triggers run only with NATS JetStream. */
+  nats?: NatsConnection;
+  onError(err: unknown): void;
+}
+
+/**
+ * CMS authoring operations onto the trigger operations: created is insert,
+ * deleted is delete; updated, published and unpublished are update (before
+ * and after show what changed, `published` included).
+ */
+const CMS_OPS = { created: "insert", updated: "update", published: "update", unpublished: "update", deleted: "delete" } as const;
+
+export function createFunctionsServerModule(deps: FunctionsServerModuleDeps): PulsebaseModule & { functions: FunctionsModule; onCmsChange(appId: number, c: CmsAuthoringChange): Promise<void> } {
+  const functions = createFunctionsModule({
+    sql: deps.sql,
+    db: functionDbFromQueryRunner(deps.database.runner),
+    config: deps.config,
+    onError: deps.onError,
+    events: deps.nats
+      ? { nats: deps.nats, capture: changeCaptureFromDatabase({ store: deps.database.store, pool: deps.database.pool, dataDir: deps.dataDir }) }
+      : undefined,
+  });
+  return {
+    name: "functions",
+    functions,
+    device: [binding(FunctionService, functions.invokeService)],
+    admin: [binding(AdminFunctionService, functions.adminService)],
+    onCmsChange: (appId, c) =>
+      functions.emitCmsChange(appId, { collection: c.collection, operation: CMS_OPS[c.operation], before: c.before, after: c.after }),
+    async start() {
+      await functions.events?.start();
+    },
+    async stop() {
+      await functions.close();
+    },
+  };
+}

@@ -1,0 +1,77 @@
+// Builds the `req` object a function sees from the raw HTTP request the
+// gateway passes through: method, slug, query, headers (without credentials
+// and the internal namespace, DECISIONS 22), body parsed by content type.
+import { validationError } from "../internal/errors.js";
+
+export interface FunctionRequest {
+  method: string;
+  slug: string;
+  query: Record<string, string>;
+  headers: Record<string, string>;
+  body: unknown;
+}
+
+const STRIPPED = new Set(["cookie", "authorization", "proxy-authorization"]);
+
+export function isStrippedHeader(name: string): boolean {
+  const n = name.toLowerCase();
+  return STRIPPED.has(n) || n.startsWith("x-pulsebase-");
+}
+
+/** Lower-cased headers without cookie, authorization, proxy-authorization and x-pulsebase-*. */
+export function functionHeaders(headers: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(headers)) {
+    if (isStrippedHeader(k)) continue;
+    Object.defineProperty(out, k.toLowerCase(), { value: v, enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}
+
+/**
+ * The body as the function receives it: JSON parsed; form fields
+ * (urlencoded or multipart) as an object, a repeated field as an array,
+ * a file part as { filename, content_type, size, data_base64 }; any other
+ * content type as text; an empty body as null.
+ */
+export async function parseBody(body: Uint8Array, contentType: string): Promise<unknown> {
+  if (body.length === 0) return null;
+  const mime = (contentType.split(";")[0] ?? "").trim().toLowerCase();
+  const text = () => Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8");
+  if (mime === "application/json" || mime.endsWith("+json")) {
+    try {
+      return JSON.parse(text()) as unknown;
+    } catch {
+      throw validationError({ body: ["The body is not valid JSON."] });
+    }
+  }
+  if (mime === "application/x-www-form-urlencoded") {
+    const fields: Record<string, string | string[]> = {};
+    for (const [k, v] of new URLSearchParams(text())) addField(fields, k, v);
+    return fields;
+  }
+  if (mime === "multipart/form-data") {
+    let form: FormData;
+    try {
+      form = await new Response(body, { headers: { "content-type": contentType } }).formData();
+    } catch {
+      throw validationError({ body: ["The multipart body could not be parsed."] });
+    }
+    const fields: Record<string, unknown> = {};
+    for (const [k, v] of form) {
+      if (typeof v === "string") addField(fields, k, v);
+      else {
+        const data = Buffer.from(await v.arrayBuffer());
+        addField(fields, k, { filename: v.name, content_type: v.type, size: data.length, data_base64: data.toString("base64") });
+      }
+    }
+    return fields;
+  }
+  return text();
+}
+
+// defineProperty, so a field named "__proto__" is a field like any other.
+function addField(fields: Record<string, unknown>, k: string, v: unknown): void {
+  const value = Object.hasOwn(fields, k) ? (Array.isArray(fields[k]) ? [...(fields[k] as unknown[]), v] : [fields[k], v]) : v;
+  Object.defineProperty(fields, k, { value, enumerable: true, writable: true, configurable: true });
+}

@@ -1,0 +1,38 @@
+// One coarse timer for every run's wall-clock deadline, instead of a
+// setTimeout per invocation (the per-call timer showed up in the warm path).
+// Deadlines fire within TICK_MS after they pass; the isolate's own V8 timeout
+// still cuts CPU-bound code exactly.
+const TICK_MS = 10;
+
+interface Entry {
+  at: number;
+  fire: () => void;
+}
+
+const entries = new Set<Entry>();
+let ticker: NodeJS.Timeout | undefined;
+
+function tick(): void {
+  const now = performance.now();
+  for (const e of entries) {
+    if (e.at <= now) {
+      entries.delete(e);
+      e.fire();
+    }
+  }
+  if (entries.size === 0 && ticker) {
+    clearInterval(ticker);
+    ticker = undefined;
+  }
+}
+
+/** Calls `fire` once `ms` have passed, unless the returned cancel runs first. */
+export function deadline(ms: number, fire: () => void): () => void {
+  const e: Entry = { at: performance.now() + ms, fire };
+  entries.add(e);
+  if (!ticker) {
+    ticker = setInterval(tick, TICK_MS);
+    ticker.unref();
+  }
+  return () => entries.delete(e);
+}

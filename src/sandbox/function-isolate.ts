@@ -1,0 +1,210 @@
+// One isolate holding one function version: a fresh V8 isolate with its own
+// heap limit, one context, the bootstrap and the function's module. Used by
+// one invocation at a time (the pool leases it), so console capture and the
+// wall-clock timeout apply to exactly one run. Every isolated-vm handle it
+// creates is released in dispose() (or in finally when setup fails).
+import ivm from "isolated-vm";
+import { BOOTSTRAP_SOURCE } from "./bootstrap.js";
+import { deadline } from "./deadlines.js";
+import type { LogLine, RawResponse, RunInput, SandboxLimits } from "./types.js";
+
+/** Called by the isolate's db object; never rejects (errors come back as { ok: false }). */
+export type DbBridge = (op: string, a: unknown, b: unknown) => Promise<unknown>;
+
+export class CompileError extends Error {}
+
+interface RunnerOutput {
+  response?: RawResponse;
+  error?: string;
+  logs?: LogLine[];
+  truncated?: boolean;
+}
+
+export interface IsolateRunOutput {
+  kind: "ok" | "error" | "timeout";
+  response?: RawResponse;
+  error?: string;
+  logs: LogLine[];
+  logsTruncated: boolean;
+}
+
+const TIMEOUT_MESSAGE = "Script execution timed out.";
+const HEAP_SAMPLE_MS = 50;
+
+export class FunctionIsolate {
+  readonly isolate: ivm.Isolate;
+  private handles: Array<{ release(): void }> = [];
+  private runner: ivm.Reference<(req: unknown, ctx: unknown) => Promise<RunnerOutput>> | undefined;
+  lastUsed = Date.now();
+  busy = false;
+
+  private constructor(memoryMb: number) {
+    this.isolate = new ivm.Isolate({ memoryLimit: memoryMb });
+  }
+
+  /**
+   * Creates an isolate and loads the module into it. Throws CompileError with
+   * the compiler's (or the top-level code's) message when the code is unusable.
+   */
+  static async create(code: string, memoryMb: number, limits: SandboxLimits, db: DbBridge, evalTimeoutMs: number): Promise<FunctionIsolate> {
+    const fi = new FunctionIsolate(memoryMb);
+    try {
+      await fi.load(code, limits, db, evalTimeoutMs);
+      return fi;
+    } catch (err) {
+      fi.dispose();
+      throw err;
+    }
+  }
+
+  private keep<T extends { release(): void }>(h: T): T {
+    this.handles.push(h);
+    return h;
+  }
+
+  private async load(code: string, limits: SandboxLimits, db: DbBridge, evalTimeoutMs: number): Promise<void> {
+    const context = this.keep(await this.isolate.createContext());
+    const factory = this.keep(await context.eval(BOOTSTRAP_SOURCE, { reference: true, timeout: evalTimeoutMs }));
+    const dbRef = this.keep(new ivm.Reference(db));
+    const limitsCopy = {
+      maxLogChars: limits.maxLogChars,
+      maxLogLineChars: limits.maxLogLineChars,
+      maxResponseBytes: limits.maxResponseBytes,
+    };
+    const bind = this.keep(
+      await factory.apply(undefined, [dbRef, new ivm.ExternalCopy(limitsCopy).copyInto({ release: true })], {
+        result: { reference: true },
+        timeout: evalTimeoutMs,
+      }),
+    );
+
+    let mod: ivm.Module;
+    try {
+      mod = this.keep(await this.isolate.compileModule(code, { filename: "function.js" }));
+    } catch (err) {
+      throw new CompileError(describe(err));
+    }
+    if (mod.dependencySpecifiers.length > 0) {
+      throw new CompileError(`imports are not available in functions (found "${mod.dependencySpecifiers[0]}")`);
+    }
+    try {
+      await mod.instantiate(context, (specifier) => {
+        throw new Error(`imports are not available in functions (found "${specifier}")`);
+      });
+      await mod.evaluate({ timeout: evalTimeoutMs });
+    } catch (err) {
+      throw new CompileError(describe(err));
+    }
+    const ns = this.keep(mod.namespace);
+    const handler = this.keep(await ns.get("default", { reference: true }));
+    if (handler.typeof !== "function") {
+      throw new CompileError("the module must have a default export that is a function (export default async function (req, ctx) { ... })");
+    }
+    this.runner = this.keep(
+      (await bind.apply(undefined, [handler.derefInto()], { result: { reference: true }, timeout: evalTimeoutMs })) as ivm.Reference<
+        (req: unknown, ctx: unknown) => Promise<RunnerOutput>
+      >,
+    );
+  }
+
+  /** Runs one invocation. `timeoutMs` bounds the whole run (CPU and awaits). */
+  async run(input: RunInput, timeoutMs: number): Promise<IsolateRunOutput> {
+    const runner = this.runner;
+    if (!runner) throw new Error("isolate not loaded");
+    let timedOut = false;
+    let cancel: () => void = () => {};
+    // V8's own timeout cuts CPU-bound code; the host deadline also covers a run
+    // stuck awaiting (e.g. a never-settling promise) by disposing the isolate.
+    const watchdog = new Promise<never>((_, reject) => {
+      cancel = deadline(timeoutMs + 20, () => {
+        timedOut = true;
+        reject(new Error(TIMEOUT_MESSAGE));
+      });
+    });
+    try {
+      const out = (await Promise.race([
+        runner.apply(
+          undefined,
+          [input.req, { consumer: input.consumer, event: input.event, env: input.env, trigger: input.trigger, requestId: input.requestId }],
+          { arguments: { copy: true }, result: { promise: true, copy: true }, timeout: timeoutMs },
+        ),
+        watchdog,
+      ])) as RunnerOutput;
+      const logs = Array.isArray(out.logs) ? out.logs : [];
+      if (out.error !== undefined) return { kind: "error", error: String(out.error), logs, logsTruncated: !!out.truncated };
+      return { kind: "ok", response: out.response, logs, logsTruncated: !!out.truncated };
+    } catch (err) {
+      const msg = messageOf(err);
+      if (timedOut || msg.includes(TIMEOUT_MESSAGE)) {
+        // The isolate may still be spinning: it is never reused.
+        this.dispose();
+        return { kind: "timeout", error: `timed out after ${timeoutMs} ms`, logs: [], logsTruncated: false };
+      }
+      if (this.isolate.isDisposed || /memory limit/i.test(msg)) {
+        this.dispose();
+        return { kind: "error", error: "memory limit exceeded", logs: [], logsTruncated: false };
+      }
+      // e.g. an argument that could not be copied in.
+      return { kind: "error", error: msg, logs: [], logsTruncated: false };
+    } finally {
+      cancel();
+    }
+  }
+
+  get disposed(): boolean {
+    return this.isolate.isDisposed;
+  }
+
+  private heapAt = 0;
+  private heapBytes = 0;
+
+  /**
+   * Heap in use (plus external memory). Reading heap statistics costs about
+   * 5% of a warm call, so it is read at most every HEAP_SAMPLE_MS per isolate
+   * and the last reading is reused in between.
+   */
+  heapUsed(): number {
+    if (this.isolate.isDisposed) return this.heapBytes;
+    const now = performance.now();
+    if (now - this.heapAt < HEAP_SAMPLE_MS && this.heapAt > 0) return this.heapBytes;
+    try {
+      const s = this.isolate.getHeapStatisticsSync();
+      this.heapBytes = s.used_heap_size + s.externally_allocated_size;
+      this.heapAt = now;
+    } catch {
+      // disposed meanwhile: keep the last reading
+    }
+    return this.heapBytes;
+  }
+
+  dispose(): void {
+    const hs = this.handles;
+    this.handles = [];
+    this.runner = undefined;
+    for (const h of hs) {
+      try {
+        h.release();
+      } catch {
+        // already released with the isolate
+      }
+    }
+    if (!this.isolate.isDisposed) {
+      try {
+        this.isolate.dispose();
+      } catch {
+        // disposed concurrently (memory limit)
+      }
+    }
+  }
+}
+
+function messageOf(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  return String(err);
+}
+
+/** "SyntaxError: Unexpected token [function.js:1:20]", as the compiler said it. */
+function describe(err: unknown): string {
+  if (err instanceof Error) return err.name && err.name !== "Error" ? `${err.name}: ${err.message}` : err.message;
+  return String(err);
+}

@@ -1,0 +1,85 @@
+// Shapes shared by the sandbox parts: what the host passes in for one run and
+// what comes back. Everything crossing the isolate boundary is copied (plain
+// data), never a host object.
+
+/** One captured console line of an invocation. */
+export interface LogLine {
+  level: "log" | "info" | "warn" | "error" | "debug";
+  message: string;
+}
+
+/** The function's raw response as produced inside the isolate (validated on the host). */
+export interface RawResponse {
+  /** Whatever the function put in `status` (undefined when not shaped or not set). */
+  status: unknown;
+  /** Header pairs as the function gave them (values stringified in the isolate). */
+  headers: Array<[string, string]>;
+  /** Body text: the string body as is, or the JSON serialisation. */
+  body: string;
+  /** True when the body was a string (text/plain default). */
+  text: boolean;
+}
+
+export interface SandboxLimits {
+  /** Upper bound on isolates across the process (all versions). */
+  maxIsolates: number;
+  /** Warm isolates kept per function version (the per-version pool bound). */
+  isolatesPerVersion: number;
+  /** An isolate idle this long is released. */
+  idleMs: number;
+  /** Largest response body in bytes (UTF-8). */
+  maxResponseBytes: number;
+  /** Captured console output per invocation, in characters. */
+  maxLogChars: number;
+  /** One console line is cut at this many characters. */
+  maxLogLineChars: number;
+  /** Deploy-time compile check: timeout for the module's top-level code. */
+  compileTimeoutMs: number;
+}
+
+export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
+  maxIsolates: 64,
+  isolatesPerVersion: 4,
+  idleMs: 60_000,
+  maxResponseBytes: 6 * 1024 * 1024,
+  maxLogChars: 16 * 1024,
+  maxLogLineChars: 2 * 1024,
+  compileTimeoutMs: 1_000,
+};
+
+/** What identifies the code to run and how much it may use. */
+export interface RunTarget {
+  /** Key of the pool (one per function version). */
+  versionId: number;
+  appId: number;
+  code: string;
+  memoryMb: number;
+  timeoutMs: number;
+}
+
+/** The handler's inputs. */
+export interface RunInput {
+  req: unknown;
+  consumer: unknown;
+  event: unknown;
+  env: Record<string, string>;
+  /** "http" | "event" | "manual" */
+  trigger: string;
+  requestId: string;
+}
+
+export type RunOutcome = "ok" | "error" | "timeout";
+
+export interface RunResult {
+  outcome: RunOutcome;
+  response?: RawResponse;
+  /** The thrown error's message (outcome "error"), or why the run was cut. */
+  error?: string;
+  logs: LogLine[];
+  logsTruncated: boolean;
+  durationMs: number;
+  /** Heap in use by the isolate after the run. */
+  memoryBytes: number;
+  /** True when this run had to create (and compile into) a new isolate. */
+  coldStart: boolean;
+}

@@ -1,0 +1,122 @@
+// Functions through the whole server: deploy over the operator API, call
+// /api/fn/{slug} over REST with every method, statuses of the spec's table,
+// header stripping and response shaping; event triggers end to end over the
+// real NATS JetStream (an INSERT through /api/db reaches the function).
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
+import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
+import { createModules } from "../../src/start/modules.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { TEST_NATS_URL } from "../helpers/db.js";
+
+let s: TestServer;
+let token: string;
+let appId: bigint;
+
+const ECHO = `export default async function (req, ctx) {
+  if (req.query.fail) throw new Error("secret internal detail");
+  if (req.query.shape) return { status: 201, headers: { "x-made-by": "fn", "set-cookie": "a=b" }, body: "created" };
+  return { method: req.method, slug: req.slug, query: req.query, headers: req.headers, payload: req.body, consumer: ctx.consumer.id, env: ctx.env.GREETING };
+}`;
+
+beforeAll(async () => {
+  s = await startTestServer({ modules: createModules, env: { NATS_URL: TEST_NATS_URL } });
+  const app = await s.createApp("fn e2e");
+  appId = app.appId;
+  token = (await s.register(app.appKey)).token;
+  const fns = s.adminClient(AdminFunctionService);
+  const fn = await fns.createFunction({ appId, name: "echo" });
+  await fns.setSecret({ functionId: fn.id, name: "GREETING", value: "hej" } as never);
+  await fns.deployVersion({ functionId: fn.id, code: ECHO, activate: true });
+  await fns.createHttpTrigger({ functionId: fn.id, slug: "echo" });
+  const idle = await fns.createFunction({ appId, name: "idle" });
+  await fns.createHttpTrigger({ functionId: idle.id, slug: "idle" });
+});
+afterAll(() => s.close());
+
+const call = (path: string, init: RequestInit = {}, tok = token) =>
+  s.fetch(path, { ...init, headers: { authorization: `Bearer ${tok}`, ...(init.headers as Record<string, string>) } });
+
+describe("/api/fn/{slug}", () => {
+  it("passes method, query, body and the consumer; strips credentials and internal headers", async () => {
+    for (const method of ["GET", "POST", "PUT", "PATCH", "DELETE"]) {
+      const hasBody = method !== "GET" && method !== "DELETE";
+      const res = await call(`/api/fn/echo?x=1`, {
+        method,
+        headers: { "content-type": "application/json", cookie: "sid=1", "x-pulsebase-app": "9", "x-custom": "kept" },
+        body: hasBody ? JSON.stringify({ n: 5 }) : undefined,
+      });
+      const raw = await res.text();
+      expect(res.status, raw).toBe(200);
+      expect(res.headers.get("x-request-id")).toBeTruthy();
+      const body = JSON.parse(raw);
+      expect(body, raw).not.toBeNull();
+      expect(body).toMatchObject({ method, slug: "echo", query: { x: "1" }, env: "hej" });
+      expect(typeof body.consumer).toBe("number");
+      if (hasBody) expect(body.payload).toEqual({ n: 5 });
+      expect(body.headers).not.toHaveProperty("authorization");
+      expect(body.headers).not.toHaveProperty("cookie");
+      expect(body.headers).not.toHaveProperty("x-pulsebase-app");
+      expect(body.headers["x-custom"]).toBe("kept");
+    }
+  });
+
+  it("shapes responses and hides a thrown error's message", async () => {
+    const shaped = await call("/api/fn/echo?shape=1");
+    expect(shaped.status).toBe(201);
+    expect(shaped.headers.get("x-made-by")).toBe("fn");
+    expect(shaped.headers.get("set-cookie")).toBeNull();
+    expect(await shaped.text()).toBe("created");
+    const failed = await call("/api/fn/echo?fail=1");
+    expect(failed.status).toBe(500);
+    const text = await failed.text();
+    expect(text).not.toContain("secret internal detail");
+    expect(JSON.parse(text).error).toBe("function_error");
+  });
+
+  it("answers 401, 404 and 503 as the spec's table says", async () => {
+    expect((await call("/api/fn/echo", {}, "nope")).status).toBe(401);
+    const missing = await call("/api/fn/nothing");
+    expect(missing.status).toBe(404);
+    expect((await missing.json()).error).toBe("function_not_found");
+    const idle = await call("/api/fn/idle");
+    expect(idle.status).toBe(503);
+    expect((await idle.json()).error).toBe("no_active_version");
+  });
+});
+
+describe("event triggers", () => {
+  it("delivers an INSERT made through /api/db to the watching function", async () => {
+    const dbs = s.adminClient(AdminDatabaseService);
+    const app = await s.admin.getApp({ key: { case: "id", value: appId } });
+    const db = await dbs.createDatabase({ teamId: app.teamId, name: "events" });
+    await dbs.linkDatabase({ databaseId: db.id, appId });
+    const q = (sql: string, params?: unknown[]) =>
+      call("/api/db/query", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ sql, params }) }).then((r) => r.json());
+    await q("CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)");
+    await q("CREATE TABLE seen (op TEXT, item TEXT)");
+    const fns = s.adminClient(AdminFunctionService);
+    const fn = await fns.createFunction({ appId, name: "on-order" });
+    await fns.deployVersion({
+      functionId: fn.id,
+      activate: true,
+      code: `export default async function (req, ctx) {
+        await ctx.db.query("INSERT INTO seen (op, item) VALUES (?, ?)", [ctx.event.operation, ctx.event.after.item]);
+        return "ok";
+      }`,
+    });
+    await fns.createEventTrigger({ functionId: fn.id, source: "db", target: "orders", operations: ["insert"] });
+    // The capture triggers are installed asynchronously; retry the insert window.
+    let seen: unknown[] = [];
+    const deadline = Date.now() + 20_000;
+    let n = 0;
+    while (Date.now() < deadline) {
+      await q("INSERT INTO orders (item) VALUES (?)", [`apple-${n++}`]);
+      await new Promise((r) => setTimeout(r, 700));
+      seen = (await q("SELECT op, item FROM seen")).results[0].rows;
+      if (seen.length > 0) break;
+    }
+    expect(seen.length).toBeGreaterThan(0);
+    expect(seen[0]).toEqual(["insert", expect.stringMatching(/^apple-/)]);
+  }, 40_000);
+});

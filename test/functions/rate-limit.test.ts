@@ -1,0 +1,63 @@
+// The invocation limiter's state lives in PostgreSQL: two limiter instances
+// on two connection pools (standing in for two server processes) share it.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDb, uniqueName, type TestDb } from "../helpers/db.js";
+import { createPgSql } from "../../src/storage/pg-sql.js";
+import type { Sql } from "../../src/storage/sql.js";
+import { createPgRateLimiter } from "../../src/functions/rate-limiter.js";
+
+let db: TestDb;
+let second: Sql;
+
+beforeAll(async () => {
+  db = await createTestDb("postgres");
+  second = createPgSql({ connectionString: db.url!, schema: db.schema!, max: 4 });
+});
+afterAll(async () => {
+  await second.close();
+  await db.drop();
+});
+
+describe("shared rate limiter", () => {
+  it("allows exactly the limit across two processes hammering concurrently", async () => {
+    const a = createPgRateLimiter(db.sql);
+    const b = createPgRateLimiter(second);
+    const key = uniqueName("app");
+    const calls = Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).take([{ key, perMinute: 12 }]));
+    const results = await Promise.all(calls);
+    expect(results.filter((r) => r.allowed)).toHaveLength(12);
+    const denied = results.find((r) => !r.allowed);
+    expect(denied).toMatchObject({ allowed: false, key });
+    // One token comes back every 5 s at 12/min.
+    expect(!denied!.allowed && denied!.retryAfterSeconds).toBeGreaterThanOrEqual(4);
+    expect(!denied!.allowed && denied!.retryAfterSeconds).toBeLessThanOrEqual(5);
+  });
+
+  it("applies the application and the function buckets together; unlimited touches nothing", async () => {
+    const a = createPgRateLimiter(db.sql);
+    const b = createPgRateLimiter(second);
+    const app = uniqueName("app");
+    const f1 = uniqueName("fn");
+    const f2 = uniqueName("fn");
+    expect(await a.take([{ key: app, perMinute: 5 }, { key: f1, perMinute: 2 }])).toEqual({ allowed: true });
+    expect(await b.take([{ key: app, perMinute: 5 }, { key: f1, perMinute: 2 }])).toEqual({ allowed: true });
+    expect(await a.take([{ key: app, perMinute: 5 }, { key: f1, perMinute: 2 }])).toMatchObject({ allowed: false, key: f1 });
+    // Another function of the same app still has room until the app's bucket runs out.
+    for (let i = 0; i < 2; i++) expect((await b.take([{ key: app, perMinute: 5 }, { key: f2, perMinute: 0 }])).allowed).toBe(true);
+    expect(await a.take([{ key: app, perMinute: 5 }, { key: f2, perMinute: 0 }])).toMatchObject({ allowed: false, key: app });
+    expect(await a.take([{ key: uniqueName("x"), perMinute: 0 }])).toEqual({ allowed: true });
+    const rows = await db.sql.query("SELECT key FROM function_rate_buckets WHERE key = $1", [f2]);
+    expect(rows.rows).toHaveLength(0);
+  });
+
+  it("refills over time", async () => {
+    const a = createPgRateLimiter(db.sql);
+    const key = uniqueName("slow");
+    // 60/min = one token per second; start with an empty bucket.
+    await db.sql.query("INSERT INTO function_rate_buckets (key, tokens, allowed, updated_at) VALUES ($1, 0, false, clock_timestamp())", [key]);
+    expect((await a.take([{ key, perMinute: 60 }])).allowed).toBe(false);
+    await new Promise((r) => setTimeout(r, 1100));
+    expect((await a.take([{ key, perMinute: 60 }])).allowed).toBe(true);
+    expect((await a.take([{ key, perMinute: 60 }])).allowed).toBe(false);
+  });
+});
