@@ -10,6 +10,7 @@ import { h1Load, h2, pinSelf, printTable, startServer, stopServer, type Row } fr
 import { identityScenarios } from "./scenarios/identity.js";
 import { databaseScenarios } from "./scenarios/database-http.js";
 import { cmsScenarios } from "./scenarios/cms-http.js";
+import { functionsScenarios } from "./scenarios/functions-http.js";
 import type { DescService } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import type { LoadResult } from "../src/load/h2-load.js";
@@ -38,6 +39,7 @@ type Suite = (ctx: BenchContext) => Promise<Row[]>;
 const suites: Record<string, Suite> = {
   identity: identityScenarios,
   database: databaseScenarios,
+  functions: functionsScenarios,
   cms: cmsScenarios,
 };
 

@@ -1,7 +1,7 @@
 // The CMS as a server module: the content API on the public listener, the
 // authoring API on the admin listener, media files served at
 // {media_base_url}/<APP_KEY>/cms/media/<file_id>, and cached reads invalidated
-// in every process through NATS (subject pulsebase.cms.invalidate) when
+// in every process through NATS (subject <namespace>.cms.invalidate) when
 // NATS_URL is set; without NATS there is one process and nothing to tell.
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { CmsService } from "../../gen/pulsebase/admin/v1/cms_pb.js";
@@ -13,18 +13,19 @@ import type { Sql } from "../storage/sql.js";
 import type { Logger } from "pino";
 import { createCms, type CmsChangeHook, type CmsConfig } from "./index.js";
 
-const SUBJECT = "pulsebase.cms.invalidate";
 
 export interface CmsModuleDeps {
   sql: Sql;
   config: CmsConfig;
   natsUrl?: string;
+  natsNamespace: string;
   logger: Logger;
   onChange?: CmsChangeHook;
 }
 
 export function createCmsModule(deps: CmsModuleDeps): PulsebaseModule & { invalidate(appId: number): void } {
   let nc: NatsConnection | undefined;
+  const SUBJECT = `${deps.natsNamespace}.cms.invalidate`;
   const cms = createCms({
     sql: deps.sql,
     config: deps.config,

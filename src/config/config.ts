@@ -16,6 +16,11 @@ export interface Config {
   operatorToken?: string;
   databaseUrl?: string;
   natsUrl?: string;
+  /**
+   * Prefix of every JetStream stream and subject this deployment uses, so
+   * several deployments (or test runs) can share one NATS cluster.
+   */
+  natsNamespace: string;
   tlsCertFile?: string;
   tlsKeyFile?: string;
   /** Proxy addresses whose X-Forwarded-Proto is trusted. */
@@ -76,6 +81,14 @@ function list(env: Env, name: string, def: string[]): string[] {
   return raw.split(",").map((s) => s.trim()).filter(Boolean);
 }
 
+function namespace(env: Env): string {
+  const raw = env.PULSEBASE_NATS_NAMESPACE?.trim() || "pulsebase";
+  if (!/^[a-z][a-z0-9_]{0,31}$/.test(raw)) {
+    throw new ConfigError("PULSEBASE_NATS_NAMESPACE must be 1-32 lower-case letters, digits or _, starting with a letter");
+  }
+  return raw;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const trustedProxies = list(env, "PULSEBASE_TRUSTED_PROXIES", []);
   for (const p of trustedProxies) {
@@ -104,6 +117,7 @@ export function loadConfig(env: Env = process.env): Config {
     operatorToken,
     databaseUrl: url(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
     natsUrl: url(env, "NATS_URL", ["nats:", "tls:", "ws:", "wss:"]),
+    natsNamespace: namespace(env),
     tlsCertFile: cert,
     tlsKeyFile: key,
     trustedProxies,

@@ -20,6 +20,7 @@ export interface FunctionsServerModuleDeps {
   config?: Partial<FunctionsConfig>;
   /** Event triggers run only with NATS JetStream. */
   nats?: NatsConnection;
+  natsNamespace: string;
   onError(err: unknown): void;
 }
 
@@ -37,7 +38,11 @@ export function createFunctionsServerModule(deps: FunctionsServerModuleDeps): Pu
     config: deps.config,
     onError: deps.onError,
     events: deps.nats
-      ? { nats: deps.nats, capture: changeCaptureFromDatabase({ store: deps.database.store, pool: deps.database.pool, dataDir: deps.dataDir }) }
+      ? {
+          nats: deps.nats,
+          capture: changeCaptureFromDatabase({ store: deps.database.store, pool: deps.database.pool, dataDir: deps.dataDir }),
+          config: { stream: `${deps.natsNamespace.toUpperCase()}_FUNCTION_EVENTS`, subjectPrefix: `${deps.natsNamespace}.fn` },
+        }
       : undefined,
   });
   return {

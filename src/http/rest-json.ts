@@ -84,6 +84,9 @@ function encodeField(field: DescField, value: unknown): JsonValue {
     case "enum":
       return field.enum.values.find((v) => v.number === value)?.name ?? (value as number);
     case "message":
+      // protobuf-es represents a singular google.protobuf.Struct field as a
+      // plain JsonObject.
+      if (field.message.typeName === "google.protobuf.Struct" && !isStructMessage(value)) return value as JsonValue;
       return encodeMessage(field.message, value as Message);
     case "list":
       return (value as unknown[]).map((v) =>
@@ -101,6 +104,10 @@ function encodeField(field: DescField, value: unknown): JsonValue {
       return o;
     }
   }
+}
+
+function isStructMessage(v: unknown): boolean {
+  return typeof v === "object" && v !== null && (v as { $typeName?: string }).$typeName === "google.protobuf.Struct";
 }
 
 function encodeMessage(desc: DescMessage, value: Message): JsonValue {
@@ -173,6 +180,7 @@ function decodeField(field: DescField, raw: unknown, v: Violations, p: string): 
       return e?.number;
     }
     case "message":
+      if (field.message.typeName === "google.protobuf.Struct") return decodeStructField(raw, v, p);
       return decodeMessageValue(field.message, raw, v, p);
     case "list": {
       const arr = asArray(raw);
@@ -200,6 +208,26 @@ function decodeField(field: DescField, raw: unknown, v: Violations, p: string): 
       return o;
     }
   }
+}
+
+/**
+ * A singular Struct field is a plain JSON object in protobuf-es. A form
+ * field may carry it as JSON text (context={"screen":"home"}).
+ */
+function decodeStructField(raw: unknown, v: Violations, p: string): unknown {
+  let value = raw;
+  if (typeof raw === "string" && raw.trim().startsWith("{")) {
+    try {
+      value = JSON.parse(raw);
+    } catch {
+      /* reported below */
+    }
+  }
+  if (!isPlainObject(value)) {
+    v.add(p, `The ${lastSegment(p)} field must be an object.`);
+    return undefined;
+  }
+  return value;
 }
 
 function decodeMessageValue(desc: DescMessage, raw: unknown, v: Violations, p: string): unknown {

@@ -10,6 +10,7 @@ import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/adm
 import { DatabaseService } from "../../gen/pulsebase/platform/v1/database_pb.js";
 import { binding } from "../app/module.js";
 import { createCmsModule } from "../cms/cms-module.js";
+import { createAnalyticsModule } from "../analytics/analytics-module.js";
 import { createFunctionsServerModule } from "../functions/functions-server-module.js";
 
 async function connectNats(url: string | undefined, shared: Shared): Promise<NatsConnection | undefined> {
@@ -38,11 +39,13 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
     dataDir: config.dataDir,
     config: { enforcePlan: config.planEnforcement },
     nats,
+    natsNamespace: config.natsNamespace,
     onError: (err) => logger.error({ err }, "functions background work failed"),
   });
   const cms = createCmsModule({
     sql,
     natsUrl: config.natsUrl,
+    natsNamespace: config.natsNamespace,
     logger,
     config: {
       mediaBaseUrl: config.mediaBaseUrl ?? `https://localhost:${config.httpsPort}`,
@@ -50,12 +53,21 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
     },
     onChange: (appId, change) => functions.onCmsChange(appId, change),
   });
+  const analytics = createAnalyticsModule({
+    sql,
+    dataDir: config.dataDir,
+    natsUrl: config.natsUrl,
+    natsNamespace: config.natsNamespace,
+    logger,
+    // PGlite is one process: its workers must run here.
+    workers: config.inProcessWorkers || sql.kind === "pglite",
+  });
   const natsModule: PulsebaseModule = {
     name: "nats",
     stop: async () => {
       await nats?.drain().catch(() => {});
     },
   };
-  // Stopped in reverse: cms, functions, database, then the NATS connection.
-  return [natsModule, database, functions, cms];
+  // Stopped in reverse: cms, functions, analytics, database, then NATS.
+  return [natsModule, database, analytics, functions, cms];
 }

@@ -1,5 +1,6 @@
 // Starts the whole service on random ports (TLS public listener, admin,
 // plain HTTP) over a per-file database, for end-to-end tests over real sockets.
+import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -42,6 +43,21 @@ export interface TestServer {
 
 const OPERATOR = "op_test_operator_token_0123456789";
 
+/** Removes the JetStream streams a test server created. */
+async function dropStreams(url: string, prefix: string): Promise<void> {
+  const { connect } = await import("@nats-io/transport-node");
+  const { jetstreamManager } = await import("@nats-io/jetstream");
+  const nc = await connect({ servers: url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    for await (const si of jsm.streams.list()) {
+      if (si.config.name.startsWith(prefix)) await jsm.streams.delete(si.config.name);
+    }
+  } finally {
+    await nc.close();
+  }
+}
+
 export async function startTestServer(opts: {
   kind?: "postgres" | "pglite";
   env?: Record<string, string>;
@@ -56,6 +72,8 @@ export async function startTestServer(opts: {
     PULSEBASE_HTTP_PORT: "0",
     PULSEBASE_ADMIN_PORT: "0",
     PULSEBASE_LOG_LEVEL: "silent",
+    // Streams and subjects of this test file only (parallel files share NATS).
+    PULSEBASE_NATS_NAMESPACE: `t${randomBytes(5).toString("hex")}`,
     ...opts.env,
   });
   const tls = await loadOrCreateTls({ dataDir });
@@ -121,6 +139,7 @@ export async function startTestServer(opts: {
     },
     async close() {
       await app.close();
+      if (config.natsUrl) await dropStreams(config.natsUrl, config.natsNamespace.toUpperCase());
       await dispatcher.close();
       await db.drop();
       await rm(dataDir, { recursive: true, force: true });

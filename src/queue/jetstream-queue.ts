@@ -1,0 +1,358 @@
+// BatchQueue over NATS JetStream. One work-queue stream holds accepted
+// batches; one durable pull consumer is shared by every worker (in this
+// process and in separate worker processes), so each message goes to one of
+// them. The publisher's msg id (Nats-Msg-Id) lets JetStream drop duplicates
+// within duplicateWindowMs. Failed messages are nak'ed with backoff; after
+// maxAttempts deliveries they are moved to a dead-letter stream and acked.
+// The connection is owned here: it reconnects forever, and while NATS is
+// unreachable publish fails fast with `unavailable` (HTTP 503).
+import { connect, headers, nanos, type NatsConnection } from "@nats-io/transport-node";
+import {
+  AckPolicy,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+  type StoredMsg,
+} from "@nats-io/jetstream";
+import { appError } from "../internal/errors.js";
+import {
+  backoffMs,
+  defaultRetryPolicy,
+  errorText,
+  PermanentError,
+  Semaphore,
+  sleep,
+  type BatchQueue,
+  type DeadLetterEntry,
+  type MessageHandler,
+  type QueueConsumer,
+  type RetryPolicy,
+} from "./queue.js";
+
+export interface JetStreamQueueOptions {
+  /** NATS server URL(s), e.g. "nats://127.0.0.1:4222". */
+  servers: string | string[];
+  /** Stream name (default PB_ANALYTICS); the dead letters go to `${stream}_DLQ`. */
+  stream?: string;
+  /** Subject prefix (default "pulsebase.analytics"): `.batches` and `.dead`. */
+  subjectPrefix?: string;
+  /** Durable consumer shared by all workers (default "analytics-workers"). */
+  durable?: string;
+  retry?: Partial<RetryPolicy>;
+  /** JetStream msg-id de-duplication window (default 10 minutes). */
+  duplicateWindowMs?: number;
+  /** Redelivery after a worker stops acknowledging (default 30 s). */
+  ackWaitMs?: number;
+  /** Publish acknowledgement timeout (default 5 s). */
+  publishTimeoutMs?: number;
+  /** Connection name shown by the server. */
+  name?: string;
+}
+
+export interface JetStreamQueue extends BatchQueue {
+  /** Resolves once connected (tests and readiness checks). */
+  ready(): Promise<void>;
+}
+
+export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueue {
+  const stream = opts.stream ?? "PB_ANALYTICS";
+  const dlqStream = `${stream}_DLQ`;
+  const prefix = opts.subjectPrefix ?? "pulsebase.analytics";
+  const subject = `${prefix}.batches`;
+  const dlqSubject = `${prefix}.dead`;
+  const durable = opts.durable ?? "analytics-workers";
+  const policy: RetryPolicy = { ...defaultRetryPolicy, ...opts.retry };
+  const publishTimeoutMs = opts.publishTimeoutMs ?? 5000;
+
+  let nc: NatsConnection | undefined;
+  let js: JetStreamClient | undefined;
+  let jsm: JetStreamManager | undefined;
+  let up = false;
+  let closed = false;
+  let ensured: Promise<void> | undefined;
+  let maxPayload = 1024 * 1024;
+
+  // The first connection is retried here (so close() can stop it); after
+  // that the client reconnects by itself, forever.
+  const connected = (async () => {
+    let conn: NatsConnection | undefined;
+    while (!conn) {
+      if (closed) return;
+      try {
+        conn = await connect({
+          servers: opts.servers,
+          name: opts.name ?? "pulsebase-analytics",
+          maxReconnectAttempts: -1,
+          reconnectTimeWait: 250,
+          timeout: 2000,
+        });
+      } catch {
+        await sleep(500);
+      }
+    }
+    if (closed) {
+      await conn.close();
+      return;
+    }
+    nc = conn;
+    maxPayload = conn.info?.max_payload ?? maxPayload;
+    js = jetstream(conn, { timeout: publishTimeoutMs });
+    jsm = await jetstreamManager(conn, { timeout: publishTimeoutMs });
+    up = true;
+    void (async () => {
+      for await (const s of conn.status()) {
+        if (s.type === "disconnect" || s.type === "reconnecting") up = false;
+        else if (s.type === "reconnect") {
+          up = true;
+          ensured = undefined; // the server may have lost the streams
+        }
+      }
+    })();
+  })();
+  connected.catch(() => {});
+
+  const ensure = (): Promise<void> => {
+    ensured ??= (async () => {
+      const m = jsm!;
+      await addStream(m, {
+        name: stream,
+        subjects: [subject],
+        retention: RetentionPolicy.Workqueue,
+        storage: StorageType.File,
+        duplicate_window: nanos(opts.duplicateWindowMs ?? 10 * 60_000),
+      });
+      await addStream(m, {
+        name: dlqStream,
+        subjects: [dlqSubject],
+        retention: RetentionPolicy.Limits,
+        storage: StorageType.File,
+        allow_direct: true,
+      });
+      await m.consumers.add(stream, {
+        durable_name: durable,
+        ack_policy: AckPolicy.Explicit,
+        ack_wait: nanos(opts.ackWaitMs ?? 30_000),
+        max_deliver: -1,
+        max_ack_pending: 10_000,
+      });
+    })();
+    ensured.catch(() => {
+      ensured = undefined;
+    });
+    return ensured;
+  };
+
+  const unavailable = (cause?: unknown) =>
+    appError("unavailable", "The ingestion queue is unavailable.", { cause, retryAfterSeconds: 1 });
+
+  const requireUp = async (): Promise<{ js: JetStreamClient; jsm: JetStreamManager }> => {
+    if (!up || !js || !jsm || closed) throw unavailable();
+    try {
+      await ensure();
+    } catch (err) {
+      throw unavailable(err);
+    }
+    return { js, jsm };
+  };
+
+  const deadLetterOf = (m: StoredMsg): DeadLetterEntry => ({
+    id: String(m.seq),
+    msgId: m.header?.get("Pb-Msg-Id") ?? "",
+    data: m.data,
+    attempts: Number(m.header?.get("Pb-Attempts") ?? 0),
+    lastError: m.header?.get("Pb-Error") ?? "",
+    deadAt: m.time,
+  });
+
+  const nextDead = async (m: JetStreamManager, seq: number): Promise<StoredMsg | null> => {
+    try {
+      return await m.direct.getMessage(dlqStream, { seq, next_by_subj: dlqSubject });
+    } catch (err) {
+      if (/no message found|not found|404/i.test(errorText(err))) return null;
+      throw err;
+    }
+  };
+
+  const queue: JetStreamQueue = {
+    backend: "jetstream",
+    get maxMessageBytes() {
+      return maxPayload;
+    },
+
+    async ready() {
+      await connected;
+      if (closed) throw unavailable();
+      await ensure();
+    },
+
+    async publish(msgId, data) {
+      const c = await requireUp();
+      try {
+        const ack = await c.js.publish(subject, data, { msgID: msgId, timeout: publishTimeoutMs });
+        return { duplicate: ack.duplicate };
+      } catch (err) {
+        ensured = undefined;
+        throw unavailable(err);
+      }
+    },
+
+    consume(handler: MessageHandler, { concurrency }): QueueConsumer {
+      let stopped = false;
+      const sem = new Semaphore(concurrency);
+      let stopActive = () => {};
+
+      const settle = async (m: JsMsg, err: unknown) => {
+        const attempt = m.info.deliveryCount;
+        if (err === undefined) {
+          m.ack();
+          return;
+        }
+        if (err instanceof PermanentError || attempt >= policy.maxAttempts) {
+          try {
+            const h = headers();
+            h.set("Pb-Msg-Id", m.headers?.get("Nats-Msg-Id") ?? String(m.seq));
+            h.set("Pb-Attempts", String(attempt));
+            h.set("Pb-Error", errorText(err).replace(/[\r\n]+/g, " "));
+            await js!.publish(dlqSubject, m.data, { headers: h, timeout: publishTimeoutMs });
+            m.ack();
+          } catch {
+            m.nak(backoffMs(policy, attempt));
+          }
+          return;
+        }
+        m.nak(backoffMs(policy, attempt));
+      };
+
+      const dispatch = (m: JsMsg) => {
+        void (async () => {
+          let failure: unknown;
+          try {
+            const id = m.headers?.get("Nats-Msg-Id") || String(m.seq);
+            await handler({ id, data: m.data, attempt: m.info.deliveryCount });
+          } catch (err) {
+            failure = err ?? new Error("failed");
+          }
+          try {
+            await settle(m, failure);
+          } catch {
+            // Unacknowledged: JetStream redelivers after ack_wait.
+          } finally {
+            sem.release();
+          }
+        })();
+      };
+
+      const loop = (async () => {
+        await connected.catch(() => {});
+        let consumer: Awaited<ReturnType<JetStreamClient["consumers"]["get"]>> | undefined;
+        let active: { stop(): void } | undefined;
+        stopActive = () => active?.stop();
+        while (!stopped && !closed) {
+          try {
+            if (!up) {
+              await sleep(250);
+              continue;
+            }
+            await ensure();
+            consumer ??= await js!.consumers.get(stream, durable);
+            // A continuous pull with a small prefetch: the semaphore holds the
+            // iterator while every slot is busy, which bounds concurrency.
+            const messages = await consumer.consume({ max_messages: Math.max(2, concurrency * 2) });
+            active = messages;
+            for await (const m of messages) {
+              await sem.acquire();
+              dispatch(m);
+              if (stopped) break;
+            }
+            active = undefined;
+          } catch {
+            ensured = undefined;
+            consumer = undefined;
+            if (!stopped) await sleep(500);
+          }
+        }
+      })();
+
+      return {
+        async stop() {
+          stopped = true;
+          stopActive();
+          await loop;
+          await sem.idle();
+        },
+      };
+    },
+
+    async stats() {
+      const c = await requireUp();
+      const [ci, dlq] = await Promise.all([c.jsm.consumers.info(stream, durable), c.jsm.streams.info(dlqStream)]);
+      return {
+        backend: "jetstream",
+        lag: ci.num_pending + ci.num_ack_pending,
+        inFlight: ci.num_ack_pending,
+        deadLetters: dlq.state.messages,
+      };
+    },
+
+    async listDeadLetters(pageSize, pageToken) {
+      const c = await requireUp();
+      let seq = pageToken ? Number(pageToken) : 1;
+      if (!Number.isSafeInteger(seq) || seq < 1) throw appError("validation_failed", "Invalid page_token.", { fields: { page_token: ["Invalid page token."] } });
+      const entries: DeadLetterEntry[] = [];
+      let more = false;
+      while (true) {
+        const m = await nextDead(c.jsm, seq);
+        if (!m) break;
+        if (entries.length === pageSize) {
+          more = true;
+          break;
+        }
+        entries.push(deadLetterOf(m));
+        seq = m.seq + 1;
+      }
+      return { entries, nextPageToken: more ? String(seq) : "" };
+    },
+
+    async replayDeadLetters(ids) {
+      const c = await requireUp();
+      let seqs: number[];
+      if (ids) seqs = ids.map(Number).filter((n) => Number.isSafeInteger(n) && n > 0);
+      else {
+        seqs = [];
+        for (let m = await nextDead(c.jsm, 1); m; m = await nextDead(c.jsm, m.seq + 1)) seqs.push(m.seq);
+      }
+      let replayed = 0;
+      for (const seq of seqs) {
+        const m = await nextDead(c.jsm, seq);
+        if (!m || m.seq !== seq) continue;
+        const dl = deadLetterOf(m);
+        // A new msg id: the original may still be inside the de-duplication
+        // window. The processed-batch record still guarantees one effect.
+        await c.js.publish(subject, m.data, { msgID: `${dl.msgId}~replay-${seq}`, timeout: publishTimeoutMs });
+        await c.jsm.streams.deleteMessage(dlqStream, seq);
+        replayed++;
+      }
+      return replayed;
+    },
+
+    async close() {
+      closed = true;
+      up = false;
+      if (nc) await nc.close();
+    },
+  };
+  return queue;
+}
+
+async function addStream(jsm: JetStreamManager, cfg: Parameters<JetStreamManager["streams"]["add"]>[0]): Promise<void> {
+  try {
+    await jsm.streams.info(cfg.name!);
+  } catch (err) {
+    if (!/stream not found/i.test(errorText(err))) throw err;
+    await jsm.streams.add(cfg);
+  }
+}

@@ -1,0 +1,47 @@
+// `npm run worker`: batch workers as their own process (scale-out). Needs
+// PostgreSQL (DATABASE_URL); several worker processes share the work, with
+// either queue backend (JetStream with NATS_URL, else the table queue).
+import pino from "pino";
+import { ConfigError, loadConfig } from "../config/config.js";
+import { createBatchQueue } from "../queue/create-queue.js";
+import { startWorkers } from "../workers/start-workers.js";
+import { openStorage } from "./storage.js";
+import { analyticsStreams } from "../analytics/analytics-module.js";
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`configuration error: ${err.message}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  if (!config.databaseUrl) {
+    console.error("configuration error: DATABASE_URL must be set for a separate worker process (the embedded database runs its workers inside the server)");
+    process.exit(2);
+  }
+  const logger = pino({ level: config.logLevel });
+  const sql = await openStorage(config);
+  const queue = createBatchQueue({ sql, natsUrl: config.natsUrl, jetstream: analyticsStreams(config.natsNamespace) });
+  const workers = startWorkers({ sql, queue, logger });
+  logger.info({ queue: queue.backend }, "pulsebase workers running");
+  let closing = false;
+  const stop = async () => {
+    if (closing) return;
+    closing = true;
+    await workers.stop();
+    await queue.close();
+    await sql.close();
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop());
+  process.on("SIGTERM", () => void stop());
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
