@@ -11,6 +11,8 @@ import { identityScenarios } from "./scenarios/identity.js";
 import { databaseScenarios } from "./scenarios/database-http.js";
 import { cmsScenarios } from "./scenarios/cms-http.js";
 import { functionsScenarios } from "./scenarios/functions-http.js";
+import { analyticsScenarios } from "./scenarios/analytics-http.js";
+import { randomBytes } from "node:crypto";
 import type { DescService } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import type { LoadResult } from "../src/load/h2-load.js";
@@ -27,6 +29,8 @@ export interface BenchContext {
   /** PostgreSQL of the server and its schema (for seeding). */
   databaseUrl: string;
   schema: string;
+  natsUrl: string;
+  natsNamespace: string;
   /** The server's data directory (embedded database files live there). */
   dataDir: string;
   /** A baseline row measured earlier in this run, by "scenario transport". */
@@ -35,10 +39,23 @@ export interface BenchContext {
   newConsumer(name: string): Promise<{ appKey: string; appId: bigint; teamId: bigint; token: string; consumerId: number }>;
 }
 
+async function dropStreams(url: string, prefix: string): Promise<void> {
+  const { connect } = await import("@nats-io/transport-node");
+  const { jetstreamManager } = await import("@nats-io/jetstream");
+  const nc = await connect({ servers: url });
+  try {
+    const jsm = await jetstreamManager(nc);
+    for await (const si of jsm.streams.list()) if (si.config.name.startsWith(prefix)) await jsm.streams.delete(si.config.name);
+  } finally {
+    await nc.close();
+  }
+}
+
 type Suite = (ctx: BenchContext) => Promise<Row[]>;
 const suites: Record<string, Suite> = {
   identity: identityScenarios,
   database: databaseScenarios,
+  analytics: analyticsScenarios,
   functions: functionsScenarios,
   cms: cmsScenarios,
 };
@@ -54,7 +71,14 @@ const only = values.only ? values.only.split(",") : Object.keys(suites);
 
 pinSelf();
 const base = await startServer<{ https: number }>("bench/servers/baseline-server.ts");
-const pb = await startServer<{ https: number; admin: number; operatorToken: string; dataDir: string; schema: string }>("bench/servers/pulsebase-server.ts");
+const natsUrl = process.env.NATS_URL || "nats://127.0.0.1:4222";
+const natsNamespace = `bench${randomBytes(4).toString("hex")}`;
+const pb = await startServer<{ https: number; admin: number; operatorToken: string; dataDir: string; schema: string }>("bench/servers/pulsebase-server.ts", {
+  NATS_URL: natsUrl,
+  PULSEBASE_NATS_NAMESPACE: natsNamespace,
+  // Batch workers run as separate processes in the analytics scenario.
+  PULSEBASE_IN_PROCESS_WORKERS: "false",
+});
 const rows: Row[] = [];
 try {
   const baseUrl = `https://127.0.0.1:${base.info.https}`;
@@ -76,6 +100,8 @@ try {
     dataDir: pb.info.dataDir,
     databaseUrl: process.env.DATABASE_URL || "postgres://root@127.0.0.1:5432/test",
     schema: pb.info.schema,
+    natsUrl,
+    natsNamespace,
     baseline(name) {
       const r = rows.find((x) => `${x.scenario} ${x.transport}` === name);
       if (!r) throw new Error(`no baseline ${name}`);
@@ -101,5 +127,6 @@ try {
 } finally {
   await stopServer(pb.child);
   await stopServer(base.child);
+  await dropStreams(natsUrl, natsNamespace.toUpperCase()).catch(() => {});
 }
 printTable(rows);
