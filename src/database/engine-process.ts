@@ -228,6 +228,8 @@ const channel = new Socket({ fd: 3, readable: true, writable: true });
 channel.setEncoding("utf8");
 let pending: string[] = [];
 channel.on("data", (chunk: string) => {
+  // Replies to the messages of one chunk go back in one write.
+  const replies: string[] = [];
   let from = 0;
   for (let nl = chunk.indexOf("\n"); nl >= 0; nl = chunk.indexOf("\n", from)) {
     pending.push(chunk.slice(from, nl));
@@ -241,8 +243,9 @@ channel.on("data", (chunk: string) => {
     } catch (e) {
       reply = { id: m.id, ok: false, fatal: message(e) };
     }
-    channel.write(`${JSON.stringify(reply)}\n`);
+    replies.push(`${JSON.stringify(reply)}\n`);
   }
+  if (replies.length) channel.write(replies.join(""));
   if (from < chunk.length) pending.push(chunk.slice(from));
 });
 // the service went away: nothing left to do

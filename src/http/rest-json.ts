@@ -44,10 +44,28 @@ const FILE_MESSAGE = "pulsebase.common.v1.File";
 
 // ---------------------------------------------------------------- encode
 
+interface FieldPlan {
+  field: DescField;
+  name: string;
+  restNull: boolean;
+}
+
+// Per message type, computed once: REST names and options are not looked up
+// per request (getOption builds an extension container on every call).
+const plans = new WeakMap<DescMessage, FieldPlan[]>();
+function planOf(schema: DescMessage): FieldPlan[] {
+  let p = plans.get(schema);
+  if (!p) {
+    p = schema.fields.map((field) => ({ field, name: restName(field), restNull: getOption(field, rest_null) }));
+    plans.set(schema, p);
+  }
+  return p;
+}
+
 export function encodeRest(schema: DescMessage, msg: Message): Record<string, JsonValue> {
   const out: Record<string, JsonValue> = {};
   const m = msg as unknown as Record<string, unknown>;
-  for (const field of schema.fields) {
+  for (const { field, name, restNull } of planOf(schema)) {
     let value: unknown;
     let set: boolean;
     if (field.oneof) {
@@ -59,10 +77,10 @@ export function encodeRest(schema: DescMessage, msg: Message): Record<string, Js
       set = isSet(field, value);
     }
     if (!set) {
-      if (getOption(field, rest_null)) out[restName(field)] = null;
+      if (restNull) out[name] = null;
       continue;
     }
-    out[restName(field)] = encodeField(field, value);
+    out[name] = encodeField(field, value);
   }
   return out;
 }

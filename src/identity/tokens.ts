@@ -6,6 +6,7 @@ import { randomUUID } from "node:crypto";
 import { SignJWT, jwtVerify, errors as joseErrors } from "jose";
 import { appError } from "../internal/errors.js";
 import type { SigningKey } from "./token-keys.js";
+import { TtlCache } from "../internal/ttl-cache.js";
 
 const ISSUER = "pulsebase";
 
@@ -16,6 +17,10 @@ export interface TokenClaims {
 
 export class TokenService {
   private readonly byKid: Map<string, Uint8Array>;
+  // A token verified once is not verified again for a minute (the key is the
+  // whole signed string, so only that exact token hits). WebCrypto HMAC is
+  // the largest per-request cost of the device API otherwise.
+  private readonly verified = new TtlCache<string, TokenClaims & { expMs: number }>(60_000, 100_000);
   constructor(private readonly keys: SigningKey[], private readonly ttlSeconds: number) {
     this.byKid = new Map(keys.map((k) => [k.kid, k.secret]));
   }
@@ -34,6 +39,8 @@ export class TokenService {
 
   /** Verifies signature and expiry; 401 on any problem. */
   async verify(token: string): Promise<TokenClaims> {
+    const hit = this.verified.get(token);
+    if (hit && hit.expMs > Date.now()) return hit;
     try {
       const { payload } = await jwtVerify(
         token,
@@ -47,7 +54,9 @@ export class TokenService {
       const sub = payload.sub;
       const appKey = payload.app_key;
       if (!sub || !/^\d+$/.test(sub) || typeof appKey !== "string") throw new Error("claims");
-      return { consumerId: BigInt(sub), appKey };
+      const claims = { consumerId: BigInt(sub), appKey, expMs: (payload.exp ?? 0) * 1000 };
+      this.verified.set(token, claims);
+      return claims;
     } catch (err) {
       const expired = err instanceof joseErrors.JWTExpired;
       throw appError("unauthenticated", expired ? "The token has expired." : "Invalid token.", { cause: err });

@@ -39,7 +39,7 @@ export interface SandboxLimits {
 
 export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   maxIsolates: 64,
-  isolatesPerVersion: 4,
+  isolatesPerVersion: 16,
   idleMs: 60_000,
   maxResponseBytes: 6 * 1024 * 1024,
   maxLogChars: 16 * 1024,
