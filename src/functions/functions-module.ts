@@ -17,7 +17,7 @@ import { createFunctionRuntime, type FunctionRuntime } from "./function-runtime.
 import { createFunctionStore, type FunctionStore } from "./function-store.js";
 import { createInvocationRecorder, type InvocationRecorder } from "./invocation-recorder.js";
 import { createFunctionInvokeServiceImpl } from "./invoke-service.js";
-import { createPgRateLimiter, type RateLimiter } from "./rate-limiter.js";
+import { createLeasedRateLimiter, type RateLimiter } from "./rate-limiter.js";
 
 export interface FunctionsModuleDeps {
   /** The service database (PostgreSQL or PGlite) with migrations applied. */
@@ -63,7 +63,7 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
   const config: FunctionsConfig = { ...DEFAULT_FUNCTIONS_CONFIG, ...deps.config };
   const store = createFunctionStore(deps.sql);
   const sandbox = createSandbox({ limits: config.sandbox, dbBridge: (appId) => createDbBridge(deps.db, appId) });
-  const limiter = createPgRateLimiter(deps.sql);
+  const limiter = createLeasedRateLimiter(deps.sql);
   const recorder = createInvocationRecorder(deps.sql, { ...config.recorder, onError: deps.onError });
   const runtime = createFunctionRuntime({ store, sandbox, limiter, recorder, config });
   const events = deps.events

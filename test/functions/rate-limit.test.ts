@@ -61,3 +61,40 @@ describe("shared rate limiter", () => {
     expect((await a.take([{ key, perMinute: 60 }])).allowed).toBe(false);
   });
 });
+
+describe("leased rate limiter (the one the server uses)", () => {
+  it("never allows more than the limit across two processes", async () => {
+    const { createLeasedRateLimiter } = await import("../../src/functions/rate-limiter.js");
+    const a = createLeasedRateLimiter(db.sql);
+    const b = createLeasedRateLimiter(second);
+    const key = uniqueName("lease");
+    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).take([{ key, perMinute: 12 }])));
+    expect(results.filter((r) => r.allowed)).toHaveLength(12);
+    const denied = results.find((r) => !r.allowed);
+    expect(denied).toMatchObject({ allowed: false, key });
+  });
+
+  it("spends a high limit locally with one statement per batch of tokens", async () => {
+    const { createLeasedRateLimiter } = await import("../../src/functions/rate-limiter.js");
+    let statements = 0;
+    const counting = { ...db.sql, query: (t: string, p?: readonly unknown[]) => { statements++; return db.sql.query(t, p); } } as Sql;
+    const a = createLeasedRateLimiter(counting);
+    const key = uniqueName("hot");
+    const results = await Promise.all(Array.from({ length: 1000 }, () => a.take([{ key, perMinute: 600_000 }])));
+    expect(results.every((r) => r.allowed)).toBe(true);
+    expect(statements).toBeLessThanOrEqual(12);
+  });
+
+  it("does not spend a token of one bucket when the other refuses", async () => {
+    const { createLeasedRateLimiter } = await import("../../src/functions/rate-limiter.js");
+    const a = createLeasedRateLimiter(db.sql);
+    const app = uniqueName("app");
+    const fn = uniqueName("fn");
+    expect((await a.take([{ key: app, perMinute: 3 }, { key: fn, perMinute: 1 }])).allowed).toBe(true);
+    expect(await a.take([{ key: app, perMinute: 3 }, { key: fn, perMinute: 1 }])).toMatchObject({ allowed: false, key: fn });
+    // the app's bucket still has its two remaining tokens
+    expect((await a.take([{ key: app, perMinute: 3 }])).allowed).toBe(true);
+    expect((await a.take([{ key: app, perMinute: 3 }])).allowed).toBe(true);
+    expect((await a.take([{ key: app, perMinute: 3 }])).allowed).toBe(false);
+  });
+});
