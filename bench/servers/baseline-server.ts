@@ -10,7 +10,23 @@ import { loadOrCreateTls } from "../../src/app/tls.js";
 const tls = await loadOrCreateTls({ dataDir: process.env.BENCH_DATA_DIR ?? (await mkdtemp(join(tmpdir(), "bench-base-"))) });
 const app = Fastify({ http2: true, https: { allowHTTP1: true, key: tls.key, cert: tls.cert } } as unknown as FastifyServerOptions);
 app.post("/baseline", async (req) => ({ session_id: 1, consumer_id: 1, started_at: new Date().toISOString(), ended_at: null, echo: (req.body as { x?: number } | undefined)?.x ?? null }));
-app.get("/baseline", async () => ({ data: [], meta: { current_page: 1 } }));
+// A list page of the same shape and size as the CMS bench's (20 articles),
+// serialized per request like any handler's result.
+const page = {
+  data: Array.from({ length: 20 }, (_, i) => ({
+    id: `6f1c7a2e-0b1d-4c8e-9a3f-${String(i).padStart(12, "0")}`,
+    title: `Article ${i} about volcano`,
+    body: `<p>Some text about ocean and forest, number ${i}, long enough to look like an article body.</p>`,
+    views: i * 7919,
+    published: "2026-01-01",
+    category: "news",
+    created_at: "2026-11-21T14:28:19.160Z",
+    updated_at: "2026-11-21T14:28:19.160Z",
+    published_at: "2026-11-21T14:28:19.160Z",
+  })),
+  meta: { current_page: 1, per_page: 20, total: 10000, last_page: 500 },
+};
+app.get("/baseline", async () => page);
 await app.listen({ host: "127.0.0.1", port: 0 });
 const port = (app.server.address() as { port: number }).port;
 process.stdout.write(JSON.stringify({ https: port }) + "\n");
