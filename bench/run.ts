@@ -13,6 +13,7 @@ import { cmsScenarios } from "./scenarios/cms-http.js";
 import { functionsScenarios } from "./scenarios/functions-http.js";
 import { analyticsScenarios } from "./scenarios/analytics-http.js";
 import { randomBytes } from "node:crypto";
+import { deleteStreamsWithPrefix } from "../src/queue/nats-streams.js";
 import type { DescService } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import type { LoadResult } from "../src/load/h2-load.js";
@@ -39,17 +40,6 @@ export interface BenchContext {
   newConsumer(name: string): Promise<{ appKey: string; appId: bigint; teamId: bigint; token: string; consumerId: number }>;
 }
 
-async function dropStreams(url: string, prefix: string): Promise<void> {
-  const { connect } = await import("@nats-io/transport-node");
-  const { jetstreamManager } = await import("@nats-io/jetstream");
-  const nc = await connect({ servers: url });
-  try {
-    const jsm = await jetstreamManager(nc);
-    for await (const si of jsm.streams.list()) if (si.config.name.startsWith(prefix)) await jsm.streams.delete(si.config.name);
-  } finally {
-    await nc.close();
-  }
-}
 
 type Suite = (ctx: BenchContext) => Promise<Row[]>;
 const suites: Record<string, Suite> = {
@@ -127,6 +117,6 @@ try {
 } finally {
   await stopServer(pb.child);
   await stopServer(base.child);
-  await dropStreams(natsUrl, natsNamespace.toUpperCase()).catch(() => {});
+  await deleteStreamsWithPrefix(natsUrl, natsNamespace.toUpperCase()).catch(() => {});
 }
 printTable(rows);

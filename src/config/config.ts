@@ -132,3 +132,16 @@ export function loadConfig(env: Env = process.env): Config {
     pgPoolSize: int(env, "PULSEBASE_PG_POOL_SIZE", 10, 1, 1000),
   };
 }
+
+/** For entry points: the configuration, or exit 2 with the variable named. */
+export function loadConfigOrExit(env: Env = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`configuration error: ${err.message}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+}

@@ -5,22 +5,13 @@ import pino from "pino";
 import { build } from "../app/build.js";
 import { loadOrCreateOperatorToken } from "../app/operator-token.js";
 import { loadOrCreateTls } from "../app/tls.js";
-import { ConfigError, loadConfig } from "../config/config.js";
+import { loadConfigOrExit } from "../config/config.js";
 import { loadOrCreateKeys } from "../identity/token-keys.js";
 import { createModules } from "./modules.js";
 import { openStorage } from "./storage.js";
 
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(`configuration error: ${err.message}`);
-      process.exit(2);
-    }
-    throw err;
-  }
+  const config = loadConfigOrExit();
   const logger = pino({ level: config.logLevel });
   const sql = await openStorage(config);
   const signingKeys = await loadOrCreateKeys(config.jwtKeysFile ?? join(config.dataDir, "jwt-keys.json"), !config.jwtKeysFile);

@@ -2,23 +2,14 @@
 // PostgreSQL (DATABASE_URL); several worker processes share the work, with
 // either queue backend (JetStream with NATS_URL, else the table queue).
 import pino from "pino";
-import { ConfigError, loadConfig } from "../config/config.js";
+import { loadConfigOrExit } from "../config/config.js";
 import { createBatchQueue } from "../queue/create-queue.js";
 import { startWorkers } from "../workers/start-workers.js";
 import { openStorage } from "./storage.js";
 import { analyticsStreams } from "../analytics/analytics-module.js";
 
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(`configuration error: ${err.message}`);
-      process.exit(2);
-    }
-    throw err;
-  }
+  const config = loadConfigOrExit();
   if (!config.databaseUrl) {
     console.error("configuration error: DATABASE_URL must be set for a separate worker process (the embedded database runs its workers inside the server)");
     process.exit(2);

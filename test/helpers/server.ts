@@ -15,6 +15,7 @@ import { loadOrCreateTls } from "../../src/app/tls.js";
 import { loadConfig, type Config } from "../../src/config/config.js";
 import { loadOrCreateKeys } from "../../src/identity/token-keys.js";
 import { createTestDb, type TestDb } from "./db.js";
+import { deleteStreamsWithPrefix } from "../../src/queue/nats-streams.js";
 
 /** A fetch Response whose json() is loosely typed, for terse assertions. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -42,21 +43,6 @@ export interface TestServer {
 }
 
 const OPERATOR = "op_test_operator_token_0123456789";
-
-/** Removes the JetStream streams a test server created. */
-async function dropStreams(url: string, prefix: string): Promise<void> {
-  const { connect } = await import("@nats-io/transport-node");
-  const { jetstreamManager } = await import("@nats-io/jetstream");
-  const nc = await connect({ servers: url });
-  try {
-    const jsm = await jetstreamManager(nc);
-    for await (const si of jsm.streams.list()) {
-      if (si.config.name.startsWith(prefix)) await jsm.streams.delete(si.config.name);
-    }
-  } finally {
-    await nc.close();
-  }
-}
 
 export async function startTestServer(opts: {
   kind?: "postgres" | "pglite";
@@ -139,7 +125,7 @@ export async function startTestServer(opts: {
     },
     async close() {
       await app.close();
-      if (config.natsUrl) await dropStreams(config.natsUrl, config.natsNamespace.toUpperCase());
+      if (config.natsUrl) await deleteStreamsWithPrefix(config.natsUrl, config.natsNamespace.toUpperCase());
       await dispatcher.close();
       await db.drop();
       await rm(dataDir, { recursive: true, force: true });
