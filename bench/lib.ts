@@ -137,3 +137,34 @@ export async function inProcessLoad(fn: () => Promise<unknown>, inFlight: number
   const durationMs = performance.now() - start;
   return { requests: lat.length, errors, durationMs, rps: (lat.length / durationMs) * 1000, p50Ms: q(0.5), p99Ms: q(0.99), statuses: {} };
 }
+
+/**
+ * One request at a time on one keep-alive connection, timed in microseconds
+ * (autocannon reports whole milliseconds): the per-request cost of a path.
+ */
+export async function seqLoad(o: { url: string; method?: string; headers?: Record<string, string>; body?: string; durationSec: number }): Promise<LoadResult> {
+  const { Pool } = await import("undici");
+  const u = new URL(o.url);
+  const pool = new Pool(u.origin, { connections: 1, connect: { rejectUnauthorized: false } });
+  const lat: number[] = [];
+  let errors = 0;
+  const statuses: Record<string, number> = {};
+  const start = performance.now();
+  const end = start + o.durationSec * 1000;
+  try {
+    while (performance.now() < end) {
+      const t0 = performance.now();
+      const r = await pool.request({ path: u.pathname + u.search, method: (o.method ?? "GET") as "GET", headers: o.headers, body: o.body });
+      await r.body.arrayBuffer();
+      statuses[r.statusCode] = (statuses[r.statusCode] ?? 0) + 1;
+      if (r.statusCode < 300) lat.push((performance.now() - t0) * 1000);
+      else errors++;
+    }
+  } finally {
+    await pool.close();
+  }
+  const sorted = Float64Array.from(lat).sort();
+  const q = (p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]! / 1000 : 0);
+  const durationMs = performance.now() - start;
+  return { requests: lat.length, errors, durationMs, rps: (lat.length / durationMs) * 1000, p50Ms: q(0.5), p99Ms: q(0.99), statuses };
+}

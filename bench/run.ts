@@ -6,7 +6,7 @@ import { parseArgs } from "node:util";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { IdentityService } from "../gen/pulsebase/admin/v1/identity_pb.js";
-import { h1Load, h2, pinSelf, printTable, startServer, stopServer, type Row } from "./lib.js";
+import { h1Load, h2, pinSelf, printTable, seqLoad, startServer, stopServer, type Row } from "./lib.js";
 import { identityScenarios } from "./scenarios/identity.js";
 import { databaseScenarios } from "./scenarios/database-http.js";
 import { cmsScenarios } from "./scenarios/cms-http.js";
@@ -76,6 +76,7 @@ try {
   rows.push({ scenario: "bare Fastify POST", transport: "REST h1", result: await h1Load({ url: `${baseUrl}/baseline`, method: "POST", headers: { "content-type": "application/json" }, body, durationSec }) });
   rows.push({ scenario: "bare Fastify POST", transport: "REST h2", result: await h2({ url: baseUrl, path: "/baseline", headers: { "content-type": "application/json" }, body: Buffer.from(body), durationSec }) });
   rows.push({ scenario: "bare Fastify GET", transport: "REST h1", result: await h1Load({ url: `${baseUrl}/baseline`, durationSec }) });
+  rows.push({ scenario: "bare Fastify POST, 1 in flight", transport: "REST h1", result: await seqLoad({ url: `${baseUrl}/baseline`, method: "POST", headers: { "content-type": "application/json" }, body, durationSec }) });
 
   const https = `https://127.0.0.1:${pb.info.https}`;
   const adminUrl = `http://127.0.0.1:${pb.info.admin}`;

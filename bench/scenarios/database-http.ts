@@ -8,7 +8,7 @@ import { createClient as createLibsql } from "@libsql/client";
 import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { QueryRequestSchema } from "../../gen/pulsebase/platform/v1/database_pb.js";
 import { jsonToValue } from "../../src/database/proto-values.js";
-import { h1Load, h2, inProcessLoad, type Row } from "../lib.js";
+import { h1Load, h2, inProcessLoad, seqLoad, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 
 const SEED = 10_000;
@@ -34,7 +34,7 @@ export async function databaseScenarios(ctx: BenchContext): Promise<Row[]> {
   rows.push({ scenario: "SELECT by PK, 1 in flight", transport: "@libsql/client in process", result: await inProcessLoad(() => bare.execute({ sql: select.sql, args: [4242] }), 1, d) });
   rows.push({
     scenario: "SELECT by PK, 1 in flight", transport: "REST h1", baseline: "SELECT by PK, 1 in flight @libsql/client in process",
-    result: await h1Load({ url: `${ctx.https}/api/db/query`, method: "POST", headers: auth, body: JSON.stringify(select), durationSec: d, connections: 1 }),
+    result: await seqLoad({ url: `${ctx.https}/api/db/query`, method: "POST", headers: auth, body: JSON.stringify(select), durationSec: d }),
   });
   rows.push({ scenario: "SELECT by PK", transport: "@libsql/client in process", result: await inProcessLoad(() => bare.execute({ sql: select.sql, args: [4242] }), 16, d) });
   const fastify = ctx.baseline("bare Fastify POST REST h1");

@@ -7,7 +7,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import ivm from "isolated-vm";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { HttpRequestSchema } from "../../gen/pulsebase/common/v1/options_pb.js";
-import { h1Load, h2, inProcessLoad, type Row } from "../lib.js";
+import { h1Load, h2, inProcessLoad, seqLoad, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 
 const HANDLER = "export default async function (req, ctx) { return { ok: true, n: req.query.n ?? null, consumer: ctx.consumer.id }; }";
@@ -61,7 +61,7 @@ export async function functionsScenarios(ctx: BenchContext): Promise<Row[]> {
   }
   rows.push({
     scenario: "trivial function, 1 in flight", transport: "REST h1", baseline: "trivial function, 1 in flight isolated-vm in process",
-    result: await h1Load({ url: `${ctx.https}/api/fn/hello?n=1`, headers: auth, durationSec: d, connections: 1 }),
+    result: await seqLoad({ url: `${ctx.https}/api/fn/hello?n=1`, headers: auth, durationSec: d }),
   });
   const warm = await h1Load({ url: `${ctx.https}/api/fn/hello?n=1`, headers: auth, durationSec: d });
   rows.push({

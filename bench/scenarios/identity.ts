@@ -3,7 +3,7 @@
 // compared with the bare Fastify baseline on the same listener kind.
 import { create, toBinary } from "@bufbuild/protobuf";
 import { StartSessionRequestSchema } from "../../gen/pulsebase/platform/v1/session_pb.js";
-import { h1Load, h2, type Row } from "../lib.js";
+import { h1Load, h2, seqLoad, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 
 export async function identityScenarios(ctx: BenchContext): Promise<Row[]> {
@@ -42,6 +42,10 @@ export async function identityScenarios(ctx: BenchContext): Promise<Row[]> {
       body: Buffer.from(toBinary(StartSessionRequestSchema, create(StartSessionRequestSchema))),
       durationSec: d,
     }),
+  });
+  rows.push({
+    scenario: "POST /api/session/start, 1 in flight", transport: "REST h1", baseline: "bare Fastify POST, 1 in flight REST h1",
+    result: await seqLoad({ url: `${ctx.https}/api/session/start`, method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: "{}", durationSec: d }),
   });
   return rows;
 }
