@@ -12,6 +12,7 @@ import { databaseScenarios } from "./scenarios/database-http.js";
 import { cmsScenarios } from "./scenarios/cms-http.js";
 import { functionsScenarios } from "./scenarios/functions-http.js";
 import { analyticsScenarios } from "./scenarios/analytics-http.js";
+import { cmsLargeScenarios } from "./scenarios/cms-large.js";
 import { randomBytes } from "node:crypto";
 import { deleteStreamsWithPrefix } from "../src/queue/nats-streams.js";
 import type { DescService } from "@bufbuild/protobuf";
@@ -48,7 +49,10 @@ const suites: Record<string, Suite> = {
   analytics: analyticsScenarios,
   functions: functionsScenarios,
   cms: cmsScenarios,
+  "cms-large": cmsLargeScenarios,
 };
+/** Suites run when --only is not given (cms-large seeds 1M rows: opt-in). */
+const DEFAULT_SUITES = ["identity", "database", "analytics", "functions", "cms"];
 
 const { values } = parseArgs({
   options: {
@@ -57,7 +61,7 @@ const { values } = parseArgs({
   },
 });
 const durationSec = Number(values.duration);
-const only = values.only ? values.only.split(",") : Object.keys(suites);
+const only = values.only ? values.only.split(",") : DEFAULT_SUITES;
 
 pinSelf();
 const base = await startServer<{ https: number }>("bench/servers/baseline-server.ts");
