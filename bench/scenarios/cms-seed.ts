@@ -92,7 +92,7 @@ export async function seedArticles(
                   'title', 'Article ' || i || ' about ' || ($4::text[])[1 + i % 50],
                   'body', '<p>Some <b>rich</b> text on ' || ($4::text[])[1 + (i * 7) % 50] || ' and '
                           || ($4::text[])[1 + (i * 13) % 50] || '.</p>',
-                  'views', (i * 7919) % 100000,
+                  'views', (i::bigint * 7919) % 100000,
                   'published', to_char(date '2020-01-01' + (i % 1500), 'YYYY-MM-DD'),
                   'category', ($5::text[])[1 + i % 5])
                 || CASE WHEN cardinality($6::text[]) > 0

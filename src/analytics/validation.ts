@@ -46,7 +46,22 @@ function requiredText(v: Violations, path: string, value: string, max: number, l
   return optionalText(v, path, value, max, label);
 }
 
+// PostgreSQL text and jsonb cannot hold U+0000: refuse it here (a 422 naming
+// the field) instead of failing at the insert (a 500, or a queued batch the
+// worker can never apply).
+const NUL = "\u0000";
+
+function hasNul(value: unknown): boolean {
+  if (typeof value === "string") return value.includes(NUL);
+  if (typeof value !== "object" || value === null) return false;
+  return Object.entries(value).some(([k, x]) => k.includes(NUL) || hasNul(x));
+}
+
 function optionalText(v: Violations, path: string, value: string, max: number, label: string): boolean {
+  if (value.includes(NUL)) {
+    v.add(path, `The ${label} must not contain NUL characters.`);
+    return false;
+  }
   if (value.length > max && chars(value) > max) {
     v.add(path, `The ${label} may not be greater than ${max} characters.`);
     return false;
@@ -103,6 +118,9 @@ function metadata(v: Violations, path: string, value: JsonObject | undefined): R
     const p = `${path}.${key}`;
     if (key.length === 0 || chars(key) > limits.metadataKeyMax) {
       v.add(p, `Metadata keys must be 1 to ${limits.metadataKeyMax} characters.`);
+      ok = false;
+    } else if (key.includes(NUL) || (typeof val === "string" && val.includes(NUL))) {
+      v.add(p, "Metadata keys and values must not contain NUL characters.");
       ok = false;
     } else if (typeof val !== "string") {
       v.add(p, "Metadata values must be strings.");
@@ -186,6 +204,10 @@ function context(v: Violations, path: string, message: Value | undefined): Recor
   }
   if (Buffer.byteLength(JSON.stringify(obj)) > limits.contextBytesMax) {
     v.add(path, `The context may not be larger than ${limits.contextBytesMax} bytes.`);
+    return undefined;
+  }
+  if (hasNul(obj)) {
+    v.add(path, "The context must not contain NUL characters.");
     return undefined;
   }
   return obj as Record<string, unknown>;

@@ -2,19 +2,14 @@
 // requests are redirected (308) to HTTPS, every other /api/ request is 401.
 // Health probes answer here too, for load balancers.
 import { randomUUID } from "node:crypto";
-import Fastify, { LogController, type FastifyInstance } from "fastify";
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import { sendError } from "../http/envelopes.js";
 import { ifaceOf } from "../http/fastify-errors.js";
 import { appError } from "../internal/errors.js";
 
 export function buildPlainApp(opts: { logger: Logger; httpsPort: number }): FastifyInstance {
-  const app = Fastify({ loggerInstance: opts.logger, genReqId: () => randomUUID(), logController: new LogController({ disableRequestLogging: true }), forceCloseConnections: "idle" }) as unknown as FastifyInstance;
-  // Nothing is parsed: the request is refused whatever it carries.
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser("*", (_req, _payload, done) => done(null, undefined));
-  app.get("/healthz", (_req, reply) => reply.header("x-request-id", _req.id).send({ status: "ok" }));
-  app.all("/*", (req, reply) => {
+  const refuse = (req: FastifyRequest, reply: FastifyReply) => {
     reply.header("x-request-id", req.id);
     if (ifaceOf(req.url) === "cms" && (req.method === "GET" || req.method === "HEAD")) {
       const host = String(req.headers.host ?? "localhost").replace(/:\d+$/, "");
@@ -22,6 +17,20 @@ export function buildPlainApp(opts: { logger: Logger; httpsPort: number }): Fast
       return reply.code(308).header("location", `https://${host}${port}${req.url}`).send();
     }
     return sendError(reply, "platform", appError("unauthenticated", "HTTPS is required."));
-  });
+  };
+  const app = Fastify({
+    loggerInstance: opts.logger,
+    genReqId: () => randomUUID(),
+    logController: new LogController({ disableRequestLogging: true }),
+    forceCloseConnections: "idle",
+    // Malformed URL encoding or an over-long segment is refused by the router
+    // before any route: refuse it the same way (not in Fastify's own format).
+    frameworkErrors: (_err, req, reply) => refuse(req, reply),
+  }) as unknown as FastifyInstance;
+  // Nothing is parsed: the request is refused whatever it carries.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("*", (_req, _payload, done) => done(null, undefined));
+  app.get("/healthz", (_req, reply) => reply.header("x-request-id", _req.id).send({ status: "ok" }));
+  app.all("/*", refuse);
   return app;
 }

@@ -50,6 +50,18 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
     forceCloseConnections: "idle",
     // req.ip is the proxy's client only for configured proxies.
     trustProxy: opts.trustedProxies.length ? opts.trustedProxies : false,
+    // The router refuses malformed URL encoding and over-long path segments
+    // before any hook runs, in Fastify's own format: answer them in the
+    // interface's envelope with X-Request-Id (DECISIONS 2, 5). An over-long
+    // segment names nothing that exists (slugs, UUIDs and ids are shorter).
+    frameworkErrors: (err, req, reply) => {
+      reply.header("x-request-id", req.id);
+      const iface = ifaceOf(req.url);
+      const e = err.code === "FST_ERR_MAX_PARAM_LENGTH"
+        ? appError(iface === "cms" ? "NOT_FOUND" : "not_found", "No such resource.")
+        : appError("bad_request", "Malformed URL.");
+      return sendError(reply, iface, e);
+    },
   };
   const app = (opts.tls
     ? Fastify({ ...base, http2: true, https: { allowHTTP1: true, key: opts.tls.key, cert: opts.tls.cert } } as unknown as FastifyServerOptions)

@@ -19,6 +19,9 @@ export class AppResolver {
   }
 
   async byKey(appKey: string): Promise<CmsApp | null> {
+    // No key holds U+0000 (the media path can carry one), and PostgreSQL
+    // would refuse the parameter (a 500).
+    if (appKey.includes("\u0000")) return null;
     const hit = this.cache.get(appKey);
     if (hit !== undefined) return hit;
     const { rows } = await this.sql.query<{ id: number; plan: Record<string, unknown> | string | null }>(

@@ -114,6 +114,8 @@ export function parseFilters(def: ContentTypeDef, query: Readonly<Record<string,
   const out: Filter[] = [];
   for (const p of parsed) {
     if (p.op === "like") continue;
+    // Stored text never holds U+0000, and PostgreSQL refuses it as a parameter (a 500).
+    if (p.value.includes("\u0000")) throw appError("INVALID_FILTER", `Invalid filter value for ${p.field}: NUL characters are not allowed.`);
     const f = def.filterable.includes(p.field) ? def.fields.find((x) => x.name === p.field) : undefined;
     if (!f) throw appError("INVALID_FILTER", `${p.field} is not a filterable field of ${def.slug}.`);
     if (!(OPERATORS as readonly string[]).includes(p.op)) {
@@ -188,6 +190,7 @@ export function parseSearchQuery(def: ContentTypeDef, query: Readonly<Record<str
   const len = [...q].length;
   if (len < MIN_Q) throw appError("QUERY_TOO_SHORT", `q must be at least ${MIN_Q} characters.`);
   if (len > MAX_Q) throw appError("QUERY_TOO_LONG", `q must be at most ${MAX_Q} characters.`);
+  if (q.includes("\u0000")) throw appError("INVALID_PARAMETER", "q must not contain NUL characters.");
   const list = parseListQuery(def, query);
   // Without an explicit sort, search orders by relevance (not the type's default sort).
   const explicit = query.sort !== undefined && query.sort.trim() !== "";

@@ -27,6 +27,16 @@ const ALLOWED_PREFIXES: readonly (readonly string[])[] = [
 export const BLOCKED_KEYWORDS = ["ATTACH", "DETACH", "PRAGMA", "VACUUM", "LOAD_EXTENSION", "SAVEPOINT", "RELEASE"] as const;
 const blocked = new Set(BLOCKED_KEYWORDS.map((k) => k.toLowerCase()));
 
+/**
+ * Functions and table-valued functions the libSQL build carries (the shell's
+ * fileio and zipfile extensions) that read, list or write files of the
+ * server: readfile('/etc/passwd'), writefile(path, data), fsdir('/'). Like
+ * LOAD_EXTENSION they would take a device out of its own database, so they
+ * are refused the same way (whole words anywhere; docs/database.md).
+ */
+export const HOST_FUNCTIONS = ["READFILE", "WRITEFILE", "FSDIR", "EDIT", "ZIPFILE"] as const;
+const hostFunctions = new Set(HOST_FUNCTIONS.map((k) => k.toLowerCase()));
+
 /** Upper-cases ASCII letters only (SQLite keywords are ASCII). */
 function asciiUpper(s: string): string | undefined {
   // eslint-disable-next-line no-control-regex
@@ -104,6 +114,13 @@ export function findBlockedKeyword(sql: string): string | undefined {
   return undefined;
 }
 
+/** A function of HOST_FUNCTIONS named in the text, if any. */
+export function findHostFunction(sql: string): string | undefined {
+  const text = foldForMatching(sql);
+  for (const m of text.matchAll(wordRe)) if (hostFunctions.has(m[0])) return m[0].toUpperCase();
+  return undefined;
+}
+
 /**
  * Tables and triggers named _pulsebase_* belong to the service (function
  * event-trigger capture): devices may not read, change or drop them.
@@ -122,6 +139,8 @@ export function checkStatement(sql: string, tokens: readonly Token[]): GuardVerd
   }
   const kw = findBlockedKeyword(sql);
   if (kw) return { ok: false, reason: `The statement contains the blocked keyword ${kw}.` };
+  const host = findHostFunction(sql);
+  if (host) return { ok: false, reason: `The statement names ${host}, a function that reaches the server's files.` };
   const reserved = findReservedName(sql);
   if (reserved) return { ok: false, reason: `The name ${reserved} is reserved for the service.` };
   return { ok: true };

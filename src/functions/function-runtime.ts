@@ -63,7 +63,11 @@ export function createFunctionRuntime(deps: {
     return code;
   }
 
-  async function resolveHttp(appId: number, slug: string): Promise<ResolvedRow | undefined> {
+  async function resolveHttp(appId: number, rawSlug: string): Promise<ResolvedRow | undefined> {
+    // PostgreSQL refuses U+0000 in a parameter (a 500); no slug holds one, so
+    // look up "" instead, which matches no trigger either (the plan check
+    // still comes first).
+    const slug = rawSlug.includes("\u0000") ? "" : rawSlug;
     if (config.resolveCacheMs <= 0) return store.resolveHttp(appId, slug);
     const key = `${appId}\u0000${slug}`;
     const hit = httpCache.get(key);

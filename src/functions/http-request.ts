@@ -39,11 +39,18 @@ export async function parseBody(body: Uint8Array, contentType: string): Promise<
   const mime = (contentType.split(";")[0] ?? "").trim().toLowerCase();
   const text = () => Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8");
   if (mime === "application/json" || mime.endsWith("+json")) {
+    let value: unknown;
     try {
-      return JSON.parse(text()) as unknown;
+      value = JSON.parse(text()) as unknown;
     } catch {
       throw validationError({ body: ["The body is not valid JSON."] });
     }
+    // Copying a few thousand levels into the isolate fails, which would
+    // show as the function failing (500): refuse it as the caller's input.
+    if (depthOver(value, MAX_JSON_DEPTH)) {
+      throw validationError({ body: [`The body is nested more than ${MAX_JSON_DEPTH} levels deep.`] });
+    }
+    return value;
   }
   if (mime === "application/x-www-form-urlencoded") {
     const fields: Record<string, string | string[]> = {};
@@ -68,6 +75,20 @@ export async function parseBody(body: Uint8Array, contentType: string): Promise<
     return fields;
   }
   return text();
+}
+
+export const MAX_JSON_DEPTH = 1000;
+
+/** Whether arrays/objects nest deeper than `max` (iterative: no stack overflow). */
+function depthOver(root: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[root, 0]];
+  while (stack.length) {
+    const [v, d] = stack.pop()!;
+    if (typeof v !== "object" || v === null) continue;
+    if (d >= max) return true;
+    for (const x of Array.isArray(v) ? v : Object.values(v)) stack.push([x, d + 1]);
+  }
+  return false;
 }
 
 // defineProperty, so a field named "__proto__" is a field like any other.

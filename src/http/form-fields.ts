@@ -18,8 +18,15 @@ export function splitFieldName(name: string): string[] | undefined {
 
 type Node = Record<string, unknown>;
 
+// Field names come from the client: with plain objects, "a[__proto__][x]"
+// would walk into Object.prototype and set x on every object of the process.
+// Nodes without a prototype make "__proto__" and "constructor" ordinary keys.
+function newNode(): Node {
+  return Object.create(null) as Node;
+}
+
 export class FormBuilder {
-  private readonly root: Node = {};
+  private readonly root: Node = newNode();
   constructor(private readonly violations: Violations) {}
 
   add(name: string, value: unknown): void {
@@ -32,7 +39,7 @@ export class FormBuilder {
     for (let i = 0; i < path.length - 1; i++) {
       const key = path[i] === "" ? String(Object.keys(node).length) : path[i]!;
       const next = node[key];
-      if (next === undefined) node = node[key] = {} as Node;
+      if (next === undefined) node = node[key] = newNode();
       else if (typeof next === "object" && next !== null && !isLeaf(next)) node = next as Node;
       else {
         this.violations.add(path.slice(0, i + 1).join("."), "The field is given both as a value and as an object.");
@@ -69,7 +76,7 @@ function toArrays(node: unknown, path: string, v: Violations): unknown {
     }
     return idx.map((i) => toArrays(obj[String(i)], path ? `${path}.${i}` : String(i), v));
   }
-  const out: Node = {};
+  const out: Node = newNode();
   for (const k of keys) out[k] = toArrays(obj[k], path ? `${path}.${k}` : k, v);
   return out;
 }

@@ -127,7 +127,9 @@ async function requestMessage(route: RestRoute, schema: DescMessage, req: Fastif
       throw appError("validation_failed", "The request body must be a JSON object.", { fields: { body: ["The request body must be a JSON object."] } });
     }
     // GET: the query string, and a JSON body where a client sends one (body wins).
-    if (route.verb === "GET" && !route.rawQueryField) Object.assign(fields, req.query);
+    // The CMS schema endpoints take no parameters: like the other CMS reads they
+    // ignore unknown ones (a browser's cache buster) instead of refusing them.
+    if (route.verb === "GET" && !route.rawQueryField && route.iface !== "cms") Object.assign(fields, req.query);
     if (body) Object.assign(fields, body);
   } else if (route.body) {
     fields[route.body] = body;

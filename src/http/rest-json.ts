@@ -18,6 +18,7 @@ import {
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { rest_null } from "../../gen/pulsebase/common/v1/options_pb.js";
 import type { Violations } from "../internal/errors.js";
+import { MAX_FORM_DEPTH } from "./form-fields.js";
 
 /** A file part of a multipart request, as the gateway hands it over. */
 export interface UploadedFile {
@@ -229,6 +230,18 @@ function decodeField(field: DescField, raw: unknown, v: Violations, p: string): 
 }
 
 /**
+ * Whether a multipart file part sits in `raw`. Files only come from form
+ * fields, which nest at most MAX_FORM_DEPTH levels: deeper JSON is not
+ * walked (it could be nested deeply enough to overflow the stack).
+ */
+function holdsFile(raw: unknown, depth = 0): boolean {
+  if (isUploadedFile(raw)) return true;
+  if (depth > MAX_FORM_DEPTH) return false;
+  if (Array.isArray(raw)) return raw.some((x) => holdsFile(x, depth + 1));
+  return isPlainObject(raw) && Object.values(raw).some((x) => holdsFile(x, depth + 1));
+}
+
+/**
  * A singular Struct field is a plain JSON object in protobuf-es. A form
  * field may carry it as JSON text (context={"screen":"home"}).
  */
@@ -243,6 +256,10 @@ function decodeStructField(raw: unknown, v: Violations, p: string): unknown {
   }
   if (!isPlainObject(value)) {
     v.add(p, `The ${lastSegment(p)} field must be an object.`);
+    return undefined;
+  }
+  if (holdsFile(value)) {
+    v.add(p, `The ${lastSegment(p)} field must not hold a file.`);
     return undefined;
   }
   return value;
@@ -262,6 +279,11 @@ function decodeMessageValue(desc: DescMessage, raw: unknown, v: Violations, p: s
     return undefined;
   }
   if (WKT_JSON.has(desc.typeName)) {
+    // A file part is not JSON: its bytes would become an object of numbers.
+    if (holdsFile(raw)) {
+      v.add(p, `The ${lastSegment(p)} field must not be a file.`);
+      return undefined;
+    }
     try {
       return fromJson(desc, raw as JsonValue);
     } catch {

@@ -12,16 +12,20 @@ export const LIMITS = {
 } as const;
 
 const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+// PostgreSQL text cannot hold U+0000: a 422 here, not a 500 at the insert.
+const NUL = "\u0000";
 
 export function requireString(v: Violations, field: keyof typeof LIMITS, value: string): void {
   if (value.trim() === "") v.add(field, `The ${field} field is required.`);
   else if (value.length > LIMITS[field]) v.add(field, `The ${field} field must not be longer than ${LIMITS[field]} characters.`);
+  else if (value.includes(NUL)) v.add(field, `The ${field} field must not contain NUL characters.`);
 }
 
 export function checkOptionalString(v: Violations, field: keyof typeof LIMITS, value: string | undefined): void {
   if (value === undefined) return;
   if (value.trim() === "") v.add(field, `The ${field} field must not be empty.`);
   else if (value.length > LIMITS[field]) v.add(field, `The ${field} field must not be longer than ${LIMITS[field]} characters.`);
+  else if (value.includes(NUL)) v.add(field, `The ${field} field must not contain NUL characters.`);
 }
 
 /** Returns the normalised (upper-case) code or undefined after adding a violation. */
@@ -54,5 +58,5 @@ export function checkLanguage(v: Violations, value: string | undefined, required
 export function checkEmail(v: Violations, value: string | undefined): void {
   if (value === undefined || value === "") return;
   if (value.length > LIMITS.user_email) v.add("user_email", `The user_email field must not be longer than ${LIMITS.user_email} characters.`);
-  else if (!EMAIL_RE.test(value)) v.add("user_email", "The user_email field must be a valid email address.");
+  else if (!EMAIL_RE.test(value) || value.includes(NUL)) v.add("user_email", "The user_email field must be a valid email address.");
 }

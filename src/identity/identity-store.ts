@@ -90,6 +90,8 @@ export class IdentityStore {
   }
 
   async getAppByKey(key: string): Promise<AppRow | undefined> {
+    // No key holds U+0000, and PostgreSQL would refuse the parameter (a 500).
+    if (key.includes("\u0000")) return undefined;
     const { rows } = await this.sql.query<AppRow>(`SELECT ${APP_COLS} FROM apps WHERE app_key = $1`, [key]);
     return rows[0] && appRow(rows[0]);
   }

@@ -37,6 +37,9 @@ export function createSessionServiceImpl({ store }: { store: IdentityStore }): S
         if (!at) v.add("timestamp", "The timestamp field must be an ISO 8601 date-time.");
       }
       v.throwIfAny();
+      // Ids are safe integers: a larger one names no session (and would be
+      // rounded into a value PostgreSQL's bigint refuses, a 500).
+      if (req.sessionId > BigInt(Number.MAX_SAFE_INTEGER)) throw appError("not_found", "Session not found.");
       const { row, ended } = await store.endSession(Number(req.sessionId), me.consumerId, at);
       if (!row) throw appError("not_found", "Session not found.");
       if (!ended) {

@@ -103,7 +103,9 @@ function firstMessage(fields: Record<string, string[]>): string {
 
 /** Collects field errors; throws one validation error at the end. */
 export class Violations {
-  readonly fields: Record<string, string[]> = {};
+  // Field paths may be client-chosen names ("constructor", "__proto__"): no
+  // prototype, so they never resolve to Object.prototype members.
+  readonly fields: Record<string, string[]> = Object.create(null) as Record<string, string[]>;
   add(field: string, message: string): this {
     (this.fields[field] ??= []).push(message);
     return this;

@@ -14,9 +14,13 @@ export function parseIsoTime(s: string): Date | undefined {
   const ms = frac ? `.${frac.slice(0, 3).padEnd(3, "0")}` : "";
   const date = new Date(`${y}-${mo}-${d}T${h}:${mi}:${sec}${ms}${offset}`);
   if (Number.isNaN(date.getTime())) return undefined;
-  // Reject impossible days (2026-02-31) that Date would roll over.
-  if (!off || off.toUpperCase() === "Z") {
-    if (date.getUTCDate() !== day) return undefined;
-  }
+  // Reject impossible days (2026-02-31) that Date would roll over, whatever
+  // the offset.
+  const calendar = new Date(0);
+  calendar.setUTCFullYear(Number(y), month - 1, day);
+  if (calendar.getUTCDate() !== day) return undefined;
+  // PostgreSQL has no year 0 (ISO 0000 is 1 BC): such a time would fail at
+  // the insert (a 500), so it is refused here like any other invalid time.
+  if (date.getUTCFullYear() < 1) return undefined;
   return date;
 }

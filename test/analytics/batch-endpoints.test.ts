@@ -85,6 +85,9 @@ for (const kind of ["postgres", "pglite"] as const) {
         [() => api.as(bob).batchEvents({ events: [ev("late", s, {}, "not a date"), ev("x".repeat(256), s)] }), ["events.0.created_at", "events.1.name"]],
         [() => api.as(bob).batchBreadcrumbs({ breadcrumbs: [{ name: "a", createdAt: new Date(Date.now() + 3_600_000).toISOString() }] }), ["breadcrumbs.0.created_at"]],
         [() => api.as(bob).batchBreadcrumbs({ breadcrumbs: [{ name: "a", sessionId: 999_999_999n }] }), ["breadcrumbs.0.session_id"]],
+        // U+0000 cannot be stored: refused up front, not queued for a worker that can never apply it.
+        [() => api.as(bob).batchEvents({ events: [ev("ok", s), ev("nul\u0000", s), ev("m", s, { k: "v\u0000" })] }), ["events.1.name", "events.2.metadata.k"]],
+        [() => api.as(bob).batchBreadcrumbs({ breadcrumbs: [{ name: "a\u0000b" }] }), ["breadcrumbs.0.name"]],
         [
           () => api.as(bob).batchLogs({
             logs: [
@@ -95,9 +98,10 @@ for (const kind of ["postgres", "pglite"] as const) {
                 file: create(FileSchema, { filename: "big", data: new Uint8Array(4 * 1024 * 1024 + 1) }),
               },
               { classFqn: "A", message: "m", type: "crash", sessionId: BigInt(s), context: { kind: { case: "numberValue", value: 3 } } as never },
+              { appVersion: "1", classFqn: "A\u0000", message: "m", type: "error", sessionId: BigInt(s), context: { kind: { case: "stringValue", value: '{"a":{"b":"\\u0000"}}' } } as never },
             ],
           }),
-          ["logs.1.line_number", "logs.1.type", "logs.2.file", "logs.3.app_version", "logs.3.context"],
+          ["logs.1.line_number", "logs.1.type", "logs.2.file", "logs.3.app_version", "logs.3.context", "logs.4.classFQN", "logs.4.context"],
         ],
       ];
       for (const [call, fields] of cases) {

@@ -68,6 +68,17 @@ for (const kind of ["postgres", "pglite"] as const) {
       expect(errorDetail(err3)?.httpStatus).toBe(401);
     });
 
+    it("refuses NUL characters (which PostgreSQL cannot store) with 422 naming the field, not a 500", async () => {
+      const ev = await api.as(bob).recordEvent({ name: "a\u0000", metadata: { "k\u0000": "v" } }).catch((e) => e);
+      expect(errorDetail(ev)?.httpStatus).toBe(422);
+      expect(Object.keys(fieldsOf(ev)).sort()).toEqual(["metadata.k\u0000", "name"]);
+      const bc = await api.as(bob).recordBreadcrumb({ name: "\u0000" }).catch((e) => e);
+      expect(Object.keys(fieldsOf(bc))).toEqual(["name"]);
+      const log = await api.as(bob).recordLog({ appVersion: "\u0000", classFqn: "A", message: "m", type: "error", stackTrace: "s\u0000" }).catch((e) => e);
+      expect(errorDetail(log)?.httpStatus).toBe(422);
+      expect(Object.keys(fieldsOf(log)).sort()).toEqual(["app_version", "stack_trace"]);
+    });
+
     it("groups logs by hash, lists versions, counts affected users and keeps the latest details", async () => {
       const base = { appVersion: "1.2.0", classFqn: "com.app.Boom", message: "boom", type: "crash", createdAt: "" };
       const a = await api.as(alice1).recordLog({ ...base, stackTrace: "trace-1", lineNumber: 10n, fileName: "A.kt", context: { kind: { case: "structValue", value: { fields: {} } } } as never });

@@ -95,6 +95,10 @@ describe("authentication", () => {
   it("refuses an unknown key", async () => {
     expect(await codeOf(reader(fx.content, "nope").list("article"))).toBe("INVALID_APP_KEY");
   });
+  it("answers 404 for a media path whose key holds NUL (not a 500)", async () => {
+    const res = await fx.cms.serveMedia(`${app.key}\u0000`, imageId);
+    expect(res.status).toBe(404);
+  });
 });
 
 describe("schemas", () => {
@@ -267,6 +271,9 @@ describe("filters", () => {
     expect(await codeOf(r.list("article", { "filter[views][gt]": "ten" }))).toBe("INVALID_FILTER");
     expect(await codeOf(r.list("article", { "filter[published][gt]": "2024-13-45" }))).toBe("INVALID_FILTER");
     expect(await codeOf(r.list("article", { "filter[a][b][c]": "x" }))).toBe("INVALID_FILTER");
+    // U+0000 cannot be in stored text and PostgreSQL refuses it as a parameter: 400, not 500
+    expect(await codeOf(r.list("article", { "filter[title]": "a\u0000" }))).toBe("INVALID_FILTER");
+    expect(await codeOf(r.list("article", { "filter[title][contains]": "\u0000" }))).toBe("INVALID_FILTER");
     const ten: Record<string, string> = {};
     for (const name of ["title", "views", "published", "category", "featured", "tags", "kind", "author", "related", "starts"]) {
       ten[`filter[${name}][neq]`] = name === "views" ? "1" : name === "featured" ? "true" : name === "published" ? "2020-01-01" : name === "starts" ? "2020-01-01" : name === "author" || name === "related" ? ids.bob! : name === "tags" ? "news" : name === "kind" ? "page" : "zz";
@@ -352,6 +359,7 @@ describe("search", () => {
     expect(await codeOf(r.search("article", { q: "ab" }))).toBe("ok");
     expect(await codeOf(r.search("article", { q: "a".repeat(200) }))).toBe("ok");
     expect(await codeOf(r.search("article", { q: "a".repeat(201) }))).toBe("QUERY_TOO_LONG");
+    expect(await codeOf(r.search("article", { q: "ab\u0000" }))).toBe("INVALID_PARAMETER");
   });
   it("applies filters, sort and pagination on top", async () => {
     expect(titles(await r.search("article", { q: "news", "filter[category]": "news" }))).toEqual(["Alpha news"]);

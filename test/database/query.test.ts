@@ -99,6 +99,18 @@ describe("query", () => {
     expect(rowsOf((await h.query(app, `SELECT v FROM ${t}`)).results[0])).toEqual([["PRAGMA attach; VACUUM"]]);
   });
 
+  it("refuses the libSQL build's file functions (readfile, writefile, fsdir): no reaching the host's files", async () => {
+    for (const sql of [
+      "SELECT readfile('/etc/passwd')",
+      "SELECT writefile('/tmp/pulsebase-guard-test', 'x')",
+      "SELECT name FROM fsdir('/')",
+      'SELECT "ReadFile"(\'/etc/hostname\')',
+      "INSERT INTO items (name, data) SELECT 'leak', readfile('/etc/hostname')",
+    ]) {
+      expect(await failure(h.query(app, sql)), sql).toMatchObject({ code: "forbidden_query", http: 403 });
+    }
+  });
+
   it("runs every allowed kind of statement", async () => {
     const res = await h.query(
       app,

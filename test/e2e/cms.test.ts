@@ -53,6 +53,9 @@ describe("content API over REST", () => {
     expect(cors.headers.get("vary")).toMatch(/X-App-Key/);
     const body = await res.json();
     expect(body.data).toEqual([expect.objectContaining({ slug: "article", entry_count: 3, filterable_fields: ["title", "views", "category"] })]);
+    // unknown query parameters (a cache buster) are ignored, as on the other CMS reads
+    expect((await get("/api/v1/_schemas?v=2")).status).toBe(200);
+    expect((await get("/api/v1/_schemas/article?_=1&constructor=1")).status).toBe(200);
   });
 
   it("lists published entries with meta, filters and media URLs", async () => {

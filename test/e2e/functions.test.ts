@@ -83,6 +83,23 @@ describe("/api/fn/{slug}", () => {
     expect(idle.status).toBe(503);
     expect((await idle.json()).error).toBe("no_active_version");
   });
+
+  it("answers odd slugs with 404 in the platform envelope with X-Request-Id, never a 500 or Fastify's format", async () => {
+    const nul = await call("/api/fn/a%00b");
+    expect(nul.status).toBe(404);
+    expect((await nul.json()).error).toBe("function_not_found");
+    const long = await call(`/api/fn/${"a".repeat(300)}`);
+    expect(long.status).toBe(404);
+    expect(long.headers.get("x-request-id")).toBeTruthy();
+    expect(await long.json()).toEqual({ error: "not_found", message: expect.any(String) });
+    const badUrl = await call("/api/fn/%E0%A4%A");
+    expect(badUrl.status).toBe(400);
+    expect(badUrl.headers.get("x-request-id")).toBeTruthy();
+    expect(await badUrl.json()).toEqual({ error: "bad_request", message: expect.any(String) });
+    const cms = await s.fetch(`/api/v1/article/${"a".repeat(300)}`, { headers: { "x-app-key": "k" } });
+    expect(cms.status).toBe(404);
+    expect((await cms.json()).error).toMatchObject({ status: 404, code: "NOT_FOUND" });
+  });
 });
 
 describe("event triggers", () => {

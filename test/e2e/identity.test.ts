@@ -249,6 +249,11 @@ describe("authentication", () => {
     const cms = await fetch(s.httpUrl + "/api/v1/_schemas", { redirect: "manual" });
     expect(cms.status).toBe(308);
     expect(cms.headers.get("location")).toMatch(/^https:\/\/127\.0\.0\.1:\d+\/api\/v1\/_schemas$/);
+    // a URL the router cannot decode is refused the same way, not in Fastify's format
+    const bad = await fetch(s.httpUrl + "/api/fn/%E0%A4%A", { method: "POST" });
+    expect(bad.status).toBe(401);
+    expect(bad.headers.get("x-request-id")).toBeTruthy();
+    expect(await bad.json()).toMatchObject({ error: "unauthenticated" });
   });
 
   it("keeps a well-formed incoming X-Request-Id and replaces a malformed one", async () => {

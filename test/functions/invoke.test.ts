@@ -151,6 +151,11 @@ describe("request and response", () => {
     const text = await call("echo", { body: enc.encode("plain words"), contentType: "text/plain" });
     expect(JSON.parse(dec.decode(text.body)).seen.body).toBe("plain words");
     expect(await failure(call("echo", { body: enc.encode("{bad"), contentType: "application/json" }))).toMatchObject({ http: 422 });
+    // JSON too deep to copy into the isolate is the caller's input (422), not the function failing (500)
+    const deep = "[".repeat(20_000) + "]".repeat(20_000);
+    expect(await failure(call("echo", { body: enc.encode(deep), contentType: "application/json" }))).toMatchObject({ http: 422 });
+    const ok = "[".repeat(500) + "]".repeat(500);
+    expect((await call("echo", { body: enc.encode(ok), contentType: "application/json" })).status).toBe(200);
     // An unknown slug is a 404 whatever the body.
     expect(await failure(call("no-such-fn", { body: enc.encode("{bad"), contentType: "application/json" }))).toMatchObject({ http: 404 });
   });

@@ -32,4 +32,16 @@ describe("multipart bracket fields", () => {
     f.build();
     expect(Object.keys(v.fields).sort()).toEqual(["logs", "name"]);
   });
+
+  it("keeps __proto__ and constructor field names as ordinary keys (no prototype pollution)", () => {
+    const v = new Violations();
+    const f = new FormBuilder(v);
+    f.add("events[0][metadata][__proto__][polluted]", "yes");
+    f.add("__proto__[polluted]", "yes");
+    f.add("constructor[prototype][polluted]", "yes");
+    const out = f.build();
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect(Object.keys(out).sort()).toEqual(["__proto__", "constructor", "events"]);
+    expect(v.empty).toBe(true);
+  });
 });

@@ -3,6 +3,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
 import { SessionSchema, BatchSessionsRequestSchema, EndSessionRequestSchema } from "../../gen/pulsebase/platform/v1/session_pb.js";
 import { ConsumerSchema } from "../../gen/pulsebase/platform/v1/consumer_pb.js";
+import { RecordLogRequestSchema, RecordEventRequestSchema } from "../../gen/pulsebase/platform/v1/analytics_pb.js";
 import { decodeRest, encodeRest } from "../../src/http/rest-json.js";
 import { Violations } from "../../src/internal/errors.js";
 
@@ -34,6 +35,25 @@ describe("REST JSON decoding", () => {
       expect(viol.empty).toBe(true);
       expect(m.sessionId).toBe(12n);
     }
+  });
+
+  it("reports unknown fields named like Object.prototype members instead of throwing", () => {
+    const v = new Violations();
+    decodeRest(EndSessionRequestSchema, JSON.parse('{"constructor":1,"toString":2,"__proto__":3,"hasOwnProperty":4}'), v);
+    expect(Object.keys(v.fields).sort()).toEqual(["__proto__", "constructor", "hasOwnProperty", "toString"]);
+  });
+
+  it("refuses a file part where a JSON object is expected (its bytes are not JSON)", () => {
+    const file = { __file: true, filename: "a.txt", contentType: "text/plain", data: Buffer.from("hi") };
+    const v = new Violations();
+    decodeRest(RecordLogRequestSchema, { app_version: "1", context: file }, v);
+    expect(Object.keys(v.fields)).toEqual(["context"]);
+    const v2 = new Violations();
+    decodeRest(RecordLogRequestSchema, { context: { a: { b: file } } }, v2);
+    expect(Object.keys(v2.fields)).toEqual(["context"]);
+    const v3 = new Violations();
+    decodeRest(RecordEventRequestSchema, { name: "n", metadata: { k: file } }, v3);
+    expect(Object.keys(v3.fields)).toEqual(["metadata"]);
   });
 
   it("names wrong types and unknown fields with dotted paths", () => {

@@ -65,12 +65,31 @@ for (const kind of ["postgres", "pglite"] as const) {
       expect(ended.endedAt).toBeDefined();
       await expect(sessions.endSession({ sessionId: started.sessionId }, h)).rejects.toMatchObject({ code: Code.FailedPrecondition });
       await expect(sessions.endSession({ sessionId: 999999n }, h)).rejects.toMatchObject({ code: Code.NotFound });
+      // beyond the safe integers (sent as a numeric string): still no such session, not a 500
+      await expect(sessions.endSession({ sessionId: 9223372036854775807n }, h)).rejects.toMatchObject({ code: Code.NotFound });
       const tooMany = Array.from({ length: 101 }, () => ({ startedAt: "2026-01-01T00:00:00Z", endedAt: "2026-01-01T00:01:00Z" }));
       await expect(sessions.batchSessions({ sessions: tooMany }, h)).rejects.toMatchObject({ code: Code.InvalidArgument });
+      // year 0 cannot be stored by PostgreSQL: 422 naming the field, not a 500
+      const year0 = await sessions.batchSessions({ sessions: [{ startedAt: "0000-06-01T00:00:00Z", endedAt: "2026-01-01T00:00:00Z" }] }, h).catch((e) => e);
+      expect(year0).toMatchObject({ code: Code.InvalidArgument });
+      expect(year0.rawMessage).toMatch(/started_at/);
       const ok = await sessions.batchSessions({ sessions: tooMany.slice(0, 100) }, h);
       expect(ok.sessions).toHaveLength(100);
       const ids = ok.sessions.map((x) => x.sessionId);
       expect([...ids].sort((a, b) => (a < b ? -1 : 1))).toEqual(ids);
+    });
+
+    it("refuses NUL characters in consumer fields and app keys with 422, not a 500", async () => {
+      const { errorDetail } = await import("../../src/internal/errors.js");
+      const fieldsOf = (e: unknown) => errorDetail(e)?.fieldViolations.map((f) => f.field).sort();
+      const bad = await reg({ deviceId: "d\u0000", userEmail: "a\u0000@b.co" }).catch((e) => e);
+      expect(errorDetail(bad)?.httpStatus).toBe(422);
+      expect(fieldsOf(bad)).toEqual(["device_id", "user_email"]);
+      expect(fieldsOf(await reg({ appKey: `${appKey}\u0000` }).catch((e) => e))).toEqual(["app_key"]);
+      expect(fieldsOf(await consumers.issueToken({ appKey: `${appKey}\u0000`, consumerId: "1" }).catch((e) => e))).toEqual(["app_key"]);
+      const c = await reg({ deviceId: "nul" });
+      const upd = await consumers.updateConsumer({ id: c.id, userId: "u\u0000" }, { headers: { authorization: `Bearer ${c.token}` } }).catch((e) => e);
+      expect(fieldsOf(upd)).toEqual(["user_id"]);
     });
 
     it("refuses an app for a team that does not exist and validates operator input", async () => {

@@ -37,4 +37,13 @@ describe("PostgreSQL error translation", () => {
     expect((await sql.query<{ one: number }>("SELECT 1 AS one")).rows[0]!.one).toBe(1);
     await sql.close();
   });
+
+  it("turns U+0000 in text or jsonb (which PostgreSQL cannot store) into bad_request (400), not a 500", async () => {
+    const sql = createPgSql({ connectionString: TEST_DATABASE_URL });
+    for (const [text, params] of [["SELECT $1::text AS v", ["a\u0000b"]], ["SELECT $1::jsonb AS v", ['{"a":"\\u0000"}']]] as const) {
+      const err = await sql.query(text, [...params]).catch((e) => e);
+      expect(errorDetail(err)?.httpStatus, text).toBe(400);
+    }
+    await sql.close();
+  });
 });
