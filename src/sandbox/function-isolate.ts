@@ -34,7 +34,7 @@ const HEAP_SAMPLE_MS = 50;
 export class FunctionIsolate {
   readonly isolate: ivm.Isolate;
   private handles: Array<{ release(): void }> = [];
-  private runner: ivm.Reference<(req: unknown, ctx: unknown) => Promise<RunnerOutput>> | undefined;
+  private runner: ivm.Reference<(input: string) => Promise<string>> | undefined;
   lastUsed = Date.now();
   busy = false;
 
@@ -102,7 +102,7 @@ export class FunctionIsolate {
     }
     this.runner = this.keep(
       (await bind.apply(undefined, [handler.derefInto()], { result: { reference: true }, timeout: evalTimeoutMs })) as ivm.Reference<
-        (req: unknown, ctx: unknown) => Promise<RunnerOutput>
+        (input: string) => Promise<string>
       >,
     );
   }
@@ -122,14 +122,16 @@ export class FunctionIsolate {
       });
     });
     try {
-      const out = (await Promise.race([
-        runner.apply(
-          undefined,
-          [input.req, { consumer: input.consumer, event: input.event, env: input.env, trigger: input.trigger, requestId: input.requestId }],
-          { arguments: { copy: true }, result: { promise: true, copy: true }, timeout: timeoutMs },
-        ),
+      const payload = JSON.stringify([
+        input.req,
+        { consumer: input.consumer, event: input.event, env: input.env, trigger: input.trigger, requestId: input.requestId },
+      ]);
+      const raw = (await Promise.race([
+        runner.apply(undefined, [payload], { result: { promise: true }, timeout: timeoutMs }),
         watchdog,
-      ])) as RunnerOutput;
+      ])) as unknown;
+      if (typeof raw !== "string") throw new Error("the sandbox returned no result");
+      const out = JSON.parse(raw) as RunnerOutput;
       const logs = Array.isArray(out.logs) ? out.logs : [];
       if (out.error !== undefined) return { kind: "error", error: String(out.error), logs, logsTruncated: !!out.truncated };
       return { kind: "ok", response: out.response, logs, logsTruncated: !!out.truncated };
