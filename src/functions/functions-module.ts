@@ -29,7 +29,8 @@ export interface FunctionsModuleDeps {
   onError?: (err: unknown) => void;
   /** Event triggers; without it event triggers can be configured but never fire. */
   events?: {
-    nats: NatsConnection;
+    /** JetStream; unset = the PostgreSQL table transport (embedded default). */
+    nats?: NatsConnection;
     /** Privileged access to the app databases for change capture (src/database). */
     capture: ChangeCaptureDb;
     config?: Partial<EventWorkerConfig>;

@@ -18,7 +18,7 @@ export interface FunctionsServerModuleDeps {
   database: DatabaseModule;
   dataDir: string;
   config?: Partial<FunctionsConfig>;
-  /** Event triggers run only with NATS JetStream. */
+  /** JetStream for event triggers; unset = the PostgreSQL table transport. */
   nats?: NatsConnection;
   natsNamespace: string;
   onError(err: unknown): void;
@@ -37,13 +37,13 @@ export function createFunctionsServerModule(deps: FunctionsServerModuleDeps): Pu
     db: functionDbFromQueryRunner(deps.database.runner),
     config: deps.config,
     onError: deps.onError,
-    events: deps.nats
-      ? {
-          nats: deps.nats,
-          capture: changeCaptureFromDatabase({ store: deps.database.store, pool: deps.database.pool, dataDir: deps.dataDir }),
-          config: { stream: `${deps.natsNamespace.toUpperCase()}_FUNCTION_EVENTS`, subjectPrefix: `${deps.natsNamespace}.fn` },
-        }
-      : undefined,
+    // Event triggers ride on JetStream when NATS is configured, else on a
+    // PostgreSQL table (so the embedded default has them too).
+    events: {
+      nats: deps.nats,
+      capture: changeCaptureFromDatabase({ store: deps.database.store, pool: deps.database.pool, dataDir: deps.dataDir }),
+      config: { stream: `${deps.natsNamespace.toUpperCase()}_FUNCTION_EVENTS`, subjectPrefix: `${deps.natsNamespace}.fn` },
+    },
   });
   return {
     name: "functions",

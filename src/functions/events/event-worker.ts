@@ -1,11 +1,13 @@
 // Event triggers. Two halves, both started by start() and stopped by stop():
 //   - the drainer: for every application with an enabled db event trigger,
 //     keeps the capture triggers installed (change-capture.ts) and moves the
-//     captured changes, oldest first, into JetStream (msg id
-//     "db:<app>:<seq>", so a change published twice is stored once);
+//     captured changes, oldest first, into the transport (event-transport.ts:
+//     JetStream, or a PostgreSQL table without NATS; id "db:<app>:<seq>", so
+//     a change published twice is stored once);
 //   - the dispatcher: changes are spread over `partitions` lanes by
-//     hash(source, app, table); each lane is one durable consumer with
-//     max_ack_pending 1, shared by every process, so a table's changes are
+//     hash(source, app, table); each lane has one change in flight across
+//     every process (a durable consumer with max_ack_pending 1, or a claimed
+//     table row), so a table's changes are
 //     handled one at a time in publish order (in order per table) while other
 //     lanes proceed. Each matching trigger runs the function's active
 //     version with the change as ctx.event; a failed run is retried in place
@@ -14,9 +16,8 @@
 //     and the stream moves on. Delivery is at least once: a process that
 //     dies mid-change leaves it unacknowledged and it is delivered again.
 // CMS changes enter through emitCmsChange (called by the CMS authoring side).
-import { randomUUID } from "node:crypto";
-import { headers as natsHeaders, nanos, type NatsConnection } from "@nats-io/transport-node";
-import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JsMsg } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { jetStreamTransport, newCmsEventId, sqlTransport, type EventTransport, type TransportMessage } from "./event-transport.js";
 import type { Sql } from "../../storage/sql.js";
 import type { FunctionStore } from "../function-store.js";
 import type { FunctionRuntime } from "../function-runtime.js";
@@ -116,62 +117,27 @@ export function createEventWorker(deps: {
   store: FunctionStore;
   runtime: FunctionRuntime;
   capture: ChangeCaptureDb;
-  nats: NatsConnection;
+  /** JetStream (any number of processes); without it the PostgreSQL table transport. */
+  nats?: NatsConnection;
   config?: Partial<EventWorkerConfig>;
   onError?: (err: unknown) => void;
 }): EventWorker {
   const cfg = { ...DEFAULT_EVENT_WORKER_CONFIG, ...deps.config };
-  const { sql, store, runtime, capture, nats } = deps;
-  const js = jetstream(nats);
+  const { sql, store, runtime, capture } = deps;
+  const transport: EventTransport = deps.nats ? jetStreamTransport(deps.nats, cfg) : sqlTransport(sql, cfg);
   const lane = (source: string, appId: number, target: string) => fnv1a(`${source}\u0000${appId}\u0000${target}`) % cfg.partitions;
-  const eventsSubject = (source: string, appId: number, target: string) =>
-    `${cfg.subjectPrefix}.events.${lane(source, appId, target)}.${source}.${appId}`;
-  const durableOf = (p: number) => `${cfg.durable}-${p}`;
   const report = (err: unknown) => deps.onError?.(err);
-  let ensured: Promise<void> | undefined;
   let stopped = true;
   let drainTimer: NodeJS.Timeout | undefined;
   let draining: Promise<void> = Promise.resolve();
   let dispatchLoops: Promise<void>[] = [];
   const installed = new Map<number, { signature: string; at: number; missing: boolean }>();
 
-  const ensure = () => {
-    ensured ??= (async () => {
-      const jsm = await jetstreamManager(nats);
-      const stream = {
-        name: cfg.stream,
-        subjects: [`${cfg.subjectPrefix}.>`],
-        retention: RetentionPolicy.Limits,
-        storage: StorageType.File,
-        // Handled changes and dead letters are kept for inspection this long.
-        max_age: nanos(cfg.retentionMs),
-        duplicate_window: nanos(cfg.duplicateWindowMs),
-      };
-      try {
-        await jsm.streams.add(stream);
-      } catch {
-        await jsm.streams.update(cfg.stream, stream);
-      }
-      for (let p = 0; p < cfg.partitions; p++) {
-        await jsm.consumers.add(cfg.stream, {
-          durable_name: durableOf(p),
-          ack_policy: AckPolicy.Explicit,
-          ack_wait: nanos(cfg.ackWaitMs),
-          max_ack_pending: 1,
-          max_deliver: -1,
-          filter_subject: `${cfg.subjectPrefix}.events.${p}.>`,
-        });
-      }
-    })();
-    ensured.catch(() => {
-      ensured = undefined;
-    });
-    return ensured;
-  };
+  const ensure = () => transport.ensure();
 
   async function publish(event: FunctionEvent): Promise<void> {
     const target = event.source === "cms" ? event.collection! : event.table!;
-    await js.publish(eventsSubject(event.source, event.app_id, target), JSON.stringify(event), { msgID: event.id });
+    await transport.publish(event, lane(event.source, event.app_id, target));
   }
 
   /** Applications with enabled db triggers and what they watch, in one query. */
@@ -233,22 +199,9 @@ export function createEventWorker(deps: {
     }
   }
 
-  async function deadLetter(ev: FunctionEvent, triggerId: number, functionId: number, attempts: number, error: string): Promise<void> {
-    const h = natsHeaders();
-    h.set("Pb-Trigger-Id", String(triggerId));
-    h.set("Pb-Function-Id", String(functionId));
-    h.set("Pb-Attempts", String(attempts));
-    h.set("Pb-Error", error.slice(0, 1000).replace(/[\r\n]/g, " "));
-    await js.publish(`${cfg.subjectPrefix}.dead.${ev.source}.${ev.app_id}`, JSON.stringify(ev), { headers: h, msgID: `${ev.id}~dead~${triggerId}` });
-  }
-
-  async function handle(m: JsMsg): Promise<void> {
-    let ev: FunctionEvent;
-    try {
-      ev = JSON.parse(new TextDecoder().decode(m.data)) as FunctionEvent;
-    } catch {
-      return; // not an event: nothing can ever run it
-    }
+  async function handle(m: TransportMessage): Promise<void> {
+    const ev = m.event;
+    if (!ev) return; // not an event: nothing can ever run it
     const target = ev.source === "cms" ? ev.collection : ev.table;
     const triggers = await store.eventTriggers(ev.app_id, ev.source, target ?? "", ev.operation);
     for (const t of triggers) {
@@ -274,7 +227,7 @@ export function createEventWorker(deps: {
           await sleep(Math.min(cfg.maxBackoffMs, cfg.baseBackoffMs * 2 ** (attempts - 1)));
         }
       }
-      if (!done) await deadLetter(ev, t.id, t.function_id, attempts, lastError);
+      if (!done) await transport.deadLetter({ event: ev, triggerId: t.id, functionId: t.function_id, attempts, error: lastError });
     }
   }
 
@@ -282,22 +235,18 @@ export function createEventWorker(deps: {
     while (!stopped) {
       try {
         await ensure();
-        const consumer = await js.consumers.get(cfg.stream, durableOf(partition));
-        while (!stopped) {
-          const batch = await consumer.fetch({ max_messages: 1, expires: 1000 });
-          for await (const m of batch) {
-            try {
-              await handle(m);
-              m.ack();
-            } catch (err) {
-              // Left for redelivery (at least once); a short pause avoids spinning.
-              m.nak(cfg.baseBackoffMs);
-              if (!stopped) report(err);
-            }
-          }
+        const m = await transport.next(partition);
+        if (!m) continue;
+        try {
+          await handle(m);
+          await m.ack();
+        } catch (err) {
+          // Left for redelivery (at least once); a short pause avoids spinning.
+          await m.nak(cfg.baseBackoffMs);
+          if (!stopped) report(err);
         }
       } catch (err) {
-        ensured = undefined;
+        transport.reset();
         if (!stopped) {
           report(err);
           await sleep(500);
@@ -334,7 +283,7 @@ export function createEventWorker(deps: {
       if (triggers.length === 0) return;
       await ensure();
       await publish({
-        id: `cms:${randomUUID()}`,
+        id: newCmsEventId(),
         source: "cms",
         app_id: appId,
         collection: change.collection,
