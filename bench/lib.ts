@@ -61,7 +61,7 @@ export async function h1Load(o: H1Options): Promise<LoadResult> {
     headers: o.headers,
     body: o.body,
     duration: o.durationSec,
-    connections: o.connections ?? 64,
+    connections: o.connections ?? Number(process.env.BENCH_CONNECTIONS || 64),
     pipelining: 1,
     setupClient: (client: { on: (e: string, f: (status: number) => void) => void }) => {
       client.on("response", (status: number) => {
