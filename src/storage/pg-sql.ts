@@ -7,6 +7,21 @@ import { translatePgError } from "./pg-errors.js";
 pg.types.setTypeParser(20, (v) => Number(v));
 pg.types.setTypeParser(1700, (v) => Number(v));
 
+// Statements are prepared once per connection and reused by name (the server
+// skips parsing and planning, the client sends less). Only texts seen here
+// get a name, at most PREPARED_MAX of them, so dynamically built SQL (CMS
+// filters) cannot grow the per-connection statement cache without bound.
+const PREPARED_MAX = 500;
+const prepared = new Map<string, string>();
+function statement(text: string, values: unknown[] | undefined): pg.QueryConfig {
+  let name = prepared.get(text);
+  if (name === undefined && prepared.size < PREPARED_MAX && text.length < 4000) {
+    name = `pb_${prepared.size}`;
+    prepared.set(text, name);
+  }
+  return name ? { name, text, values } : { text, values };
+}
+
 export interface PgSqlOptions {
   connectionString: string;
   /** Schema to put first on search_path (tests use one schema per file). */
@@ -36,7 +51,7 @@ function wrapClient(client: pg.PoolClient): Sql {
     kind: "postgres",
     async query<R>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
       try {
-        const r = await client.query(text, params as unknown[]);
+        const r = await client.query(statement(text, params as unknown[]));
         return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
       } catch (err) {
         throw translatePgError(err);
@@ -61,7 +76,7 @@ function wrapPool(pool: pg.Pool): Sql {
     kind: "postgres",
     async query<R>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
       try {
-        const r = await pool.query(text, params as unknown[]);
+        const r = await pool.query(statement(text, params as unknown[]));
         return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
       } catch (err) {
         throw translatePgError(err);
