@@ -12,14 +12,12 @@
 //   env DATABASE_URL (default postgres://root@127.0.0.1:5432/test),
 //   NATS_URL (default nats://127.0.0.1:4222; "" for the embedded table queue).
 import { spawn, type ChildProcess } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
 import { createContextValues, createHandlerContext, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
-import pg from "pg";
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { AnalyticsService, BatchEventsRequestSchema, RecordEventRequestSchema } from "../../gen/pulsebase/platform/v1/analytics_pb.js";
@@ -29,6 +27,7 @@ import { kConsumer, type ConsumerPrincipal } from "../../src/internal/principal.
 import { createBatchQueue } from "../../src/queue/create-queue.js";
 import type { BatchQueue } from "../../src/queue/queue.js";
 import { createPgSql } from "../../src/storage/pg-sql.js";
+import { createScratchSchema, dropScratchSchema } from "../../src/storage/scratch-schema.js";
 import { migrate } from "../../src/storage/migrate.js";
 import type { Sql } from "../../src/storage/sql.js";
 
@@ -62,11 +61,7 @@ export interface AnalyticsBenchFixture {
 }
 
 export async function setupAnalyticsBench(env: AnalyticsBenchEnv, consumerCount = 20): Promise<AnalyticsBenchFixture> {
-  const schema = `bench_analytics_${randomBytes(4).toString("hex")}`;
-  const admin = new pg.Client({ connectionString: env.databaseUrl });
-  await admin.connect();
-  await admin.query(`CREATE SCHEMA ${schema}`);
-  await admin.end();
+  const schema = await createScratchSchema(env.databaseUrl, "bench_analytics");
   const sql = createPgSql({ connectionString: env.databaseUrl, schema, max: 8 });
   await migrate(sql);
   const blobDir = await mkdtemp(join(tmpdir(), "pb-bench-blobs-"));
@@ -121,10 +116,7 @@ export async function setupAnalyticsBench(env: AnalyticsBenchEnv, consumerCount 
         await jsm.streams.delete(`${names.stream}_DLQ`).catch(() => {});
         await nc.close();
       }
-      const c = new pg.Client({ connectionString: env.databaseUrl });
-      await c.connect();
-      await c.query(`DROP SCHEMA ${schema} CASCADE`);
-      await c.end();
+      await dropScratchSchema(env.databaseUrl, schema);
     },
   };
 }

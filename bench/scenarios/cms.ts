@@ -24,7 +24,6 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
 import { createHandlerContext, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
-import pg from "pg";
 import {
   ContentService,
   GetEntryRequestSchema,
@@ -34,6 +33,7 @@ import {
 import { createCms, type Cms } from "../../src/cms/index.js";
 import { migrate } from "../../src/storage/migrate.js";
 import { createPgSql } from "../../src/storage/pg-sql.js";
+import { createScratchSchema, dropScratchSchema } from "../../src/storage/scratch-schema.js";
 import { createPgliteSql } from "../../src/storage/pglite-sql.js";
 import type { Sql } from "../../src/storage/sql.js";
 import { seedArticles } from "./cms-seed.js";
@@ -83,18 +83,10 @@ export async function setupCmsBench(env: CmsBenchEnv = {}, opts: CmsBenchOptions
   let sql: Sql;
   let dropSchema = async () => {};
   if (env.databaseUrl) {
-    const schema = `bench_cms_${randomBytes(4).toString("hex")}`;
-    const admin = new pg.Client({ connectionString: env.databaseUrl });
-    await admin.connect();
-    await admin.query(`CREATE SCHEMA ${schema}`);
-    await admin.end();
-    sql = createPgSql({ connectionString: env.databaseUrl, schema, max: 8 });
-    dropSchema = async () => {
-      const c = new pg.Client({ connectionString: env.databaseUrl });
-      await c.connect();
-      await c.query(`DROP SCHEMA ${schema} CASCADE`);
-      await c.end();
-    };
+    const url = env.databaseUrl;
+    const schema = await createScratchSchema(url, "bench_cms");
+    sql = createPgSql({ connectionString: url, schema, max: 8 });
+    dropSchema = () => dropScratchSchema(url, schema);
   } else {
     sql = await createPgliteSql();
   }

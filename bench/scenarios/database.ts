@@ -23,7 +23,6 @@ import { fileURLToPath } from "node:url";
 import { create } from "@bufbuild/protobuf";
 import { createContextValues, createHandlerContext, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { createClient } from "@libsql/client";
-import pg from "pg";
 import {
   BatchRequestSchema,
   DatabaseService,
@@ -35,6 +34,7 @@ import { jsonToValue } from "../../src/database/proto-values.js";
 import { kConsumer, kRequestId, type ConsumerPrincipal } from "../../src/internal/principal.js";
 import { migrate } from "../../src/storage/migrate.js";
 import { createPgSql } from "../../src/storage/pg-sql.js";
+import { createScratchSchema, dropScratchSchema } from "../../src/storage/scratch-schema.js";
 import { createPgliteSql } from "../../src/storage/pglite-sql.js";
 import type { Sql } from "../../src/storage/sql.js";
 
@@ -61,18 +61,10 @@ export async function setupDatabaseBench(env: DatabaseBenchEnv = {}): Promise<Da
   let sql: Sql;
   let dropSchema = async () => {};
   if (env.databaseUrl) {
-    const schema = `bench_db_${randomBytes(4).toString("hex")}`;
-    const admin = new pg.Client({ connectionString: env.databaseUrl });
-    await admin.connect();
-    await admin.query(`CREATE SCHEMA ${schema}`);
-    await admin.end();
-    sql = createPgSql({ connectionString: env.databaseUrl, schema, max: 4 });
-    dropSchema = async () => {
-      const c = new pg.Client({ connectionString: env.databaseUrl });
-      await c.connect();
-      await c.query(`DROP SCHEMA ${schema} CASCADE`);
-      await c.end();
-    };
+    const url = env.databaseUrl;
+    const schema = await createScratchSchema(url, "bench_db");
+    sql = createPgSql({ connectionString: url, schema, max: 4 });
+    dropSchema = () => dropScratchSchema(url, schema);
   } else {
     sql = await createPgliteSql();
   }

@@ -21,8 +21,8 @@ import { kConsumer, kRequestId } from "../../src/internal/principal.js";
 import { migrate } from "../../src/storage/migrate.js";
 import { createPgliteSql } from "../../src/storage/pglite-sql.js";
 import { createPgSql } from "../../src/storage/pg-sql.js";
+import { createScratchSchema, dropScratchSchema } from "../../src/storage/scratch-schema.js";
 import type { Sql } from "../../src/storage/sql.js";
-import pg from "pg";
 
 export const name = "functions";
 
@@ -181,18 +181,14 @@ async function openDb(url: string | undefined): Promise<{ sql: Sql; close(): Pro
     await migrate(sql);
     return { sql, close: () => sql.close() };
   }
-  const schema = `bench_fn_${Date.now().toString(36)}`;
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  await admin.query(`CREATE SCHEMA ${schema}`);
+  const schema = await createScratchSchema(url, "bench_fn");
   const sql = createPgSql({ connectionString: url, schema, max: 4 });
   await migrate(sql);
   return {
     sql,
     async close() {
       await sql.close();
-      await admin.query(`DROP SCHEMA ${schema} CASCADE`);
-      await admin.end();
+      await dropScratchSchema(url, schema);
     },
   };
 }

@@ -4,8 +4,6 @@
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { randomBytes } from "node:crypto";
-import pg from "pg";
 import pino from "pino";
 import { build } from "../../src/app/build.js";
 import { loadOrCreateTls } from "../../src/app/tls.js";
@@ -13,14 +11,11 @@ import { loadConfig } from "../../src/config/config.js";
 import { loadOrCreateKeys } from "../../src/identity/token-keys.js";
 import { migrate } from "../../src/storage/migrate.js";
 import { createPgSql } from "../../src/storage/pg-sql.js";
+import { createScratchSchema, dropScratchSchema } from "../../src/storage/scratch-schema.js";
 import { createModules } from "../../src/start/modules.js";
 
 const url = process.env.DATABASE_URL || "postgres://root@127.0.0.1:5432/test";
-const schema = `bench_${randomBytes(4).toString("hex")}`;
-const c = new pg.Client({ connectionString: url });
-await c.connect();
-await c.query(`CREATE SCHEMA ${schema}`);
-await c.end();
+const schema = await createScratchSchema(url, "bench");
 const dataDir = process.env.BENCH_DATA_DIR ?? (await mkdtemp(join(tmpdir(), "bench-pb-")));
 const config = loadConfig({
   ...process.env,
@@ -48,9 +43,6 @@ process.stdout.write(JSON.stringify({ ...ports, operatorToken, schema, dataDir }
 process.on("SIGTERM", async () => {
   await app.close();
   await sql.close();
-  const d = new pg.Client({ connectionString: url });
-  await d.connect();
-  await d.query(`DROP SCHEMA ${schema} CASCADE`);
-  await d.end();
+  await dropScratchSchema(url, schema);
   process.exit(0);
 });

@@ -2,10 +2,10 @@
 // (TEST_DATABASE_URL, default postgres://root@127.0.0.1:5432/test), or an
 // in-memory PGlite. Migrations are applied; drop() removes the schema.
 import { randomBytes } from "node:crypto";
-import pg from "pg";
 import { createPgSql } from "../../src/storage/pg-sql.js";
 import { createPgliteSql } from "../../src/storage/pglite-sql.js";
 import { migrate } from "../../src/storage/migrate.js";
+import { createScratchSchema, dropScratchSchema } from "../../src/storage/scratch-schema.js";
 import type { Sql } from "../../src/storage/sql.js";
 
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://root@127.0.0.1:5432/test";
@@ -30,11 +30,7 @@ export async function createTestDb(kind: "postgres" | "pglite" = "postgres"): Pr
     await migrate(sql);
     return { sql, kind, drop: () => sql.close() };
   }
-  const schema = uniqueName("pb");
-  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
-  await admin.connect();
-  await admin.query(`CREATE SCHEMA ${schema}`);
-  await admin.end();
+  const schema = await createScratchSchema(TEST_DATABASE_URL, "pb");
   const sql = createPgSql({ connectionString: TEST_DATABASE_URL, schema, max: 8 });
   await migrate(sql);
   return {
@@ -44,10 +40,7 @@ export async function createTestDb(kind: "postgres" | "pglite" = "postgres"): Pr
     url: TEST_DATABASE_URL,
     async drop() {
       await sql.close();
-      const c = new pg.Client({ connectionString: TEST_DATABASE_URL });
-      await c.connect();
-      await c.query(`DROP SCHEMA ${schema} CASCADE`);
-      await c.end();
+      await dropScratchSchema(TEST_DATABASE_URL, schema);
     },
   };
 }
