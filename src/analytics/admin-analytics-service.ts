@@ -11,7 +11,6 @@ import {
   BreadcrumbRecordSchema,
   DailyCountSchema,
   DeadLetterSchema,
-  EventDataRecordSchema,
   EventRecordSchema,
   LogAttachmentSchema,
   LogOccurrenceSchema,
@@ -26,7 +25,7 @@ import type { Sql } from "../storage/sql.js";
 import type { BlobStore } from "../blobs/blob-store.js";
 import type { BatchQueue } from "../queue/queue.js";
 import { decodePayload } from "./batch-payload.js";
-import { loadEventData, ts, type BreadcrumbRowDb, type EventDataRowDb, type EventRowDb, type LogRowDb } from "./record-views.js";
+import { eventInit, loadEventData, ts, type BreadcrumbRowDb, type EventDataRowDb, type EventRowDb, type LogRowDb } from "./record-views.js";
 
 export interface AdminAnalyticsDeps {
   sql: Sql;
@@ -135,25 +134,7 @@ function rangeFilter(fromTs: Timestamp | undefined, toTs: Timestamp | undefined,
 }
 
 function eventRecord(r: EventRowDb, data: EventDataRowDb[]): EventRecord {
-  return create(EventRecordSchema, {
-    id: BigInt(r.id),
-    appId: BigInt(r.app_id),
-    name: r.name,
-    createdAt: ts(r.created_at),
-    updatedAt: ts(r.updated_at),
-    uniqueUsers: BigInt(r.unique_users),
-    occurrences: BigInt(r.occurrences),
-    eventData: data.map((d) =>
-      create(EventDataRecordSchema, {
-        id: String(d.id),
-        key: d.key,
-        value: d.value,
-        createdAt: ts(d.created_at),
-        updatedAt: ts(d.updated_at),
-        occurrences: BigInt(d.occurrences),
-      }),
-    ),
-  });
+  return create(EventRecordSchema, { ...eventInit(r, data), appId: BigInt(r.app_id) });
 }
 
 function logRecord(r: LogRowDb): LogRecord {

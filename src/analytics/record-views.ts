@@ -4,7 +4,6 @@ import { create, type JsonObject } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   BreadcrumbSchema,
-  EventDataSchema,
   EventSchema,
   LogSchema,
   type Breadcrumb,
@@ -85,25 +84,28 @@ export async function loadEventData(sql: Sql, eventIds: number[]): Promise<Map<n
   return out;
 }
 
-export function eventMessage(row: EventRowDb, data: EventDataRowDb[]): Event {
-  return create(EventSchema, {
+/** The fields an event has on the device API and in the operator API alike. */
+export function eventInit(row: EventRowDb, data: EventDataRowDb[]) {
+  return {
     id: BigInt(row.id),
     name: row.name,
     createdAt: ts(row.created_at),
     updatedAt: ts(row.updated_at),
     uniqueUsers: BigInt(row.unique_users),
     occurrences: BigInt(row.occurrences),
-    eventData: data.map((d) =>
-      create(EventDataSchema, {
-        id: String(d.id),
-        key: d.key,
-        value: d.value,
-        createdAt: ts(d.created_at),
-        updatedAt: ts(d.updated_at),
-        occurrences: BigInt(d.occurrences),
-      }),
-    ),
-  });
+    eventData: data.map((d) => ({
+      id: String(d.id),
+      key: d.key,
+      value: d.value,
+      createdAt: ts(d.created_at),
+      updatedAt: ts(d.updated_at),
+      occurrences: BigInt(d.occurrences),
+    })),
+  };
+}
+
+export function eventMessage(row: EventRowDb, data: EventDataRowDb[]): Event {
+  return create(EventSchema, eventInit(row, data));
 }
 
 export function logMessage(r: LogRowDb): Log {
