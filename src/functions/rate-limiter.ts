@@ -1,11 +1,8 @@
 // Invocation rate limits shared by every server process: one token bucket
 // row per key in PostgreSQL (function_rate_buckets), refilled continuously
 // at limit/60 tokens per second up to `limit` (a burst of one minute's
-// allowance). One statement per invocation takes a token from every bucket
-// that applies (application and function) and says which allowed it; the
-// database clock is the only clock, so processes never disagree. A denied
-// call takes no token; when one bucket allows and another denies, the
-// allowing one keeps its token spent (documented).
+// allowance); the database clock is the only clock, so processes never
+// disagree.
 import type { Sql } from "../storage/sql.js";
 
 export interface Bucket {
@@ -20,46 +17,8 @@ export interface RateLimiter {
   take(buckets: Bucket[]): Promise<TakeResult>;
 }
 
-const AVAIL = `LEAST(EXCLUDED.tokens + 1,
-  b.tokens + GREATEST(0, EXTRACT(EPOCH FROM (EXCLUDED.updated_at - b.updated_at))) * (EXCLUDED.tokens + 1) / 60.0)`;
-
-// A new row starts full minus this call's token; EXCLUDED.tokens + 1 is the
-// bucket's capacity (the current limit, so a plan change applies at once).
-const TAKE_SQL = `
-INSERT INTO function_rate_buckets AS b (key, tokens, allowed, updated_at)
-SELECT u.k, u.c - 1, true, clock_timestamp() FROM unnest($1::text[], $2::float8[]) AS u(k, c)
-ON CONFLICT (key) DO UPDATE SET
-  tokens = CASE WHEN ${AVAIL} >= 1 THEN ${AVAIL} - 1 ELSE ${AVAIL} END,
-  allowed = ${AVAIL} >= 1,
-  updated_at = EXCLUDED.updated_at
-RETURNING key, allowed, tokens`;
-
-export function createPgRateLimiter(sql: Sql): RateLimiter {
-  return {
-    async take(buckets) {
-      // Sorted so concurrent statements lock rows in one order (no deadlock).
-      const active = buckets.filter((b) => b.perMinute > 0).sort((a, b) => (a.key < b.key ? -1 : 1));
-      if (active.length === 0) return { allowed: true };
-      const r = await sql.query<{ key: string; allowed: boolean; tokens: number }>(TAKE_SQL, [
-        active.map((b) => b.key),
-        active.map((b) => b.perMinute),
-      ]);
-      let worst: { key: string; retryAfterSeconds: number } | undefined;
-      for (const row of r.rows) {
-        if (row.allowed) continue;
-        const limit = active.find((b) => b.key === row.key)!.perMinute;
-        const wait = Math.max(1, Math.ceil(((1 - Number(row.tokens)) * 60) / limit));
-        if (!worst || wait > worst.retryAfterSeconds) worst = { key: row.key, retryAfterSeconds: wait };
-      }
-      return worst ? { allowed: false, ...worst } : { allowed: true };
-    },
-  };
-}
-
-// --- Leased limiter -------------------------------------------------------
-// The exact limiter above costs a statement (and a row lock on one hot row)
-// per invocation. The leased limiter takes tokens from the same buckets in
-// small batches (a tenth of a second of refill, at most 500) and spends them
+// A statement (and a row lock on one hot row) per invocation would cap a busy
+// function, so each process takes tokens from the buckets in small batches (a tenth of a second of refill, at most 500) and spends them
 // locally, so a busy function costs one statement per batch. The limit still
 // holds across processes: a token is only ever spent after the bucket gave
 // it. Leased tokens not used within LEASE_MS are dropped (never returned),

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDb, uniqueName, type TestDb } from "../helpers/db.js";
 import { createPgSql } from "../../src/storage/pg-sql.js";
 import type { Sql } from "../../src/storage/sql.js";
-import { createPgRateLimiter } from "../../src/functions/rate-limiter.js";
+import { createLeasedRateLimiter } from "../../src/functions/rate-limiter.js";
 
 let db: TestDb;
 let second: Sql;
@@ -19,12 +19,11 @@ afterAll(async () => {
 });
 
 describe("shared rate limiter", () => {
-  it("allows exactly the limit across two processes hammering concurrently", async () => {
-    const a = createPgRateLimiter(db.sql);
-    const b = createPgRateLimiter(second);
-    const key = uniqueName("app");
-    const calls = Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).take([{ key, perMinute: 12 }]));
-    const results = await Promise.all(calls);
+  it("never allows more than the limit across two processes", async () => {
+    const a = createLeasedRateLimiter(db.sql);
+    const b = createLeasedRateLimiter(second);
+    const key = uniqueName("lease");
+    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).take([{ key, perMinute: 12 }])));
     expect(results.filter((r) => r.allowed)).toHaveLength(12);
     const denied = results.find((r) => !r.allowed);
     expect(denied).toMatchObject({ allowed: false, key });
@@ -33,25 +32,8 @@ describe("shared rate limiter", () => {
     expect(!denied!.allowed && denied!.retryAfterSeconds).toBeLessThanOrEqual(5);
   });
 
-  it("applies the application and the function buckets together; unlimited touches nothing", async () => {
-    const a = createPgRateLimiter(db.sql);
-    const b = createPgRateLimiter(second);
-    const app = uniqueName("app");
-    const f1 = uniqueName("fn");
-    const f2 = uniqueName("fn");
-    expect(await a.take([{ key: app, perMinute: 5 }, { key: f1, perMinute: 2 }])).toEqual({ allowed: true });
-    expect(await b.take([{ key: app, perMinute: 5 }, { key: f1, perMinute: 2 }])).toEqual({ allowed: true });
-    expect(await a.take([{ key: app, perMinute: 5 }, { key: f1, perMinute: 2 }])).toMatchObject({ allowed: false, key: f1 });
-    // Another function of the same app still has room until the app's bucket runs out.
-    for (let i = 0; i < 2; i++) expect((await b.take([{ key: app, perMinute: 5 }, { key: f2, perMinute: 0 }])).allowed).toBe(true);
-    expect(await a.take([{ key: app, perMinute: 5 }, { key: f2, perMinute: 0 }])).toMatchObject({ allowed: false, key: app });
-    expect(await a.take([{ key: uniqueName("x"), perMinute: 0 }])).toEqual({ allowed: true });
-    const rows = await db.sql.query("SELECT key FROM function_rate_buckets WHERE key = $1", [f2]);
-    expect(rows.rows).toHaveLength(0);
-  });
-
-  it("refills over time", async () => {
-    const a = createPgRateLimiter(db.sql);
+  it("refills over time; unlimited touches nothing", async () => {
+    const a = createLeasedRateLimiter(db.sql);
     const key = uniqueName("slow");
     // 60/min = one token per second; start with an empty bucket.
     await db.sql.query("INSERT INTO function_rate_buckets (key, tokens, allowed, updated_at) VALUES ($1, 0, false, clock_timestamp())", [key]);
@@ -59,23 +41,12 @@ describe("shared rate limiter", () => {
     await new Promise((r) => setTimeout(r, 1100));
     expect((await a.take([{ key, perMinute: 60 }])).allowed).toBe(true);
     expect((await a.take([{ key, perMinute: 60 }])).allowed).toBe(false);
-  });
-});
-
-describe("leased rate limiter (the one the server uses)", () => {
-  it("never allows more than the limit across two processes", async () => {
-    const { createLeasedRateLimiter } = await import("../../src/functions/rate-limiter.js");
-    const a = createLeasedRateLimiter(db.sql);
-    const b = createLeasedRateLimiter(second);
-    const key = uniqueName("lease");
-    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).take([{ key, perMinute: 12 }])));
-    expect(results.filter((r) => r.allowed)).toHaveLength(12);
-    const denied = results.find((r) => !r.allowed);
-    expect(denied).toMatchObject({ allowed: false, key });
+    const free = uniqueName("x");
+    expect(await a.take([{ key: free, perMinute: 0 }])).toEqual({ allowed: true });
+    expect((await db.sql.query("SELECT key FROM function_rate_buckets WHERE key = $1", [free])).rows).toHaveLength(0);
   });
 
   it("spends a high limit locally with one statement per batch of tokens", async () => {
-    const { createLeasedRateLimiter } = await import("../../src/functions/rate-limiter.js");
     let statements = 0;
     const counting = { ...db.sql, query: (t: string, p?: readonly unknown[]) => { statements++; return db.sql.query(t, p); } } as Sql;
     const a = createLeasedRateLimiter(counting);
@@ -86,7 +57,6 @@ describe("leased rate limiter (the one the server uses)", () => {
   });
 
   it("does not spend a token of one bucket when the other refuses", async () => {
-    const { createLeasedRateLimiter } = await import("../../src/functions/rate-limiter.js");
     const a = createLeasedRateLimiter(db.sql);
     const app = uniqueName("app");
     const fn = uniqueName("fn");
