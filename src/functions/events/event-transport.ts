@@ -2,7 +2,6 @@
 // transports with one contract: JetStream (NATS_URL set; any number of
 // processes) and a PostgreSQL table (the embedded default, no external
 // server). Both keep each lane in order with one change in flight per lane.
-import { randomUUID } from "node:crypto";
 import { headers as natsHeaders, nanos, type NatsConnection } from "@nats-io/transport-node";
 import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } from "@nats-io/jetstream";
 import type { Sql } from "../../storage/sql.js";
@@ -201,5 +200,3 @@ function safeParse(s: string): unknown {
 function isEvent(v: unknown): v is FunctionEvent {
   return typeof v === "object" && v !== null && typeof (v as FunctionEvent).id === "string";
 }
-
-export const newCmsEventId = () => `cms:${randomUUID()}`;

@@ -16,8 +16,9 @@
 //     and the stream moves on. Delivery is at least once: a process that
 //     dies mid-change leaves it unacknowledged and it is delivered again.
 // CMS changes enter through emitCmsChange (called by the CMS authoring side).
+import { randomUUID } from "node:crypto";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetStreamTransport, newCmsEventId, sqlTransport, type EventTransport, type TransportMessage } from "./event-transport.js";
+import { jetStreamTransport, sqlTransport, type EventTransport, type TransportMessage } from "./event-transport.js";
 import type { Sql } from "../../storage/sql.js";
 import type { FunctionStore } from "../function-store.js";
 import type { FunctionRuntime } from "../function-runtime.js";
@@ -283,7 +284,7 @@ export function createEventWorker(deps: {
       if (triggers.length === 0) return;
       await ensure();
       await publish({
-        id: newCmsEventId(),
+        id: `cms:${randomUUID()}`,
         source: "cms",
         app_id: appId,
         collection: change.collection,
