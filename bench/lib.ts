@@ -2,14 +2,18 @@
 // load generator runs on the other), an HTTP/1.1 load (autocannon) and an
 // HTTP/2 load (src/load/h2-load.ts), and the result table.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import autocannon from "autocannon";
 import { h2Load, type LoadResult } from "../src/load/h2-load.js";
 
+/** A load result with the server's CPU time per answered request, when known. */
+export type BenchResult = LoadResult & { cpuUsPerReq?: number };
+
 export interface Row {
   scenario: string;
   transport: string;
-  result: LoadResult;
+  result: BenchResult;
   /** Name of the baseline row this one is compared with. */
   baseline?: string;
   note?: string;
@@ -17,9 +21,14 @@ export interface Row {
 
 const hasTaskset = spawnSync("taskset", ["--version"]).status === 0;
 
-/** Starts `node --import tsx <file>` on core 0; resolves with its first stdout JSON line. */
+/**
+ * Starts `node --import tsx <file>` on core 0; resolves with its first stdout
+ * JSON line. With BENCH_CPU_PROF=<dir> the servers write V8 CPU profiles
+ * there when they stop (open them in Chrome DevTools or speedscope).
+ */
 export async function startServer<T>(file: string, env: Record<string, string> = {}): Promise<{ info: T; child: ChildProcess }> {
-  const args = ["--import", "tsx", file];
+  const prof = process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const args = [...prof, "--import", "tsx", file];
   const child = hasTaskset
     ? spawn("taskset", ["-c", "0", process.execPath, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] })
     : spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
@@ -28,7 +37,47 @@ export async function startServer<T>(file: string, env: Record<string, string> =
     rl.once("line", (l) => resolve(JSON.parse(l) as T));
     child.once("exit", (code) => reject(new Error(`${file} exited with ${code}`)));
   });
+  const port = (info as { https?: unknown }).https;
+  if (typeof port === "number" && child.pid) serverPids.set(String(port), child.pid);
   return { info, child };
+}
+
+// Server CPU per request: this machine is shared, so requests/s move with
+// other load while the CPU a request costs the server moves much less.
+const serverPids = new Map<string, number>();
+const TICK_MS = 1000 / (Number(spawnSync("getconf", ["CLK_TCK"]).stdout?.toString().trim()) || 100);
+
+/** utime + stime of a process and all its descendants (engine processes, workers), in ms. */
+function treeCpuMs(root: number): number {
+  const stats: { pid: number; ppid: number; ms: number }[] = [];
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const st = readFileSync(`/proc/${d}/stat`, "utf8");
+      const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
+      stats.push({ pid: Number(d), ppid: Number(f[1]), ms: (Number(f[11]) + Number(f[12])) * TICK_MS });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const tree = new Set([root]);
+  let grew = true;
+  while (grew) {
+    grew = false;
+    for (const p of stats) if (!tree.has(p.pid) && tree.has(p.ppid)) (tree.add(p.pid), (grew = true));
+  }
+  return stats.filter((p) => tree.has(p.pid)).reduce((a, p) => a + p.ms, 0);
+}
+
+/** Runs a load and adds the server's CPU per request (when the URL's server was started here, on Linux). */
+async function withServerCpu(url: string, run: () => Promise<LoadResult>): Promise<BenchResult> {
+  const pid = serverPids.get(new URL(url).port);
+  if (!pid || !existsSync("/proc/self/stat")) return run();
+  const before = treeCpuMs(pid);
+  const r = await run();
+  const ms = treeCpuMs(pid) - before;
+  const answered = Object.values(r.statuses).reduce((a, n) => a + n, 0) || r.requests;
+  return { ...r, cpuUsPerReq: answered ? (ms * 1000) / answered : undefined };
 }
 
 export async function stopServer(child: ChildProcess): Promise<void> {
@@ -52,7 +101,11 @@ export interface H1Options {
   ok?: (status: number) => boolean;
 }
 
-export async function h1Load(o: H1Options): Promise<LoadResult> {
+export function h1Load(o: H1Options): Promise<BenchResult> {
+  return withServerCpu(o.url, () => h1LoadRaw(o));
+}
+
+async function h1LoadRaw(o: H1Options): Promise<LoadResult> {
   const ok = o.ok ?? ((s: number) => s >= 200 && s < 300);
   const statuses: Record<string, number> = {};
   const r = await autocannon({
@@ -83,8 +136,8 @@ export async function h1Load(o: H1Options): Promise<LoadResult> {
   };
 }
 
-export async function h2(o: { url: string; path: string; method?: string; headers?: Record<string, string>; body?: Uint8Array; durationSec: number; ok?: (s: number) => boolean }): Promise<LoadResult> {
-  return h2Load({ url: o.url, path: o.path, method: o.method, headers: o.headers, body: o.body, connections: 4, streams: 16, durationMs: o.durationSec * 1000, insecure: true, ok: o.ok });
+export async function h2(o: { url: string; path: string; method?: string; headers?: Record<string, string>; body?: Uint8Array; durationSec: number; ok?: (s: number) => boolean }): Promise<BenchResult> {
+  return withServerCpu(o.url, () => h2Load({ url: o.url, path: o.path, method: o.method, headers: o.headers, body: o.body, connections: 4, streams: 16, durationMs: o.durationSec * 1000, insecure: true, ok: o.ok }));
 }
 
 export function printTable(rows: Row[]): void {
@@ -93,6 +146,7 @@ export function printTable(rows: Row[]): void {
     const base = r.baseline ? byName.get(r.baseline) : undefined;
     const ratio = base ? (r.result.rps / base.result.rps).toFixed(2) : "";
     const overheadUs = base ? ((r.result.p50Ms - base.result.p50Ms) * 1000).toFixed(0) : "";
+    const cpu = r.result.cpuUsPerReq;
     return [
       r.scenario,
       r.transport,
@@ -101,13 +155,14 @@ export function printTable(rows: Row[]): void {
       r.result.p99Ms.toFixed(2),
       ratio,
       overheadUs,
+      cpu === undefined ? "" : cpu.toFixed(0),
       String(r.result.errors),
       r.note ?? "",
     ];
   });
-  const head = ["scenario", "transport", "req/s", "p50 ms", "p99 ms", "x baseline", "p50 +us", "errors", "note"];
+  const head = ["scenario", "transport", "req/s", "p50 ms", "p99 ms", "x baseline", "p50 +us", "cpu us/req", "errors", "note"];
   const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
-  const fmt = (cols: string[]) => cols.map((c, i) => (i < 2 || i === 8 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  const fmt = (cols: string[]) => cols.map((c, i) => (i < 2 || i === 9 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
   console.log("\n" + fmt(head));
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
   for (const l of lines) console.log(fmt(l));
@@ -142,7 +197,11 @@ export async function inProcessLoad(fn: () => Promise<unknown>, inFlight: number
  * One request at a time on one keep-alive connection, timed in microseconds
  * (autocannon reports whole milliseconds): the per-request cost of a path.
  */
-export async function seqLoad(o: { url: string; method?: string; headers?: Record<string, string>; body?: string; durationSec: number }): Promise<LoadResult> {
+export function seqLoad(o: { url: string; method?: string; headers?: Record<string, string>; body?: string; durationSec: number }): Promise<BenchResult> {
+  return withServerCpu(o.url, () => seqLoadRaw(o));
+}
+
+async function seqLoadRaw(o: { url: string; method?: string; headers?: Record<string, string>; body?: string; durationSec: number }): Promise<LoadResult> {
   const { Pool } = await import("undici");
   const u = new URL(o.url);
   const pool = new Pool(u.origin, { connections: 1, connect: { rejectUnauthorized: false } });

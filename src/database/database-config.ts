@@ -34,6 +34,8 @@ export interface DatabaseConfig {
   engineProcesses?: number;
   /** How long the query path may use a cached app -> database lookup (default 1000 ms). */
   linkCacheMs?: number;
+  /** Serve point reads of embedded databases in the service process (default true; see point-reader.ts). */
+  pointReads?: boolean;
   /** Time limit of the remote server check during provisioning (default 5000 ms). */
   remoteCheckTimeoutMs?: number;
 }

@@ -12,7 +12,8 @@ import { checkRemote, provisionEmbedded, removeEmbedded } from "./provisioner.js
 
 export interface DatabaseManagerDeps {
   store: DatabaseStore;
-  pool: EnginePool;
+  /** Closes every connection to an embedded file before it is removed. */
+  files: Pick<EnginePool, "closeFile">;
   /** Its client of a deleted remote database is closed. */
   remote?: RemoteExecutor;
   dataDir: string;
@@ -88,7 +89,7 @@ export function createDatabaseManager(deps: DatabaseManagerDeps): DatabaseManage
     if (db.status !== "deleting" || db.linkedAppIds.length > 0) return db;
     if (db.kind === "embedded" && db.filePath) {
       const path = join(deps.dataDir, db.filePath);
-      await deps.pool.closeFile(path);
+      await deps.files.closeFile(path);
       await removeEmbedded(path);
     }
     if (db.kind === "remote") deps.remote?.forget(db.id);

@@ -12,6 +12,7 @@ import { createDatabaseManager, type DatabaseManager } from "./database-manager.
 import { createDatabaseStore, type DatabaseStore } from "./database-store.js";
 import { EnginePool } from "./engine-pool.js";
 import { createDatabaseServiceImpl } from "./platform-service.js";
+import { PointReader } from "./point-reader.js";
 import { createQueryRunner, type QueryRunner } from "./query-runner.js";
 import { RemoteExecutor } from "./remote-executor.js";
 
@@ -33,10 +34,16 @@ export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: 
   const store = createDatabaseStore(deps.sql);
   const pool = new EnginePool({ processes: config.engineProcesses, timeoutMs: limits.queryTimeoutMs });
   const remote = new RemoteExecutor();
-  const runner = createQueryRunner({ store, pool, remote, dataDir: config.dataDir, limits, linkCacheMs: config.linkCacheMs });
+  const reader = config.pointReads === false ? undefined : new PointReader();
+  const runner = createQueryRunner({ store, pool, reader, remote, dataDir: config.dataDir, limits, linkCacheMs: config.linkCacheMs });
   const manager = createDatabaseManager({
     store,
-    pool,
+    files: {
+      async closeFile(path) {
+        reader?.close(path);
+        await pool.closeFile(path);
+      },
+    },
     remote,
     dataDir: config.dataDir,
     remoteCheckTimeoutMs: config.remoteCheckTimeoutMs,
@@ -51,6 +58,7 @@ export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: 
     admin: createDatabaseAdminServiceImpl({ manager }),
     async close() {
       remote.close();
+      reader?.closeAll();
       await pool.close();
     },
   };

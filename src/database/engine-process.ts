@@ -10,7 +10,9 @@
 import { existsSync } from "node:fs";
 import { Socket } from "node:net";
 import Database from "libsql";
-import type { EngineMessage, EngineReply, EngineRequest, EngineResult, EngineValue } from "./engine-protocol.js";
+import type { EngineMessage, EngineReply, EngineRequest, EngineResult } from "./engine-protocol.js";
+// a runtime import under type stripping names the .ts file itself
+import { bindable, readRows, type ReadBudget } from "./engine-values.ts";
 
 type Db = InstanceType<typeof Database>;
 type Stmt = ReturnType<Db["prepare"]>;
@@ -94,35 +96,7 @@ function prepare(conn: Conn, sql: string): Stmt {
   return st;
 }
 
-/** Binds integers as INTEGER (libsql binds every JS number as REAL). */
-function bindable(args: EngineValue[]): unknown[] {
-  return args.map((v) => (typeof v === "number" && Number.isSafeInteger(v) ? BigInt(v) : v));
-}
-
-const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
-const MIN_SAFE = -MAX_SAFE;
-
-/** DECISIONS 18: safe integers and floats are numbers, other integers decimal strings, blobs base64. */
-function encode(v: unknown): EngineValue {
-  if (v === null || v === undefined) return null;
-  if (typeof v === "bigint") return v >= MIN_SAFE && v <= MAX_SAFE ? Number(v) : v.toString();
-  if (typeof v === "number") return Number.isFinite(v) ? v : v > 0 ? "Infinity" : v < 0 ? "-Infinity" : null;
-  if (typeof v === "string") return v;
-  if (v instanceof Uint8Array) return Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64");
-  return String(v);
-}
-
-/** Approximate JSON size of a raw value, known before encoding it (a huge blob is never base64-encoded). */
-function sizeOf(v: unknown): number {
-  if (v === null || v === undefined) return 4;
-  if (typeof v === "string") return v.length + 2;
-  if (v instanceof Uint8Array) return Math.ceil(v.byteLength / 3) * 4 + 2;
-  return 8;
-}
-
-class LimitError extends Error {}
-
-function runOne(conn: Conn, s: EngineRequest["statements"][number], req: EngineRequest, budget: { bytes: number }): EngineResult {
+function runOne(conn: Conn, s: EngineRequest["statements"][number], req: EngineRequest, budget: ReadBudget): EngineResult {
   const st = prepare(conn, s.sql);
   const args = bindable(s.args);
   if (!st.reader) {
@@ -130,17 +104,7 @@ function runOne(conn: Conn, s: EngineRequest["statements"][number], req: EngineR
     return { columns: [], rows: [], rowsRead: 0, rowsWritten: info.changes };
   }
   const columns = st.columns().map((c) => c.name);
-  const rows: EngineValue[][] = [];
-  for (const raw of st.iterate(args) as Iterable<unknown[]>) {
-    if (rows.length >= req.maxRows) {
-      throw new LimitError(`result too large: more than ${req.maxRows} rows; use LIMIT and OFFSET to page`);
-    }
-    for (const v of raw) budget.bytes -= sizeOf(v);
-    if (budget.bytes < 0) {
-      throw new LimitError(`result too large: more than ${req.maxBytes} bytes in this response; select fewer rows or columns`);
-    }
-    rows.push(raw.map(encode));
-  }
+  const rows = readRows(st, args, req.maxRows, req.maxBytes, budget);
   let rowsWritten = 0;
   if (s.verb === "INSERT" || s.verb === "UPDATE" || s.verb === "DELETE") {
     rowsWritten = Number((prepare(conn, "SELECT changes()").get([]) as unknown[])[0]);
@@ -160,7 +124,7 @@ function run(req: EngineRequest): EngineReply {
     return { id: req.id, ok: false, fatal: message(e) };
   }
   const results: EngineResult[] = [];
-  const budget = { bytes: req.maxBytes };
+  const budget: ReadBudget = { bytes: req.maxBytes };
   const db = conn.db;
   try {
     if (req.transaction) {
@@ -200,6 +164,8 @@ function run(req: EngineRequest): EngineReply {
     } catch {
       closeConn(req.path, conn);
     }
+    // a cursor left open pins this connection's snapshot (engine-values.ts)
+    if (budget.abandoned && conns.get(req.path) === conn) closeConn(req.path, conn);
     if (req.mayUseTemp && conns.get(req.path) === conn) {
       try {
         const temp = prepare(conn, "SELECT 1 FROM temp.sqlite_schema LIMIT 1").get([]);

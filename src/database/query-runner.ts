@@ -9,6 +9,7 @@ import { DEFAULT_DATABASE_LIMITS, type DatabaseLimits } from "./database-config.
 import type { DatabaseStore, LinkedDatabase } from "./database-store.js";
 import { EngineFailure, EngineTimeoutError, type EnginePool } from "./engine-pool.js";
 import type { EngineResult, EngineStatement } from "./engine-protocol.js";
+import { pointReadShape, type PointReader, type PointShape } from "./point-reader.js";
 import type { RemoteExecutor } from "./remote-executor.js";
 import { checkStatement, firstWord, type GuardVerdict } from "./sql-guard.js";
 import { bindParams, paramSlots, toArg, type JsonParams, type ParamSlots } from "./sql-params.js";
@@ -23,6 +24,8 @@ export interface StatementInput {
 export interface QueryRunnerDeps {
   store: DatabaseStore;
   pool: EnginePool;
+  /** Serves point reads of embedded databases in this process (optional). */
+  reader?: PointReader;
   remote: RemoteExecutor;
   dataDir: string;
   limits?: Partial<DatabaseLimits>;
@@ -43,11 +46,13 @@ interface Planned extends EngineStatement {
   field: string;
   index: number;
   verdict: GuardVerdict;
+  /** Set when the statement has a point read's shape (see point-reader.ts). */
+  point: PointShape | undefined;
 }
 
 /** What the service learns from one sql string alone; cached by text. */
 interface Analysis {
-  statements: { sql: string; verb: string; verdict: GuardVerdict }[];
+  statements: { sql: string; verb: string; verdict: GuardVerdict; point: PointShape | undefined }[];
   slots: ParamSlots[] | string;
 }
 
@@ -70,7 +75,12 @@ function analyse(sql: string): Analysis {
     slots.push(slot);
   }
   const a: Analysis = {
-    statements: split.map((s) => ({ sql: s.sql, verb: firstWord(s.tokens) ?? "", verdict: checkStatement(s.sql, s.tokens) })),
+    statements: split.map((s) => ({
+      sql: s.sql,
+      verb: firstWord(s.tokens) ?? "",
+      verdict: checkStatement(s.sql, s.tokens),
+      point: split.length === 1 ? pointReadShape(s.tokens) : undefined,
+    })),
     slots,
   };
   if (sql.length <= ANALYSIS_CACHE_MAX_SQL) {
@@ -161,7 +171,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
         return;
       }
       a.statements.forEach((s, k) => {
-        out.push({ sql: s.sql, args: bound[k]!, verb: s.verb, field: sqlField, index: i, verdict: s.verdict });
+        out.push({ sql: s.sql, args: bound[k]!, verb: s.verb, field: sqlField, index: i, verdict: s.verdict, point: s.point });
       });
     });
     if (out.length > limits.maxStatements) {
@@ -187,9 +197,15 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
     const statements: EngineStatement[] = planned.map((p) => ({ sql: p.sql, args: p.args, verb: p.verb }));
     try {
       if (db.kind === "embedded") {
+        const path = join(deps.dataDir, db.filePath ?? "");
+        const point = planned.length === 1 && !transaction ? planned[0]!.point : undefined;
+        if (point !== undefined && deps.reader) {
+          const r = deps.reader.tryRun(path, statements[0]!, point, limits.maxRows, limits.maxResultBytes);
+          if (r) return [r];
+        }
         return await deps.pool.run(
           {
-            path: join(deps.dataDir, db.filePath ?? ""),
+            path,
             statements,
             transaction,
             mayUseTemp: planned.some((p) => /temp/i.test(p.sql)),

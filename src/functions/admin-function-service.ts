@@ -1,8 +1,9 @@
 // pulsebase.admin.v1.FunctionService: the operator API for functions.
-import { create, fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
+import { create, fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {
+  FunctionDeadLetterSchema,
   FunctionSchema,
   FunctionService,
   FunctionVersionSchema,
@@ -23,6 +24,7 @@ import type { FunctionsConfig } from "./config.js";
 import { listInvocations, NotFound, type FunctionRow, type FunctionStore, type Settings, type TriggerRow } from "./function-store.js";
 import type { FunctionRuntime } from "./function-runtime.js";
 import type { InvocationRecorder } from "./invocation-recorder.js";
+import type { DeadLetterStore, StoredDeadLetter } from "./events/event-transport.js";
 
 export interface AdminFunctionServiceDeps {
   sql: Sql;
@@ -31,6 +33,8 @@ export interface AdminFunctionServiceDeps {
   runtime: FunctionRuntime;
   recorder: InvocationRecorder;
   config: FunctionsConfig;
+  /** The event worker's dead letters; unset when event triggers are not configured. */
+  deadLetters?: DeadLetterStore;
 }
 
 export const MAX_CODE_BYTES = 1024 * 1024;
@@ -68,6 +72,24 @@ function toTrigger(row: TriggerRow): Trigger {
     target: row.target ?? "",
     operations: row.operations ?? [],
     createdAt: timestampFromDate(new Date(row.created_at)),
+  });
+}
+
+function toDeadLetter(d: StoredDeadLetter) {
+  const ev = d.event;
+  return create(FunctionDeadLetterSchema, {
+    id: d.id,
+    appId: BigInt(d.appId),
+    functionId: BigInt(d.functionId),
+    triggerId: BigInt(d.triggerId),
+    eventId: ev?.id ?? "",
+    source: ev?.source ?? "",
+    target: (ev?.source === "cms" ? ev.collection : ev?.table) ?? "",
+    operation: ev?.operation ?? "",
+    event: ev ? (ev as unknown as JsonObject) : undefined,
+    attempts: d.attempts,
+    lastError: d.error,
+    deadLetteredAt: timestampFromDate(d.deadAt),
   });
 }
 
@@ -111,6 +133,18 @@ function pageToken(t: string): number {
 
 export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): ServiceImpl<typeof FunctionService> {
   const { sql, store, sandbox, runtime, recorder, config } = deps;
+
+  function deadLetterStore(): DeadLetterStore {
+    if (!deps.deadLetters) throw appError("failed_precondition", "Event triggers are not configured in this process.");
+    return deps.deadLetters;
+  }
+  /** The function filter of the dead-letter calls: 0, or a function of the application. */
+  async function functionFilter(appId: number, functionId: bigint): Promise<number> {
+    if (functionId === 0n) return 0;
+    const row = await store.get(Number(functionId));
+    if (!row || Number(row.app_id) !== appId) throw appError("not_found", "No such function in this application.", { fields: { function_id: ["No such function in this application."] } });
+    return row.id;
+  }
 
   async function mustGet(id: bigint | number): Promise<FunctionRow> {
     const row = await store.get(Number(id));
@@ -365,6 +399,22 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
         ),
         nextPageToken: rows.length > limit ? String(page[page.length - 1]!.id) : "",
       };
+    },
+
+    async listFunctionDeadLetters(req) {
+      const appId = Number(req.appId);
+      await planOf(appId);
+      const functionId = await functionFilter(appId, req.functionId);
+      const page = await deadLetterStore().listDeadLetters({ appId, functionId, pageSize: pageSize(req.pageSize), pageToken: req.pageToken });
+      return { deadLetters: page.entries.map(toDeadLetter), nextPageToken: page.nextPageToken };
+    },
+
+    async replayFunctionDeadLetters(req) {
+      const appId = Number(req.appId);
+      await planOf(appId);
+      const functionId = await functionFilter(appId, req.functionId);
+      const replayed = await deadLetterStore().replayDeadLetters(appId, { ...(req.ids.length > 0 ? { ids: req.ids } : {}), functionId });
+      return { replayed };
     },
   };
 }

@@ -72,7 +72,7 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
     : undefined;
   return {
     invokeService: createFunctionInvokeServiceImpl({ runtime }),
-    adminService: createAdminFunctionServiceImpl({ sql: deps.sql, store, sandbox, runtime, recorder, config }),
+    adminService: createAdminFunctionServiceImpl({ sql: deps.sql, store, sandbox, runtime, recorder, config, deadLetters: events }),
     runtime,
     store,
     sandbox,
@@ -83,6 +83,7 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
     emitCmsChange: (appId, change) => (events ? events.emitCmsChange(appId, change) : Promise.resolve()),
     async close() {
       await events?.stop();
+      deps.events?.capture.close?.();
       await recorder.close();
       sandbox.close();
     },

@@ -4,13 +4,16 @@
 // drains that table in seq order. Rows are captured as JSON objects of their
 // columns (blob values as hex strings). The column list is read when the
 // trigger is installed, so the worker re-installs periodically to follow
-// ALTER TABLE.
+// ALTER TABLE. The same SQL runs on embedded files and remote libSQL
+// servers: ChangeCaptureDb is the executor (database-capture.ts).
 import type { FunctionDbResult, FunctionDbStatement } from "../function-db.js";
 
 /** Privileged access to an application's libSQL database (no SQL guard). */
 export interface ChangeCaptureDb {
   /** Runs the statements as the service, in one transaction, in order. */
   serviceBatch(appId: number, statements: FunctionDbStatement[]): Promise<FunctionDbResult[]>;
+  /** Releases connections (remote clients); called when the functions module closes. */
+  close?(): void;
 }
 
 export const CHANGE_TABLE = "_pulsebase_changes";

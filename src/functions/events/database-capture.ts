@@ -1,8 +1,11 @@
-// ChangeCaptureDb over the database module (src/database): statements run on
-// the application's linked embedded database through the engine pool,
-// without the /api/db guard (the service installs SQLite triggers and reads
-// pragma_table_info). Remote (libsql://) databases are not captured: their
-// changes do not pass through this service.
+// ChangeCaptureDb over the database module (src/database): the capture
+// statements run on the application's linked database without the /api/db
+// guard (the service installs SQLite triggers and reads pragma_table_info).
+// Embedded files go through the engine pool; remote databases (sqld, Turso)
+// through @libsql/client (libsql-capture.ts). The capture SQL and the
+// drainer are the same for both: the triggers live in the database itself,
+// so every write is captured, also writes that do not pass through this
+// service (another client of a remote database).
 import { join } from "node:path";
 import { appError } from "../../internal/errors.js";
 import { DEFAULT_DATABASE_LIMITS } from "../../database/database-config.js";
@@ -11,6 +14,7 @@ import type { EnginePool } from "../../database/engine-pool.js";
 import type { EngineValue } from "../../database/engine-protocol.js";
 import type { FunctionDbResult } from "../function-db.js";
 import type { ChangeCaptureDb } from "./change-capture.js";
+import { createLibsqlCaptureExecutor, type LibsqlCaptureExecutor } from "./libsql-capture.js";
 
 const LIMITS = { maxRows: 10_000, maxBytes: 32 * 1024 * 1024, busyTimeoutMs: 5_000 };
 
@@ -21,14 +25,21 @@ export function changeCaptureFromDatabase(deps: {
   dataDir: string;
   /** The database module's size limit (PRAGMA max_page_count); default DEFAULT_DATABASE_LIMITS. */
   maxDatabaseBytes?: number;
-}): ChangeCaptureDb {
+  /** Remote databases; default: a client per database owned by this capture (closed by close()). */
+  remote?: LibsqlCaptureExecutor;
+}): ChangeCaptureDb & { close(): void } {
   const maxDatabaseBytes = deps.maxDatabaseBytes ?? DEFAULT_DATABASE_LIMITS.maxDatabaseBytes;
+  const remote = deps.remote ?? createLibsqlCaptureExecutor();
   return {
     async serviceBatch(appId, statements) {
       const db = await deps.store.linkedTo(appId);
       if (!db) throw appError("database_not_linked");
-      if (db.kind !== "embedded" || !db.filePath) throw appError("failed_precondition", "Change capture needs an embedded database.");
       if (db.status !== "active") throw appError("database_unavailable");
+      if (db.kind === "remote") {
+        if (!db.url) throw appError("database_unavailable");
+        return remote.run({ id: db.id, url: db.url, authToken: db.authToken ?? "" }, statements);
+      }
+      if (!db.filePath) throw appError("database_unavailable");
       const results = await deps.pool.run(
         {
           path: join(deps.dataDir, db.filePath),
@@ -53,6 +64,9 @@ export function changeCaptureFromDatabase(deps: {
           ...(r.error !== undefined ? { error: r.error } : {}),
         }),
       );
+    },
+    close() {
+      if (!deps.remote) remote.close();
     },
   };
 }

@@ -1,15 +1,44 @@
 // Where event-trigger changes wait between capture and delivery. Two
 // transports with one contract: JetStream (NATS_URL set; any number of
 // processes) and a PostgreSQL table (the embedded default, no external
-// server). Both keep each lane in order with one change in flight per lane.
+// server). Both keep each lane in order with one change in flight per lane,
+// and both keep the dead letters (one per change and trigger) that operators
+// list and replay: a replay queues the change again on its lane for that one
+// trigger and removes the dead letter in the same step, under an id derived
+// from the dead letter, so a dead letter is delivered again at most once.
 import { headers as natsHeaders, nanos, type NatsConnection } from "@nats-io/transport-node";
-import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } from "@nats-io/jetstream";
+import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager, type StoredMsg } from "@nats-io/jetstream";
+import { appError } from "../../internal/errors.js";
 import type { Sql } from "../../storage/sql.js";
 import type { EventWorkerConfig, FunctionEvent } from "./event-worker.js";
+
+/** FNV-1a, 32 bits. */
+function fnv1a(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+/** The stable lane of a (source, app, table or collection). */
+export function laneOf(partitions: number, source: string, appId: number, target: string): number {
+  return fnv1a(`${source}\u0000${appId}\u0000${target}`) % partitions;
+}
+
+/** The lane of an event (its table or collection). */
+export function eventLane(partitions: number, event: FunctionEvent): number {
+  return laneOf(partitions, event.source, event.app_id, (event.source === "cms" ? event.collection : event.table) ?? "");
+}
 
 export interface TransportMessage {
   /** undefined when the stored payload is not an event (nothing can run it). */
   event: FunctionEvent | undefined;
+  /** Unique per queued delivery: the event id, or `<event id>~replay~<dead letter id>` for a replay. */
+  deliveryId: string;
+  /** A replayed dead letter runs only this trigger; undefined = every matching trigger. */
+  triggerId?: number;
   /** Keeps the claim alive during long retries. */
   working(): void;
   ack(): Promise<void>;
@@ -19,13 +48,55 @@ export interface TransportMessage {
 
 export interface DeadLetter {
   event: FunctionEvent;
+  /** The delivery that failed (TransportMessage.deliveryId). */
+  deliveryId: string;
   triggerId: number;
   functionId: number;
   attempts: number;
   error: string;
 }
 
-export interface EventTransport {
+export interface StoredDeadLetter {
+  /** Opaque: the JetStream sequence or the table's row id. */
+  id: string;
+  /** undefined when the stored payload is not an event. */
+  event: FunctionEvent | undefined;
+  appId: number;
+  triggerId: number;
+  functionId: number;
+  attempts: number;
+  error: string;
+  deadAt: Date;
+}
+
+export interface DeadLetterQuery {
+  appId: number;
+  /** 0 or undefined: every function of the application. */
+  functionId?: number;
+  pageSize: number;
+  /** "" for the first page, else a next_page_token. */
+  pageToken: string;
+}
+
+export interface DeadLetterPage {
+  /** Newest first. */
+  entries: StoredDeadLetter[];
+  nextPageToken: string;
+}
+
+/** The operator side of the dead letters (the same calls as the analytics queue's). */
+export interface DeadLetterStore {
+  listDeadLetters(q: DeadLetterQuery): Promise<DeadLetterPage>;
+  /**
+   * Queues dead letters again (every one of the application, or of
+   * functionId, when ids is undefined) and removes them; returns how many
+   * were queued. Ids of other applications, unknown or already replayed
+   * ones count 0.
+   */
+  replayDeadLetters(appId: number, opts?: { ids?: string[]; functionId?: number }): Promise<number>;
+}
+
+export interface EventTransport extends DeadLetterStore {
   ensure(): Promise<void>;
   publish(event: FunctionEvent, lane: number): Promise<void>;
   deadLetter(d: DeadLetter): Promise<void>;
@@ -36,6 +107,20 @@ export interface EventTransport {
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+const invalidToken = () => appError("validation_failed", "Invalid page_token.", { fields: { page_token: ["Invalid page token."] } });
+
+function parseToken(t: string): number {
+  if (t === "") return 0;
+  const n = Number(t);
+  if (!/^[0-9]+$/.test(t) || !Number.isSafeInteger(n)) throw invalidToken();
+  return n;
+}
+
+/** Positive integer ids; anything else cannot name a dead letter. */
+function numericIds(ids: string[]): number[] {
+  return ids.filter((s) => /^[0-9]+$/.test(s)).map(Number).filter((n) => Number.isSafeInteger(n) && n > 0);
+}
 
 export function jetStreamTransport(nats: NatsConnection, cfg: EventWorkerConfig): EventTransport {
   const js = jetstream(nats);
@@ -74,6 +159,64 @@ export function jetStreamTransport(nats: NatsConnection, cfg: EventWorkerConfig)
     });
     return ensured;
   };
+  const deadPrefix = `${cfg.subjectPrefix}.dead.`;
+  const isDeadOf = (subject: string, appId: number) => subject.startsWith(deadPrefix) && subject.endsWith(`.${appId}`) && subject.split(".").length === deadPrefix.split(".").length + 1;
+
+  const deadLetterOf = (m: StoredMsg): StoredDeadLetter => {
+    let event: FunctionEvent | undefined;
+    try {
+      const v: unknown = m.json();
+      event = isEvent(v) ? v : undefined;
+    } catch {
+      event = undefined;
+    }
+    return {
+      id: String(m.seq),
+      event,
+      appId: Number(m.subject.slice(m.subject.lastIndexOf(".") + 1)),
+      triggerId: Number(m.header?.get("Pb-Trigger-Id") ?? 0),
+      functionId: Number(m.header?.get("Pb-Function-Id") ?? 0),
+      attempts: Number(m.header?.get("Pb-Attempts") ?? 0),
+      error: m.header?.get("Pb-Error") ?? "",
+      deadAt: m.time,
+    };
+  };
+
+  const getStored = async (jsm: JetStreamManager, seq: number): Promise<StoredMsg | undefined> => {
+    try {
+      return (await jsm.streams.getMessage(cfg.stream, { seq })) ?? undefined;
+    } catch (err) {
+      if (/no message found|not found|404/i.test(String((err as Error)?.message ?? err))) return undefined;
+      throw err;
+    }
+  };
+
+  /**
+   * Sequences of an application's dead letters, oldest first (of one
+   * function when functionId > 0): one pass of a headers-only ordered
+   * consumer over `<prefix>.dead.*.<app>`, so payloads are read only for the
+   * page that is returned.
+   */
+  const deadSeqs = async (appId: number, functionId: number): Promise<number[]> => {
+    const consumer = await js.consumers.get(cfg.stream, { filter_subjects: `${deadPrefix}*.${appId}`, headers_only: true });
+    const seqs: number[] = [];
+    try {
+      if ((await consumer.info(true)).num_pending === 0) return seqs;
+      const iter = await consumer.consume({ max_messages: 512 });
+      try {
+        for await (const m of iter) {
+          if (!functionId || Number(m.headers?.get("Pb-Function-Id") ?? 0) === functionId) seqs.push(m.seq);
+          if (m.info.pending === 0) break;
+        }
+      } finally {
+        await iter.close();
+      }
+    } finally {
+      await consumer.delete().catch(() => {});
+    }
+    return seqs;
+  };
+
   return {
     ensure,
     reset: () => {
@@ -90,8 +233,52 @@ export function jetStreamTransport(nats: NatsConnection, cfg: EventWorkerConfig)
       h.set("Pb-Error", d.error.slice(0, 1000).replace(/[\r\n]/g, " "));
       await js.publish(`${cfg.subjectPrefix}.dead.${d.event.source}.${d.event.app_id}`, JSON.stringify(d.event), {
         headers: h,
-        msgID: `${d.event.id}~dead~${d.triggerId}`,
+        // Per failed delivery: a redelivered change is dead-lettered once,
+        // a replay that fails again is a new dead letter.
+        msgID: `${d.deliveryId}~dead~${d.triggerId}`,
       });
+    },
+
+    async listDeadLetters(q) {
+      await ensure();
+      const before = parseToken(q.pageToken);
+      const jsm = await jetstreamManager(nats);
+      const seqs = (await deadSeqs(q.appId, q.functionId ?? 0)).filter((n) => before === 0 || n < before).reverse();
+      const page = seqs.slice(0, q.pageSize);
+      const entries: StoredDeadLetter[] = [];
+      for (const seq of page) {
+        const m = await getStored(jsm, seq);
+        if (m) entries.push(deadLetterOf(m));
+      }
+      return { entries, nextPageToken: seqs.length > q.pageSize ? String(page[page.length - 1]) : "" };
+    },
+
+    async replayDeadLetters(appId, opts = {}) {
+      await ensure();
+      const jsm = await jetstreamManager(nats);
+      const seqs = opts.ids ? numericIds(opts.ids) : await deadSeqs(appId, opts.functionId ?? 0);
+      let replayed = 0;
+      for (const seq of seqs) {
+        const m = await getStored(jsm, seq);
+        if (!m || !isDeadOf(m.subject, appId)) continue;
+        const d = deadLetterOf(m);
+        if (!d.event || (opts.functionId && d.functionId !== opts.functionId)) continue;
+        const h = natsHeaders();
+        h.set("Pb-Trigger-Id", String(d.triggerId));
+        // The msg id is the dead letter's: a concurrent replay of the same
+        // one is dropped by JetStream's de-duplication.
+        await js.publish(`${cfg.subjectPrefix}.events.${eventLane(cfg.partitions, d.event)}.${d.event.source}.${d.event.app_id}`, m.data, {
+          headers: h,
+          msgID: `${d.event.id}~replay~${seq}`,
+        });
+        try {
+          if (await jsm.streams.deleteMessage(cfg.stream, seq, false)) replayed++;
+        } catch (err) {
+          // Removed by a concurrent replay since it was read: counted there.
+          if (!/no message found|not found/i.test(String((err as Error)?.message ?? err))) throw err;
+        }
+      }
+      return replayed;
     },
     async next(lane) {
       await ensure();
@@ -104,8 +291,11 @@ export function jetStreamTransport(nats: NatsConnection, cfg: EventWorkerConfig)
         } catch {
           event = undefined;
         }
+        const trigger = Number(m.headers?.get("Pb-Trigger-Id") ?? "");
         return {
           event,
+          deliveryId: m.headers?.get("Nats-Msg-Id") || event?.id || String(m.seq),
+          ...(Number.isSafeInteger(trigger) && trigger > 0 ? { triggerId: trigger } : {}),
           working: () => m.working(),
           ack: async () => m.ack(),
           nak: async (ms) => m.nak(ms),
@@ -134,6 +324,58 @@ export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
         [event.id, lane, JSON.stringify(event)],
       );
     },
+    async listDeadLetters(q) {
+      const before = parseToken(q.pageToken);
+      const r = await sql.query<DeadRow>(
+        `SELECT id, app_id, trigger_id, function_id, attempts, error, payload, created_at FROM function_event_dead_letters
+         WHERE app_id = $1 AND ($2::bigint = 0 OR function_id = $2) AND ($3::bigint = 0 OR id < $3)
+         ORDER BY id DESC LIMIT $4`,
+        [q.appId, q.functionId ?? 0, before, q.pageSize + 1],
+      );
+      const page = r.rows.slice(0, q.pageSize);
+      return {
+        entries: page.map((row) => {
+          const payload = typeof row.payload === "string" ? safeParse(row.payload) : row.payload;
+          return {
+            id: String(row.id),
+            event: isEvent(payload) ? payload : undefined,
+            appId: Number(row.app_id),
+            triggerId: Number(row.trigger_id),
+            functionId: Number(row.function_id),
+            attempts: Number(row.attempts),
+            error: row.error,
+            deadAt: new Date(row.created_at),
+          };
+        }),
+        nextPageToken: r.rows.length > q.pageSize ? String(page[page.length - 1]!.id) : "",
+      };
+    },
+    async replayDeadLetters(appId, opts = {}) {
+      const ids = opts.ids ? numericIds(opts.ids) : null;
+      if (ids && ids.length === 0) return 0;
+      // One transaction: the dead letter is deleted (row-locked, so a
+      // concurrent replay of it gets nothing) and queued again, or neither.
+      return sql.transaction(async (tx) => {
+        const r = await tx.query<{ id: string | number; trigger_id: string | number; payload: unknown }>(
+          `DELETE FROM function_event_dead_letters
+           WHERE app_id = $1 AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[])) AND ($3::bigint = 0 OR function_id = $3)
+           RETURNING id, trigger_id, payload`,
+          [appId, ids, opts.functionId ?? 0],
+        );
+        let replayed = 0;
+        for (const row of [...r.rows].sort((a, b) => Number(a.id) - Number(b.id))) {
+          const payload = typeof row.payload === "string" ? safeParse(row.payload) : row.payload;
+          if (!isEvent(payload)) continue;
+          await tx.query(
+            `INSERT INTO function_event_queue (event_id, lane, payload, trigger_id) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (event_id) DO NOTHING`,
+            [`${payload.id}~replay~${row.id}`, eventLane(cfg.partitions, payload), JSON.stringify(payload), Number(row.trigger_id)],
+          );
+          replayed++;
+        }
+        return replayed;
+      });
+    },
     async deadLetter(d) {
       await sql.query(
         `INSERT INTO function_event_dead_letters (event_id, trigger_id, function_id, app_id, attempts, error, payload)
@@ -144,7 +386,7 @@ export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
     async next(lane) {
       const row = await sql.transaction(async (tx) => {
         await tx.query("SELECT pg_advisory_xact_lock($1)", [LOCK_BASE + lane]);
-        const r = await tx.query<{ seq: number; payload: unknown }>(
+        const r = await tx.query<{ seq: number; event_id: string; trigger_id: string | number | null; payload: unknown }>(
           `UPDATE function_event_queue SET status = 'running', claimed_until = clock_timestamp() + $2 * interval '1 millisecond'
            WHERE seq = (
              SELECT seq FROM function_event_queue
@@ -153,7 +395,7 @@ export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
                AND NOT EXISTS (SELECT 1 FROM function_event_queue r
                                WHERE r.lane = $1 AND r.status = 'running' AND r.claimed_until >= clock_timestamp())
              ORDER BY seq LIMIT 1)
-           RETURNING seq, payload`,
+           RETURNING seq, event_id, trigger_id, payload`,
           [lane, claimMs],
         );
         return r.rows[0];
@@ -166,6 +408,8 @@ export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
       let extended = 0;
       return {
         event: isEvent(payload) ? payload : undefined,
+        deliveryId: row.event_id,
+        ...(row.trigger_id != null ? { triggerId: Number(row.trigger_id) } : {}),
         working: () => {
           // Extend the claim at most once a second.
           if (Date.now() - extended < 1000) return;
@@ -187,6 +431,17 @@ export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
       };
     },
   };
+}
+
+interface DeadRow {
+  id: string | number;
+  app_id: string | number;
+  trigger_id: string | number;
+  function_id: string | number;
+  attempts: number;
+  error: string;
+  payload: unknown;
+  created_at: Date | string;
 }
 
 function safeParse(s: string): unknown {

@@ -15,10 +15,14 @@
 //     the change is dead-lettered for that trigger (subject <prefix>.dead.*)
 //     and the stream moves on. Delivery is at least once: a process that
 //     dies mid-change leaves it unacknowledged and it is delivered again.
+//     Operators list and replay dead letters (listDeadLetters,
+//     replayDeadLetters); a replayed one runs only its own trigger.
+// The drainer reads embedded and remote databases alike through
+// ChangeCaptureDb (database-capture.ts picks the executor).
 // CMS changes enter through emitCmsChange (called by the CMS authoring side).
 import { randomUUID } from "node:crypto";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetStreamTransport, sqlTransport, type EventTransport, type TransportMessage } from "./event-transport.js";
+import { eventLane, jetStreamTransport, sqlTransport, type DeadLetterStore, type EventTransport, type TransportMessage } from "./event-transport.js";
 import type { Sql } from "../../storage/sql.js";
 import type { FunctionStore } from "../function-store.js";
 import type { FunctionRuntime } from "../function-runtime.js";
@@ -35,6 +39,8 @@ export interface EventWorkerConfig {
   resyncMs: number;
   /** Changes moved per application per drain. */
   drainBatch: number;
+  /** Applications drained at once (each one's changes in order; a slow one does not hold up the others). */
+  drainConcurrency: number;
   /** Runs per (change, trigger) before it is dead-lettered. */
   maxAttempts: number;
   baseBackoffMs: number;
@@ -59,6 +65,7 @@ export const DEFAULT_EVENT_WORKER_CONFIG: EventWorkerConfig = {
   drainIntervalMs: 250,
   resyncMs: 30_000,
   drainBatch: 500,
+  drainConcurrency: 8,
   maxAttempts: 5,
   baseBackoffMs: 500,
   maxBackoffMs: 30_000,
@@ -91,27 +98,20 @@ export interface CmsChange {
   after: Record<string, unknown> | null;
 }
 
-export interface EventWorker {
+export interface EventWorker extends DeadLetterStore {
   start(): Promise<void>;
   stop(): Promise<void>;
   /** Publishes a CMS change for the app's cms event triggers (no-op when none watches it). */
   emitCmsChange(appId: number, change: CmsChange): Promise<void>;
-  /** One drain pass now (tests, shutdown). */
+  /** One drain pass now, waiting for it (and for drains already in flight). */
   drainOnce(): Promise<void>;
 }
 
 const MISSING_RETRY_MS = 2_000;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/** FNV-1a, 32 bits: a stable lane for a (source, app, table). */
-function fnv1a(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
-}
+/** After a failed drain of an application (database down, not linked) it is skipped this long, doubling up to 30 s. */
+const FAILURE_BACKOFF_MS = 500;
+const MAX_FAILURE_BACKOFF_MS = 30_000;
 
 export function createEventWorker(deps: {
   sql: Sql;
@@ -126,19 +126,20 @@ export function createEventWorker(deps: {
   const cfg = { ...DEFAULT_EVENT_WORKER_CONFIG, ...deps.config };
   const { sql, store, runtime, capture } = deps;
   const transport: EventTransport = deps.nats ? jetStreamTransport(deps.nats, cfg) : sqlTransport(sql, cfg);
-  const lane = (source: string, appId: number, target: string) => fnv1a(`${source}\u0000${appId}\u0000${target}`) % cfg.partitions;
   const report = (err: unknown) => deps.onError?.(err);
   let stopped = true;
   let drainTimer: NodeJS.Timeout | undefined;
   let draining: Promise<void> = Promise.resolve();
   let dispatchLoops: Promise<void>[] = [];
   const installed = new Map<number, { signature: string; at: number; missing: boolean }>();
+  const failures = new Map<number, { count: number; until: number }>();
+  const inFlight = new Map<number, Promise<void>>();
+  const lastStarted = new Map<number, number>();
 
   const ensure = () => transport.ensure();
 
   async function publish(event: FunctionEvent): Promise<void> {
-    const target = event.source === "cms" ? event.collection! : event.table!;
-    await transport.publish(event, lane(event.source, event.app_id, target));
+    await transport.publish(event, eventLane(cfg.partitions, event));
   }
 
   /** Applications with enabled db triggers and what they watch, in one query. */
@@ -187,24 +188,51 @@ export function createEventWorker(deps: {
     }
   }
 
-  async function drainOnce(): Promise<void> {
+  /**
+   * Starts a drain for each due application that is not being drained, up to
+   * drainConcurrency at once, least recently started first. A pass does not
+   * wait for a slow database (a remote server that does not answer): its
+   * drain stays in flight and the other applications go on being drained.
+   */
+  async function startDrains(): Promise<Promise<void>[]> {
     await ensure();
     const watched = await watchedDbTables();
-    for (const [appId, watch] of watched) {
-      try {
-        await drainApp(appId, watch);
-      } catch (err) {
-        installed.delete(appId);
-        report(err);
-      }
+    const now = Date.now();
+    const due = [...watched]
+      .filter(([appId]) => !inFlight.has(appId) && (failures.get(appId)?.until ?? 0) <= now)
+      .sort(([a], [b]) => (lastStarted.get(a) ?? 0) - (lastStarted.get(b) ?? 0));
+    for (const [appId, watch] of due) {
+      if (inFlight.size >= cfg.drainConcurrency) break;
+      lastStarted.set(appId, now);
+      const p = drainApp(appId, watch)
+        .then(
+          () => void failures.delete(appId),
+          (err: unknown) => {
+            installed.delete(appId);
+            const count = (failures.get(appId)?.count ?? 0) + 1;
+            failures.set(appId, { count, until: Date.now() + Math.min(MAX_FAILURE_BACKOFF_MS, FAILURE_BACKOFF_MS * 2 ** (count - 1)) });
+            report(err);
+          },
+        )
+        .finally(() => inFlight.delete(appId));
+      inFlight.set(appId, p);
     }
+    for (const appId of lastStarted.keys()) if (!watched.has(appId)) lastStarted.delete(appId);
+    return [...inFlight.values()];
+  }
+
+  async function drainOnce(): Promise<void> {
+    await Promise.all(await startDrains());
   }
 
   async function handle(m: TransportMessage): Promise<void> {
     const ev = m.event;
     if (!ev) return; // not an event: nothing can ever run it
     const target = ev.source === "cms" ? ev.collection : ev.table;
-    const triggers = await store.eventTriggers(ev.app_id, ev.source, target ?? "", ev.operation);
+    let triggers = await store.eventTriggers(ev.app_id, ev.source, target ?? "", ev.operation);
+    // A replayed dead letter runs its own trigger only (if it is still
+    // enabled and still watches this change); the others had succeeded.
+    if (m.triggerId !== undefined) triggers = triggers.filter((t) => t.id === m.triggerId);
     for (const t of triggers) {
       let lastError = "";
       let attempts = 0;
@@ -212,7 +240,7 @@ export function createEventWorker(deps: {
       while (attempts < cfg.maxAttempts) {
         attempts++;
         m.working();
-        const r = await runtime.runEvent(ev.app_id, t.function_id, t.id, ev, `${ev.id}#${attempts}`);
+        const r = await runtime.runEvent(ev.app_id, t.function_id, t.id, ev, `${m.deliveryId}#${attempts}`);
         if (!r) {
           lastError = "the function cannot run: no active version, or the plan does not include functions";
           break; // retrying cannot help: dead-letter now
@@ -228,7 +256,7 @@ export function createEventWorker(deps: {
           await sleep(Math.min(cfg.maxBackoffMs, cfg.baseBackoffMs * 2 ** (attempts - 1)));
         }
       }
-      if (!done) await transport.deadLetter({ event: ev, triggerId: t.id, functionId: t.function_id, attempts, error: lastError });
+      if (!done) await transport.deadLetter({ event: ev, deliveryId: m.deliveryId, triggerId: t.id, functionId: t.function_id, attempts, error: lastError });
     }
   }
 
@@ -262,8 +290,8 @@ export function createEventWorker(deps: {
       stopped = false;
       await ensure();
       const tick = () => {
-        draining = drainOnce()
-          .catch(report)
+        draining = startDrains()
+          .then(() => {}, report)
           .finally(() => {
             if (!stopped) drainTimer = setTimeout(tick, cfg.drainIntervalMs);
           });
@@ -276,7 +304,7 @@ export function createEventWorker(deps: {
       stopped = true;
       if (drainTimer) clearTimeout(drainTimer);
       await draining;
-      await Promise.all(dispatchLoops);
+      await Promise.all([...inFlight.values(), ...dispatchLoops]);
     },
 
     async emitCmsChange(appId, change) {
@@ -296,6 +324,16 @@ export function createEventWorker(deps: {
     },
 
     drainOnce,
+
+    async listDeadLetters(q) {
+      await ensure();
+      return transport.listDeadLetters(q);
+    },
+
+    async replayDeadLetters(appId, opts) {
+      await ensure();
+      return transport.replayDeadLetters(appId, opts);
+    },
   };
 }
 

@@ -6,13 +6,13 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { Message } from "@bufbuild/protobuf";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file pulsebase/admin/v1/functions.proto.
  */
 export const file_pulsebase_admin_v1_functions: GenFile = /*@__PURE__*/
-  fileDesc("CiJwdWxzZWJhc2UvYWRtaW4vdjEvZnVuY3Rpb25zLnByb3RvEhJwdWxzZWJhc2UuYWRtaW4udjEiWQoQRnVuY3Rpb25TZXR0aW5ncxISCgp0aW1lb3V0X21zGAEgASgFEhEKCW1lbW9yeV9tYhgCIAEoBRIeChZpbnZvY2F0aW9uc19wZXJfbWludXRlGAMgASgFIpICCghGdW5jdGlvbhIKCgJpZBgBIAEoAxIOCgZhcHBfaWQYAiABKAMSDAoEbmFtZRgDIAEoCRI2CghzZXR0aW5ncxgEIAEoCzIkLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvblNldHRpbmdzEhYKDmFjdGl2ZV92ZXJzaW9uGAUgASgFEhYKDmxhdGVzdF92ZXJzaW9uGAYgASgFEhQKDHNlY3JldF9uYW1lcxgHIAMoCRIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLDAQoVQ3JlYXRlRnVuY3Rpb25SZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxIMCgRuYW1lGAIgASgJEhcKCnRpbWVvdXRfbXMYAyABKAVIAIgBARIWCgltZW1vcnlfbWIYBCABKAVIAYgBARIjChZpbnZvY2F0aW9uc19wZXJfbWludXRlGAUgASgFSAKIAQFCDQoLX3RpbWVvdXRfbXNCDAoKX21lbW9yeV9tYkIZChdfaW52b2NhdGlvbnNfcGVyX21pbnV0ZSIgChJHZXRGdW5jdGlvblJlcXVlc3QSCgoCaWQYASABKAMiTQoUTGlzdEZ1bmN0aW9uc1JlcXVlc3QSDgoGYXBwX2lkGAEgASgDEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImEKFUxpc3RGdW5jdGlvbnNSZXNwb25zZRIvCglmdW5jdGlvbnMYASADKAsyHC5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIrkBCh1VcGRhdGVGdW5jdGlvblNldHRpbmdzUmVxdWVzdBIKCgJpZBgBIAEoAxIXCgp0aW1lb3V0X21zGAIgASgFSACIAQESFgoJbWVtb3J5X21iGAMgASgFSAGIAQESIwoWaW52b2NhdGlvbnNfcGVyX21pbnV0ZRgEIAEoBUgCiAEBQg0KC190aW1lb3V0X21zQgwKCl9tZW1vcnlfbWJCGQoXX2ludm9jYXRpb25zX3Blcl9taW51dGUiIwoVRGVsZXRlRnVuY3Rpb25SZXF1ZXN0EgoKAmlkGAEgASgDIhgKFkRlbGV0ZUZ1bmN0aW9uUmVzcG9uc2UiRAoQU2V0U2VjcmV0UmVxdWVzdBITCgtmdW5jdGlvbl9pZBgBIAEoAxIMCgRuYW1lGAIgASgJEg0KBXZhbHVlGAMgASgJIjgKE0RlbGV0ZVNlY3JldFJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDAoEbmFtZRgCIAEoCSKYAQoPRnVuY3Rpb25WZXJzaW9uEhMKC2Z1bmN0aW9uX2lkGAEgASgDEg8KB3ZlcnNpb24YAiABKAUSEQoJY29kZV9zaXplGAMgASgFEg4KBmFjdGl2ZRgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRjb2RlGAYgASgJIksKFERlcGxveVZlcnNpb25SZXF1ZXN0EhMKC2Z1bmN0aW9uX2lkGAEgASgDEgwKBGNvZGUYAiABKAkSEAoIYWN0aXZhdGUYAyABKAgiKgoTTGlzdFZlcnNpb25zUmVxdWVzdBITCgtmdW5jdGlvbl9pZBgBIAEoAyJNChRMaXN0VmVyc2lvbnNSZXNwb25zZRI1Cgh2ZXJzaW9ucxgBIAMoCzIjLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvblZlcnNpb24iPgoWQWN0aXZhdGVWZXJzaW9uUmVxdWVzdBITCgtmdW5jdGlvbl9pZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgFItwBCgdUcmlnZ2VyEgoKAmlkGAEgASgDEhMKC2Z1bmN0aW9uX2lkGAIgASgDEi0KBGtpbmQYAyABKA4yHy5wdWxzZWJhc2UuYWRtaW4udjEuVHJpZ2dlcktpbmQSDwoHZW5hYmxlZBgEIAEoCBIMCgRzbHVnGAUgASgJEg4KBnNvdXJjZRgGIAEoCRIOCgZ0YXJnZXQYByABKAkSEgoKb3BlcmF0aW9ucxgIIAMoCRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJfChhDcmVhdGVIdHRwVHJpZ2dlclJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDAoEc2x1ZxgCIAEoCRIUCgdlbmFibGVkGAMgASgISACIAQFCCgoIX2VuYWJsZWQihgEKGUNyZWF0ZUV2ZW50VHJpZ2dlclJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDgoGc291cmNlGAIgASgJEg4KBnRhcmdldBgDIAEoCRISCgpvcGVyYXRpb25zGAQgAygJEhQKB2VuYWJsZWQYBSABKAhIAIgBAUIKCghfZW5hYmxlZCI/ChhTZXRUcmlnZ2VyRW5hYmxlZFJlcXVlc3QSEgoKdHJpZ2dlcl9pZBgBIAEoAxIPCgdlbmFibGVkGAIgASgIIioKFERlbGV0ZVRyaWdnZXJSZXF1ZXN0EhIKCnRyaWdnZXJfaWQYASABKAMiFwoVRGVsZXRlVHJpZ2dlclJlc3BvbnNlIioKE0xpc3RUcmlnZ2Vyc1JlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMiRQoUTGlzdFRyaWdnZXJzUmVzcG9uc2USLQoIdHJpZ2dlcnMYASADKAsyGy5wdWxzZWJhc2UuYWRtaW4udjEuVHJpZ2dlciJjChJSdW5GdW5jdGlvblJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDwoHdmVyc2lvbhgCIAEoBRInCgdwYXlsb2FkGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIikKB0xvZ0xpbmUSDQoFbGV2ZWwYASABKAkSDwoHbWVzc2FnZRgCIAEoCSLyAgoTUnVuRnVuY3Rpb25SZXNwb25zZRIVCg1pbnZvY2F0aW9uX2lkGAEgASgDEg8KB3ZlcnNpb24YAiABKAUSDgoGc3RhdHVzGAMgASgFEkUKB2hlYWRlcnMYBCADKAsyNC5wdWxzZWJhc2UuYWRtaW4udjEuUnVuRnVuY3Rpb25SZXNwb25zZS5IZWFkZXJzRW50cnkSDAoEYm9keRgFIAEoCRImCgZyZXN1bHQYBiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEwoLZHVyYXRpb25fbXMYByABKAESDwoHb3V0Y29tZRgIIAEoCRINCgVlcnJvchgJIAEoCRIpCgRsb2dzGAogAygLMhsucHVsc2ViYXNlLmFkbWluLnYxLkxvZ0xpbmUSFgoObG9nc190cnVuY2F0ZWQYCyABKAgaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiygIKCkludm9jYXRpb24SCgoCaWQYASABKAMSEwoLZnVuY3Rpb25faWQYAiABKAMSDwoHdmVyc2lvbhgDIAEoBRIUCgx0cmlnZ2VyX2tpbmQYBCABKAkSEgoKdHJpZ2dlcl9pZBgFIAEoAxIOCgZzdGF0dXMYBiABKAUSDwoHb3V0Y29tZRgHIAEoCRITCgtkdXJhdGlvbl9tcxgIIAEoARIUCgxtZW1vcnlfYnl0ZXMYCSABKAMSDQoFZXJyb3IYCiABKAkSKQoEbG9ncxgLIAMoCzIbLnB1bHNlYmFzZS5hZG1pbi52MS5Mb2dMaW5lEhYKDmxvZ3NfdHJ1bmNhdGVkGAwgASgIEhIKCnJlcXVlc3RfaWQYDSABKAkSLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiVAoWTGlzdEludm9jYXRpb25zUmVxdWVzdBITCgtmdW5jdGlvbl9pZBgBIAEoAxIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJnChdMaXN0SW52b2NhdGlvbnNSZXNwb25zZRIzCgtpbnZvY2F0aW9ucxgBIAMoCzIeLnB1bHNlYmFzZS5hZG1pbi52MS5JbnZvY2F0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSpaCgtUcmlnZ2VyS2luZBIcChhUUklHR0VSX0tJTkRfVU5TUEVDSUZJRUQQABIVChFUUklHR0VSX0tJTkRfSFRUUBABEhYKElRSSUdHRVJfS0lORF9FVkVOVBACMvoMCg9GdW5jdGlvblNlcnZpY2USWQoOQ3JlYXRlRnVuY3Rpb24SKS5wdWxzZWJhc2UuYWRtaW4udjEuQ3JlYXRlRnVuY3Rpb25SZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uElMKC0dldEZ1bmN0aW9uEiYucHVsc2ViYXNlLmFkbWluLnYxLkdldEZ1bmN0aW9uUmVxdWVzdBocLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvbhJkCg1MaXN0RnVuY3Rpb25zEigucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RGdW5jdGlvbnNSZXF1ZXN0GikucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RGdW5jdGlvbnNSZXNwb25zZRJpChZVcGRhdGVGdW5jdGlvblNldHRpbmdzEjEucHVsc2ViYXNlLmFkbWluLnYxLlVwZGF0ZUZ1bmN0aW9uU2V0dGluZ3NSZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uEmcKDkRlbGV0ZUZ1bmN0aW9uEikucHVsc2ViYXNlLmFkbWluLnYxLkRlbGV0ZUZ1bmN0aW9uUmVxdWVzdBoqLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVGdW5jdGlvblJlc3BvbnNlEk8KCVNldFNlY3JldBIkLnB1bHNlYmFzZS5hZG1pbi52MS5TZXRTZWNyZXRSZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uElUKDERlbGV0ZVNlY3JldBInLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVTZWNyZXRSZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uEl4KDURlcGxveVZlcnNpb24SKC5wdWxzZWJhc2UuYWRtaW4udjEuRGVwbG95VmVyc2lvblJlcXVlc3QaIy5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb25WZXJzaW9uEmEKDExpc3RWZXJzaW9ucxInLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0VmVyc2lvbnNSZXF1ZXN0GigucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RWZXJzaW9uc1Jlc3BvbnNlElsKD0FjdGl2YXRlVmVyc2lvbhIqLnB1bHNlYmFzZS5hZG1pbi52MS5BY3RpdmF0ZVZlcnNpb25SZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uEl4KEUNyZWF0ZUh0dHBUcmlnZ2VyEiwucHVsc2ViYXNlLmFkbWluLnYxLkNyZWF0ZUh0dHBUcmlnZ2VyUmVxdWVzdBobLnB1bHNlYmFzZS5hZG1pbi52MS5UcmlnZ2VyEmAKEkNyZWF0ZUV2ZW50VHJpZ2dlchItLnB1bHNlYmFzZS5hZG1pbi52MS5DcmVhdGVFdmVudFRyaWdnZXJSZXF1ZXN0GhsucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXISXgoRU2V0VHJpZ2dlckVuYWJsZWQSLC5wdWxzZWJhc2UuYWRtaW4udjEuU2V0VHJpZ2dlckVuYWJsZWRSZXF1ZXN0GhsucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXISZAoNRGVsZXRlVHJpZ2dlchIoLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVUcmlnZ2VyUmVxdWVzdBopLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVUcmlnZ2VyUmVzcG9uc2USYQoMTGlzdFRyaWdnZXJzEicucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RUcmlnZ2Vyc1JlcXVlc3QaKC5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdFRyaWdnZXJzUmVzcG9uc2USXgoLUnVuRnVuY3Rpb24SJi5wdWxzZWJhc2UuYWRtaW4udjEuUnVuRnVuY3Rpb25SZXF1ZXN0GicucHVsc2ViYXNlLmFkbWluLnYxLlJ1bkZ1bmN0aW9uUmVzcG9uc2USagoPTGlzdEludm9jYXRpb25zEioucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RJbnZvY2F0aW9uc1JlcXVlc3QaKy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEludm9jYXRpb25zUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiJwdWxzZWJhc2UvYWRtaW4vdjEvZnVuY3Rpb25zLnByb3RvEhJwdWxzZWJhc2UuYWRtaW4udjEiWQoQRnVuY3Rpb25TZXR0aW5ncxISCgp0aW1lb3V0X21zGAEgASgFEhEKCW1lbW9yeV9tYhgCIAEoBRIeChZpbnZvY2F0aW9uc19wZXJfbWludXRlGAMgASgFIpICCghGdW5jdGlvbhIKCgJpZBgBIAEoAxIOCgZhcHBfaWQYAiABKAMSDAoEbmFtZRgDIAEoCRI2CghzZXR0aW5ncxgEIAEoCzIkLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvblNldHRpbmdzEhYKDmFjdGl2ZV92ZXJzaW9uGAUgASgFEhYKDmxhdGVzdF92ZXJzaW9uGAYgASgFEhQKDHNlY3JldF9uYW1lcxgHIAMoCRIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLDAQoVQ3JlYXRlRnVuY3Rpb25SZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxIMCgRuYW1lGAIgASgJEhcKCnRpbWVvdXRfbXMYAyABKAVIAIgBARIWCgltZW1vcnlfbWIYBCABKAVIAYgBARIjChZpbnZvY2F0aW9uc19wZXJfbWludXRlGAUgASgFSAKIAQFCDQoLX3RpbWVvdXRfbXNCDAoKX21lbW9yeV9tYkIZChdfaW52b2NhdGlvbnNfcGVyX21pbnV0ZSIgChJHZXRGdW5jdGlvblJlcXVlc3QSCgoCaWQYASABKAMiTQoUTGlzdEZ1bmN0aW9uc1JlcXVlc3QSDgoGYXBwX2lkGAEgASgDEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImEKFUxpc3RGdW5jdGlvbnNSZXNwb25zZRIvCglmdW5jdGlvbnMYASADKAsyHC5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIrkBCh1VcGRhdGVGdW5jdGlvblNldHRpbmdzUmVxdWVzdBIKCgJpZBgBIAEoAxIXCgp0aW1lb3V0X21zGAIgASgFSACIAQESFgoJbWVtb3J5X21iGAMgASgFSAGIAQESIwoWaW52b2NhdGlvbnNfcGVyX21pbnV0ZRgEIAEoBUgCiAEBQg0KC190aW1lb3V0X21zQgwKCl9tZW1vcnlfbWJCGQoXX2ludm9jYXRpb25zX3Blcl9taW51dGUiIwoVRGVsZXRlRnVuY3Rpb25SZXF1ZXN0EgoKAmlkGAEgASgDIhgKFkRlbGV0ZUZ1bmN0aW9uUmVzcG9uc2UiRAoQU2V0U2VjcmV0UmVxdWVzdBITCgtmdW5jdGlvbl9pZBgBIAEoAxIMCgRuYW1lGAIgASgJEg0KBXZhbHVlGAMgASgJIjgKE0RlbGV0ZVNlY3JldFJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDAoEbmFtZRgCIAEoCSKYAQoPRnVuY3Rpb25WZXJzaW9uEhMKC2Z1bmN0aW9uX2lkGAEgASgDEg8KB3ZlcnNpb24YAiABKAUSEQoJY29kZV9zaXplGAMgASgFEg4KBmFjdGl2ZRgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRjb2RlGAYgASgJIksKFERlcGxveVZlcnNpb25SZXF1ZXN0EhMKC2Z1bmN0aW9uX2lkGAEgASgDEgwKBGNvZGUYAiABKAkSEAoIYWN0aXZhdGUYAyABKAgiKgoTTGlzdFZlcnNpb25zUmVxdWVzdBITCgtmdW5jdGlvbl9pZBgBIAEoAyJNChRMaXN0VmVyc2lvbnNSZXNwb25zZRI1Cgh2ZXJzaW9ucxgBIAMoCzIjLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvblZlcnNpb24iPgoWQWN0aXZhdGVWZXJzaW9uUmVxdWVzdBITCgtmdW5jdGlvbl9pZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgFItwBCgdUcmlnZ2VyEgoKAmlkGAEgASgDEhMKC2Z1bmN0aW9uX2lkGAIgASgDEi0KBGtpbmQYAyABKA4yHy5wdWxzZWJhc2UuYWRtaW4udjEuVHJpZ2dlcktpbmQSDwoHZW5hYmxlZBgEIAEoCBIMCgRzbHVnGAUgASgJEg4KBnNvdXJjZRgGIAEoCRIOCgZ0YXJnZXQYByABKAkSEgoKb3BlcmF0aW9ucxgIIAMoCRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJfChhDcmVhdGVIdHRwVHJpZ2dlclJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDAoEc2x1ZxgCIAEoCRIUCgdlbmFibGVkGAMgASgISACIAQFCCgoIX2VuYWJsZWQihgEKGUNyZWF0ZUV2ZW50VHJpZ2dlclJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDgoGc291cmNlGAIgASgJEg4KBnRhcmdldBgDIAEoCRISCgpvcGVyYXRpb25zGAQgAygJEhQKB2VuYWJsZWQYBSABKAhIAIgBAUIKCghfZW5hYmxlZCI/ChhTZXRUcmlnZ2VyRW5hYmxlZFJlcXVlc3QSEgoKdHJpZ2dlcl9pZBgBIAEoAxIPCgdlbmFibGVkGAIgASgIIioKFERlbGV0ZVRyaWdnZXJSZXF1ZXN0EhIKCnRyaWdnZXJfaWQYASABKAMiFwoVRGVsZXRlVHJpZ2dlclJlc3BvbnNlIioKE0xpc3RUcmlnZ2Vyc1JlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMiRQoUTGlzdFRyaWdnZXJzUmVzcG9uc2USLQoIdHJpZ2dlcnMYASADKAsyGy5wdWxzZWJhc2UuYWRtaW4udjEuVHJpZ2dlciJjChJSdW5GdW5jdGlvblJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDwoHdmVyc2lvbhgCIAEoBRInCgdwYXlsb2FkGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIikKB0xvZ0xpbmUSDQoFbGV2ZWwYASABKAkSDwoHbWVzc2FnZRgCIAEoCSLyAgoTUnVuRnVuY3Rpb25SZXNwb25zZRIVCg1pbnZvY2F0aW9uX2lkGAEgASgDEg8KB3ZlcnNpb24YAiABKAUSDgoGc3RhdHVzGAMgASgFEkUKB2hlYWRlcnMYBCADKAsyNC5wdWxzZWJhc2UuYWRtaW4udjEuUnVuRnVuY3Rpb25SZXNwb25zZS5IZWFkZXJzRW50cnkSDAoEYm9keRgFIAEoCRImCgZyZXN1bHQYBiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEwoLZHVyYXRpb25fbXMYByABKAESDwoHb3V0Y29tZRgIIAEoCRINCgVlcnJvchgJIAEoCRIpCgRsb2dzGAogAygLMhsucHVsc2ViYXNlLmFkbWluLnYxLkxvZ0xpbmUSFgoObG9nc190cnVuY2F0ZWQYCyABKAgaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiygIKCkludm9jYXRpb24SCgoCaWQYASABKAMSEwoLZnVuY3Rpb25faWQYAiABKAMSDwoHdmVyc2lvbhgDIAEoBRIUCgx0cmlnZ2VyX2tpbmQYBCABKAkSEgoKdHJpZ2dlcl9pZBgFIAEoAxIOCgZzdGF0dXMYBiABKAUSDwoHb3V0Y29tZRgHIAEoCRITCgtkdXJhdGlvbl9tcxgIIAEoARIUCgxtZW1vcnlfYnl0ZXMYCSABKAMSDQoFZXJyb3IYCiABKAkSKQoEbG9ncxgLIAMoCzIbLnB1bHNlYmFzZS5hZG1pbi52MS5Mb2dMaW5lEhYKDmxvZ3NfdHJ1bmNhdGVkGAwgASgIEhIKCnJlcXVlc3RfaWQYDSABKAkSLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiVAoWTGlzdEludm9jYXRpb25zUmVxdWVzdBITCgtmdW5jdGlvbl9pZBgBIAEoAxIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJnChdMaXN0SW52b2NhdGlvbnNSZXNwb25zZRIzCgtpbnZvY2F0aW9ucxgBIAMoCzIeLnB1bHNlYmFzZS5hZG1pbi52MS5JbnZvY2F0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKiAgoSRnVuY3Rpb25EZWFkTGV0dGVyEgoKAmlkGAEgASgJEg4KBmFwcF9pZBgCIAEoAxITCgtmdW5jdGlvbl9pZBgDIAEoAxISCgp0cmlnZ2VyX2lkGAQgASgDEhAKCGV2ZW50X2lkGAUgASgJEg4KBnNvdXJjZRgGIAEoCRIOCgZ0YXJnZXQYByABKAkSEQoJb3BlcmF0aW9uGAggASgJEiYKBWV2ZW50GAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghhdHRlbXB0cxgKIAEoBRISCgpsYXN0X2Vycm9yGAsgASgJEjQKEGRlYWRfbGV0dGVyZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImwKHkxpc3RGdW5jdGlvbkRlYWRMZXR0ZXJzUmVxdWVzdBIOCgZhcHBfaWQYASABKAMSEwoLZnVuY3Rpb25faWQYAiABKAMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkieAofTGlzdEZ1bmN0aW9uRGVhZExldHRlcnNSZXNwb25zZRI8CgxkZWFkX2xldHRlcnMYASADKAsyJi5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb25EZWFkTGV0dGVyEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJUCiBSZXBsYXlGdW5jdGlvbkRlYWRMZXR0ZXJzUmVxdWVzdBIOCgZhcHBfaWQYASABKAMSCwoDaWRzGAIgAygJEhMKC2Z1bmN0aW9uX2lkGAMgASgDIjUKIVJlcGxheUZ1bmN0aW9uRGVhZExldHRlcnNSZXNwb25zZRIQCghyZXBsYXllZBgBIAEoBSpaCgtUcmlnZ2VyS2luZBIcChhUUklHR0VSX0tJTkRfVU5TUEVDSUZJRUQQABIVChFUUklHR0VSX0tJTkRfSFRUUBABEhYKElRSSUdHRVJfS0lORF9FVkVOVBACMooPCg9GdW5jdGlvblNlcnZpY2USWQoOQ3JlYXRlRnVuY3Rpb24SKS5wdWxzZWJhc2UuYWRtaW4udjEuQ3JlYXRlRnVuY3Rpb25SZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uElMKC0dldEZ1bmN0aW9uEiYucHVsc2ViYXNlLmFkbWluLnYxLkdldEZ1bmN0aW9uUmVxdWVzdBocLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvbhJkCg1MaXN0RnVuY3Rpb25zEigucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RGdW5jdGlvbnNSZXF1ZXN0GikucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RGdW5jdGlvbnNSZXNwb25zZRJpChZVcGRhdGVGdW5jdGlvblNldHRpbmdzEjEucHVsc2ViYXNlLmFkbWluLnYxLlVwZGF0ZUZ1bmN0aW9uU2V0dGluZ3NSZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uEmcKDkRlbGV0ZUZ1bmN0aW9uEikucHVsc2ViYXNlLmFkbWluLnYxLkRlbGV0ZUZ1bmN0aW9uUmVxdWVzdBoqLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVGdW5jdGlvblJlc3BvbnNlEk8KCVNldFNlY3JldBIkLnB1bHNlYmFzZS5hZG1pbi52MS5TZXRTZWNyZXRSZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uElUKDERlbGV0ZVNlY3JldBInLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVTZWNyZXRSZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uEl4KDURlcGxveVZlcnNpb24SKC5wdWxzZWJhc2UuYWRtaW4udjEuRGVwbG95VmVyc2lvblJlcXVlc3QaIy5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb25WZXJzaW9uEmEKDExpc3RWZXJzaW9ucxInLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0VmVyc2lvbnNSZXF1ZXN0GigucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RWZXJzaW9uc1Jlc3BvbnNlElsKD0FjdGl2YXRlVmVyc2lvbhIqLnB1bHNlYmFzZS5hZG1pbi52MS5BY3RpdmF0ZVZlcnNpb25SZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uEl4KEUNyZWF0ZUh0dHBUcmlnZ2VyEiwucHVsc2ViYXNlLmFkbWluLnYxLkNyZWF0ZUh0dHBUcmlnZ2VyUmVxdWVzdBobLnB1bHNlYmFzZS5hZG1pbi52MS5UcmlnZ2VyEmAKEkNyZWF0ZUV2ZW50VHJpZ2dlchItLnB1bHNlYmFzZS5hZG1pbi52MS5DcmVhdGVFdmVudFRyaWdnZXJSZXF1ZXN0GhsucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXISXgoRU2V0VHJpZ2dlckVuYWJsZWQSLC5wdWxzZWJhc2UuYWRtaW4udjEuU2V0VHJpZ2dlckVuYWJsZWRSZXF1ZXN0GhsucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXISZAoNRGVsZXRlVHJpZ2dlchIoLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVUcmlnZ2VyUmVxdWVzdBopLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVUcmlnZ2VyUmVzcG9uc2USYQoMTGlzdFRyaWdnZXJzEicucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RUcmlnZ2Vyc1JlcXVlc3QaKC5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdFRyaWdnZXJzUmVzcG9uc2USXgoLUnVuRnVuY3Rpb24SJi5wdWxzZWJhc2UuYWRtaW4udjEuUnVuRnVuY3Rpb25SZXF1ZXN0GicucHVsc2ViYXNlLmFkbWluLnYxLlJ1bkZ1bmN0aW9uUmVzcG9uc2USagoPTGlzdEludm9jYXRpb25zEioucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RJbnZvY2F0aW9uc1JlcXVlc3QaKy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEludm9jYXRpb25zUmVzcG9uc2USggEKF0xpc3RGdW5jdGlvbkRlYWRMZXR0ZXJzEjIucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RGdW5jdGlvbkRlYWRMZXR0ZXJzUmVxdWVzdBozLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0RnVuY3Rpb25EZWFkTGV0dGVyc1Jlc3BvbnNlEogBChlSZXBsYXlGdW5jdGlvbkRlYWRMZXR0ZXJzEjQucHVsc2ViYXNlLmFkbWluLnYxLlJlcGxheUZ1bmN0aW9uRGVhZExldHRlcnNSZXF1ZXN0GjUucHVsc2ViYXNlLmFkbWluLnYxLlJlcGxheUZ1bmN0aW9uRGVhZExldHRlcnNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message pulsebase.admin.v1.FunctionSettings
@@ -933,6 +933,195 @@ export const ListInvocationsResponseSchema: GenMessage<ListInvocationsResponse> 
   messageDesc(file_pulsebase_admin_v1_functions, 29);
 
 /**
+ * @generated from message pulsebase.admin.v1.FunctionDeadLetter
+ */
+export type FunctionDeadLetter = Message<"pulsebase.admin.v1.FunctionDeadLetter"> & {
+  /**
+   * Opaque id for ReplayFunctionDeadLetters (the JetStream sequence, or the
+   * row id of the PostgreSQL-table transport).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: int64 app_id = 2;
+   */
+  appId: bigint;
+
+  /**
+   * @generated from field: int64 function_id = 3;
+   */
+  functionId: bigint;
+
+  /**
+   * @generated from field: int64 trigger_id = 4;
+   */
+  triggerId: bigint;
+
+  /**
+   * The change's id ("db:<app>:<seq>" or "cms:<uuid>").
+   *
+   * @generated from field: string event_id = 5;
+   */
+  eventId: string;
+
+  /**
+   * "db" or "cms", the table or collection, and insert, update or delete.
+   *
+   * @generated from field: string source = 6;
+   */
+  source: string;
+
+  /**
+   * @generated from field: string target = 7;
+   */
+  target: string;
+
+  /**
+   * @generated from field: string operation = 8;
+   */
+  operation: string;
+
+  /**
+   * The change exactly as the function receives it in ctx.event.
+   *
+   * @generated from field: google.protobuf.Struct event = 9;
+   */
+  event?: JsonObject | undefined;
+
+  /**
+   * Runs made before it was dead-lettered (1 when the function could not run).
+   *
+   * @generated from field: int32 attempts = 10;
+   */
+  attempts: number;
+
+  /**
+   * @generated from field: string last_error = 11;
+   */
+  lastError: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp dead_lettered_at = 12;
+   */
+  deadLetteredAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.FunctionDeadLetter.
+ * Use `create(FunctionDeadLetterSchema)` to create a new message.
+ */
+export const FunctionDeadLetterSchema: GenMessage<FunctionDeadLetter> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 30);
+
+/**
+ * @generated from message pulsebase.admin.v1.ListFunctionDeadLettersRequest
+ */
+export type ListFunctionDeadLettersRequest = Message<"pulsebase.admin.v1.ListFunctionDeadLettersRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * 0: every function of the application.
+   *
+   * @generated from field: int64 function_id = 2;
+   */
+  functionId: bigint;
+
+  /**
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListFunctionDeadLettersRequest.
+ * Use `create(ListFunctionDeadLettersRequestSchema)` to create a new message.
+ */
+export const ListFunctionDeadLettersRequestSchema: GenMessage<ListFunctionDeadLettersRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 31);
+
+/**
+ * @generated from message pulsebase.admin.v1.ListFunctionDeadLettersResponse
+ */
+export type ListFunctionDeadLettersResponse = Message<"pulsebase.admin.v1.ListFunctionDeadLettersResponse"> & {
+  /**
+   * @generated from field: repeated pulsebase.admin.v1.FunctionDeadLetter dead_letters = 1;
+   */
+  deadLetters: FunctionDeadLetter[];
+
+  /**
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListFunctionDeadLettersResponse.
+ * Use `create(ListFunctionDeadLettersResponseSchema)` to create a new message.
+ */
+export const ListFunctionDeadLettersResponseSchema: GenMessage<ListFunctionDeadLettersResponse> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 32);
+
+/**
+ * @generated from message pulsebase.admin.v1.ReplayFunctionDeadLettersRequest
+ */
+export type ReplayFunctionDeadLettersRequest = Message<"pulsebase.admin.v1.ReplayFunctionDeadLettersRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * Empty: every dead letter of the application (of function_id when set).
+   *
+   * @generated from field: repeated string ids = 2;
+   */
+  ids: string[];
+
+  /**
+   * 0: every function of the application.
+   *
+   * @generated from field: int64 function_id = 3;
+   */
+  functionId: bigint;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ReplayFunctionDeadLettersRequest.
+ * Use `create(ReplayFunctionDeadLettersRequestSchema)` to create a new message.
+ */
+export const ReplayFunctionDeadLettersRequestSchema: GenMessage<ReplayFunctionDeadLettersRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 33);
+
+/**
+ * @generated from message pulsebase.admin.v1.ReplayFunctionDeadLettersResponse
+ */
+export type ReplayFunctionDeadLettersResponse = Message<"pulsebase.admin.v1.ReplayFunctionDeadLettersResponse"> & {
+  /**
+   * Dead letters queued again (already replayed or unknown ids count 0).
+   *
+   * @generated from field: int32 replayed = 1;
+   */
+  replayed: number;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ReplayFunctionDeadLettersResponse.
+ * Use `create(ReplayFunctionDeadLettersResponseSchema)` to create a new message.
+ */
+export const ReplayFunctionDeadLettersResponseSchema: GenMessage<ReplayFunctionDeadLettersResponse> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 34);
+
+/**
  * @generated from enum pulsebase.admin.v1.TriggerKind
  */
 export enum TriggerKind {
@@ -1120,6 +1309,31 @@ export const FunctionService: GenService<{
     methodKind: "unary";
     input: typeof ListInvocationsRequestSchema;
     output: typeof ListInvocationsResponseSchema;
+  },
+  /**
+   * Event-trigger deliveries (db and cms) that failed every attempt: one
+   * dead letter per (change, trigger), newest first, paged. Kept as long as
+   * the event transport keeps them (7 days on JetStream).
+   *
+   * @generated from rpc pulsebase.admin.v1.FunctionService.ListFunctionDeadLetters
+   */
+  listFunctionDeadLetters: {
+    methodKind: "unary";
+    input: typeof ListFunctionDeadLettersRequestSchema;
+    output: typeof ListFunctionDeadLettersResponseSchema;
+  },
+  /**
+   * Puts dead letters back on their lane for their trigger only (all of the
+   * application's, or of one function, when ids is empty) and removes each
+   * from the dead-letter store once it is queued again. A dead letter is
+   * replayed at most once: replaying it again (or concurrently) counts 0.
+   *
+   * @generated from rpc pulsebase.admin.v1.FunctionService.ReplayFunctionDeadLetters
+   */
+  replayFunctionDeadLetters: {
+    methodKind: "unary";
+    input: typeof ReplayFunctionDeadLettersRequestSchema;
+    output: typeof ReplayFunctionDeadLettersResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_pulsebase_admin_v1_functions, 0);

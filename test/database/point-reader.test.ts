@@ -1,0 +1,207 @@
+// Point reads are answered in the service process. They must give the same
+// answers as the engine path, never run a statement whose cost is not
+// bounded by the rows it returns, and keep working while the engine
+// processes are busy.
+import { mkdtemp, readdir, readlink, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
+import Database from "libsql";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PointReader, pointReadShape } from "../../src/database/point-reader.js";
+import { splitStatements } from "../../src/database/sql-splitter.js";
+import { failure } from "./errors.js";
+import { createHarness, rowsOf, type Harness } from "./harness.js";
+
+setFlagsFromString("--expose-gc");
+const gc = runInNewContext("gc") as () => void;
+
+const shape = (sql: string) => pointReadShape(splitStatements(sql)[0]!.tokens);
+
+describe("the point-read shape", () => {
+  it.each([
+    ["SELECT id, name FROM kv WHERE id = ?", 1],
+    ["select * from kv where id = :id", 1],
+    ['SELECT "k"."name" FROM "k" WHERE a = ? AND b = 3 LIMIT 1', 2],
+    ["SELECT name FROM kv WHERE email = 'a@b.c' LIMIT ?", 1],
+    ["SELECT name FROM kv /* note */ WHERE id = ? -- trailing", 1],
+  ])("recognises %s", (sql, conditions) => {
+    expect(shape(sql)?.conditions).toBe(conditions);
+  });
+
+  it.each([
+    "SELECT count(*) FROM kv WHERE id = ?",
+    "SELECT id FROM kv WHERE id = ? OR id = ?",
+    "SELECT id FROM kv WHERE id > ?",
+    "SELECT id FROM kv WHERE id = (SELECT max(id) FROM kv)",
+    "SELECT id FROM kv WHERE id IN (1, 2)",
+    "SELECT id FROM kv, other WHERE kv.id = ?",
+    "SELECT id FROM kv JOIN other USING (id) WHERE id = ?",
+    "SELECT id FROM kv WHERE id = ? ORDER BY name",
+    "SELECT id FROM kv WHERE id = ? COLLATE NOCASE",
+    "SELECT DISTINCT id FROM kv WHERE id = ?",
+    "SELECT id + 1 FROM kv WHERE id = ?",
+    "SELECT id FROM kv",
+    "SELECT id FROM kv WHERE id = ? LIMIT 1 OFFSET 5",
+    "WITH c AS (SELECT 1) SELECT id FROM kv WHERE id = ?",
+    "DELETE FROM kv WHERE id = ?",
+  ])("leaves %s to the engine", (sql) => {
+    expect(shape(sql)).toBeUndefined();
+  });
+});
+
+describe("PointReader on a file", () => {
+  let dir: string;
+  let path: string;
+  let writer: InstanceType<typeof Database>;
+  const reader = new PointReader();
+  const read = (sql: string, args: (number | string | null)[] = [], maxRows = 100, maxBytes = 1 << 20) =>
+    reader.tryRun(path, { sql, args, verb: "SELECT" }, shape(sql) ?? { table: "", conditions: -1 }, maxRows, maxBytes);
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "pb-point-"));
+    path = join(dir, "db.sqlite");
+    writer = new Database(path);
+    writer.exec("PRAGMA journal_mode = WAL");
+    writer.exec(`
+      CREATE TABLE kv (id INTEGER PRIMARY KEY, name TEXT NOT NULL, cat TEXT, big INTEGER, data BLOB, f REAL);
+      CREATE INDEX kv_cat ON kv (cat);
+      INSERT INTO kv SELECT value, 'n' || value, 'c' || (value % 3), 9007199254740993, x'00ff10', value / 4.0 FROM generate_series(1, 300);
+      CREATE TABLE g (id INTEGER PRIMARY KEY, v TEXT, up TEXT AS (upper(v)));
+      INSERT INTO g (id, v) VALUES (1, 'x');
+      CREATE VIEW kv_view AS SELECT id, name FROM kv;
+    `);
+  });
+  afterAll(async () => {
+    reader.closeAll();
+    writer.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("answers a primary-key read with the engine's value encodings", () => {
+    const r = read("SELECT id, name, big, data, f FROM kv WHERE id = ?", [7]);
+    expect(r).toEqual({
+      columns: ["id", "name", "big", "data", "f"],
+      rows: [[7, "n7", "9007199254740993", "AP8Q", 1.75]],
+      rowsRead: 1,
+      rowsWritten: 0,
+    });
+    expect(read("SELECT name FROM kv WHERE id = ?", [100000])?.rows).toEqual([]);
+  });
+
+  it("answers an index equality read and stops at the row limit", () => {
+    expect(read("SELECT id FROM kv WHERE cat = ? LIMIT 2", ["c1"])?.rows).toEqual([[1], [4]]);
+    const big = read("SELECT id FROM kv WHERE cat = ?", ["c1"], 50);
+    expect(big?.error).toMatch(/more than 50 rows/);
+  });
+
+  it("leaves statements whose cost is not bounded by their rows to the engine", () => {
+    // no index on name: a full scan
+    expect(read("SELECT id FROM kv WHERE name = ?", ["n5"])).toBeUndefined();
+    // the index answers cat only; f would be filtered row by row
+    expect(read("SELECT id FROM kv WHERE cat = ? AND f = ?", ["c1", 1])).toBeUndefined();
+    // a view, a generated column, a table-valued function
+    expect(read("SELECT name FROM kv_view WHERE id = ?", [1])).toBeUndefined();
+    expect(read("SELECT v FROM g WHERE id = ?", [1])).toBeUndefined();
+    expect(read("SELECT value FROM generate_series WHERE value = ?", [1])).toBeUndefined();
+    // not compilable: the engine reports the error
+    expect(read("SELECT nope FROM kv WHERE id = ?", [1])).toBeUndefined();
+  });
+
+  it("sees committed writes at once and follows schema changes", () => {
+    writer.prepare("UPDATE kv SET name = 'changed' WHERE id = 3").run();
+    expect(read("SELECT name FROM kv WHERE id = ?", [3])?.rows).toEqual([["changed"]]);
+    expect(read("SELECT id FROM kv WHERE cat = ? LIMIT 1", ["c2"])?.rows).toEqual([[2]]);
+    // without the index the same text is a scan: no longer served here
+    writer.exec("DROP INDEX kv_cat");
+    expect(read("SELECT id FROM kv WHERE cat = ? LIMIT 1", ["c2"])).toBeUndefined();
+    writer.exec("CREATE INDEX kv_cat ON kv (cat)");
+    expect(read("SELECT id FROM kv WHERE cat = ? LIMIT 1", ["c2"])?.rows).toEqual([[2]]);
+  });
+
+  it("does not serve a file that does not exist, and never creates it", async () => {
+    const missing = join(dir, "missing.sqlite");
+    expect(reader.tryRun(missing, { sql: "SELECT id FROM kv WHERE id = ?", args: [1], verb: "SELECT" }, { table: "kv", conditions: 1 }, 10, 1000)).toBeUndefined();
+    await expect(import("node:fs/promises").then((fs) => fs.stat(missing))).rejects.toThrow();
+  });
+});
+
+describe("point reads through the service", () => {
+  let h: Harness;
+  let app: number;
+
+  beforeAll(async () => {
+    h = await createHarness({ limits: { queryTimeoutMs: 1500, maxRows: 50 }, engineProcesses: 2 });
+    const team = await h.team();
+    app = await h.app(team);
+    await h.linkedDb(team, app);
+    await h.query(app, "CREATE TABLE kv (id INTEGER PRIMARY KEY, name TEXT)");
+    await h.query(app, "INSERT INTO kv VALUES (1, 'one'), (2, 'two')");
+  });
+  afterAll(async () => h?.close());
+
+  it("reads its own writes and reports the same errors as the engine path", async () => {
+    await h.query(app, "UPDATE kv SET name = 'uno' WHERE id = ?", [1]);
+    const r = await h.query(app, "SELECT id, name FROM kv WHERE id = ?", [1]);
+    expect(r.results[0]!.columns).toEqual(["id", "name"]);
+    expect(rowsOf(r.results[0])).toEqual([[1, "uno"]]);
+    const bad = await h.query(app, "SELECT missing FROM kv WHERE id = ?", [1]);
+    expect(bad.results[0]!.error).toMatch(/no such column/);
+    expect((await failure(h.query(app, "SELECT id FROM kv WHERE id = ?", [1, 2]))).http).toBe(422);
+  });
+
+  it("sees a commit made elsewhere after a read stopped at the row limit", async () => {
+    const team = await h.team();
+    const other = await h.app(team);
+    const id = await h.linkedDb(team, other);
+    await h.query(other, "CREATE TABLE many (id INTEGER PRIMARY KEY, tag TEXT)");
+    await h.query(other, "INSERT INTO many SELECT value, 't' FROM generate_series(1, 120)");
+    const tooMany = await h.query(other, "SELECT id FROM many WHERE tag = 't'");
+    expect(tooMany.results[0]!.error).toMatch(/more than 50 rows/);
+    // a commit through another connection (another server process, a tool)
+    const direct = new Database(join(h.dataDir, (await h.module.manager.get(id)).filePath!));
+    try {
+      direct.prepare("UPDATE many SET tag = 'u' WHERE id = 7").run();
+    } finally {
+      direct.close();
+    }
+    const after = await h.query(other, "SELECT count(*) FROM many WHERE tag = 'u'");
+    expect(rowsOf(after.results[0])).toEqual([[1]]);
+    expect(rowsOf((await h.query(other, "SELECT tag FROM many WHERE id = ?", [7])).results[0])).toEqual([["u"]]);
+  });
+
+  it("answers point reads while every engine process is busy with a runaway query", async () => {
+    const crossJoin = "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b";
+    const slow = [failure(h.query(app, crossJoin)), failure(h.query(app, crossJoin))];
+    await new Promise((r) => setTimeout(r, 150));
+    const t0 = Date.now();
+    const r = await h.query(app, "SELECT name FROM kv WHERE id = ?", [2]);
+    expect(Date.now() - t0).toBeLessThan(300);
+    expect(rowsOf(r.results[0])).toEqual([["two"]]);
+    for (const f of await Promise.all(slow)) expect(f.code).toBe("timeout");
+  });
+
+  it("closes its connection when the database is deleted, so the file's space is freed", async () => {
+    const team = await h.team();
+    const other = await h.app(team);
+    const id = await h.linkedDb(team, other);
+    await h.query(other, "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'a')");
+    expect(rowsOf((await h.query(other, "SELECT v FROM t WHERE id = ?", [1])).results[0])).toEqual([["a"]]);
+    const file = join(h.dataDir, (await h.module.manager.get(id)).filePath!);
+    const openHere = async () => {
+      const fds = await readdir("/proc/self/fd");
+      const targets = await Promise.all(fds.map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => "")));
+      return targets.filter((t) => t.startsWith(file));
+    };
+    expect((await openHere()).length).toBeGreaterThan(0);
+    await h.module.manager.unlink(id, other);
+    await h.module.manager.delete(id);
+    // libsql releases a closed connection's files with its last statement
+    // object, at garbage collection
+    gc();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(await openHere()).toEqual([]);
+    await expect(stat(file)).rejects.toThrow();
+  });
+});
