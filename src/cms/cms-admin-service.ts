@@ -2,6 +2,8 @@
 // media, and the CMS usage meter. Every change invalidates the application's
 // cached reads (this process, plus `broadcast` for the others) and entry
 // changes call the onChange hook (functions' cms triggers) after commit.
+// Content type changes build their per-field indexes after commit (see
+// index-builder.ts) and wait for the build up to indexWaitMs.
 import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
@@ -17,8 +19,10 @@ import type { Sql } from "../storage/sql.js";
 import type { ContentTypeDef, ContentTypeInputData } from "./content-type-def.js";
 import type { ContentTypeStore } from "./content-type-store.js";
 import type { EntryRecord, EntryStore } from "./entry-store.js";
+import { indexesReady } from "./field-indexes.js";
 import type { FieldType } from "./field-types.js";
-import type { MediaStore } from "./media.js";
+import type { IndexBuilder } from "./index-builder.js";
+import type { MediaFileRecord, MediaStore } from "./media.js";
 import type { UsageMeter } from "./usage-meter.js";
 
 export type ChangeOperation = "created" | "updated" | "deleted" | "published" | "unpublished";
@@ -41,6 +45,9 @@ export interface CmsAdminDeps {
   entries: EntryStore;
   media: MediaStore;
   meter: UsageMeter;
+  indexes: IndexBuilder;
+  /** how long Create/Update/DeleteContentType wait for their index build or drop (default 30 s) */
+  indexWaitMs?: number;
   /** drops the application's cached reads in every process */
   invalidate: (appId: number) => void;
   onChange?: CmsChangeHook;
@@ -74,7 +81,7 @@ function inputOf(m: ContentTypeInput | undefined): ContentTypeInputData {
   };
 }
 
-function typeMsg(d: ContentTypeDef): MessageInitShape<typeof ContentTypeSchema> {
+function typeMsg(d: ContentTypeDef, ready: boolean): MessageInitShape<typeof ContentTypeSchema> {
   return {
     id: BigInt(d.id),
     appId: BigInt(d.appId),
@@ -100,7 +107,12 @@ function typeMsg(d: ContentTypeDef): MessageInitShape<typeof ContentTypeSchema> 
     defaultPerPage: d.defaultPerPage,
     createdAt: timestampFromDate(d.createdAt),
     updatedAt: timestampFromDate(d.updatedAt),
+    indexesReady: ready,
   };
+}
+
+function mediaMsg(m: MediaFileRecord) {
+  return { fileId: m.fileId, contentType: m.contentType, size: BigInt(m.size), filename: m.filename, createdAt: timestampFromDate(m.createdAt) };
 }
 
 function entryMsg(slug: string, e: EntryRecord) {
@@ -130,6 +142,22 @@ const DAY_RE = /^\d{4}-\d{2}-\d{2}$/;
 
 export function createCmsAdminServiceImpl(deps: CmsAdminDeps): ServiceImpl<typeof CmsService> {
   const { sql, types, entries } = deps;
+  const indexWaitMs = deps.indexWaitMs ?? 30_000;
+
+  async function typeMsgs(defs: ContentTypeDef[]) {
+    const ready = await indexesReady(sql, defs);
+    return defs.map((d) => typeMsg(d, ready.get(d.id) ?? false));
+  }
+
+  /** Waits for the type's index build or drop (at most indexWaitMs; it goes on in the background). */
+  async function awaitIndexes(typeId: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      deps.indexes.schedule(typeId),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, indexWaitMs))),
+    ]);
+    clearTimeout(timer);
+  }
 
   async function notify(appId: number, change: CmsChange): Promise<void> {
     deps.invalidate(appId);
@@ -169,23 +197,27 @@ export function createCmsAdminServiceImpl(deps: CmsAdminDeps): ServiceImpl<typeo
     async createContentType(req) {
       const def = await types.create(Number(req.appId), inputOf(req.contentType));
       deps.invalidate(Number(req.appId));
-      return typeMsg(def);
+      await awaitIndexes(def.id);
+      return (await typeMsgs([def]))[0]!;
     },
     async updateContentType(req) {
       const { after } = await types.update(Number(req.appId), req.slug, inputOf(req.contentType));
       deps.invalidate(Number(req.appId));
-      return typeMsg(after);
+      await awaitIndexes(after.id);
+      return (await typeMsgs([after]))[0]!;
     },
     async deleteContentType(req) {
-      await types.delete(Number(req.appId), req.slug);
+      const def = await types.delete(Number(req.appId), req.slug);
       deps.invalidate(Number(req.appId));
+      // its indexes are dropped after commit (DROP INDEX CONCURRENTLY)
+      await awaitIndexes(def.id);
       return {};
     },
     async getContentType(req) {
-      return typeMsg(await types.get(Number(req.appId), req.slug));
+      return (await typeMsgs([await types.get(Number(req.appId), req.slug)]))[0]!;
     },
     async listContentTypes(req) {
-      return { contentTypes: (await types.list(Number(req.appId))).map(typeMsg) };
+      return { contentTypes: await typeMsgs(await types.list(Number(req.appId))) };
     },
 
     async createEntry(req) {
@@ -245,8 +277,20 @@ export function createCmsAdminServiceImpl(deps: CmsAdminDeps): ServiceImpl<typeo
     },
 
     async uploadMedia(req) {
-      const m = await deps.media.upload(Number(req.appId), req.filename, req.contentType, req.data);
-      return { fileId: m.fileId, contentType: m.contentType, size: BigInt(m.size), filename: m.filename, createdAt: timestampFromDate(m.createdAt) };
+      return mediaMsg(await deps.media.upload(Number(req.appId), req.filename, req.contentType, req.data));
+    },
+    async listMedia(req) {
+      const size = req.pageSize > 0 ? Math.min(req.pageSize, 500) : 50;
+      const offset = req.pageToken ? Number(req.pageToken) : 0;
+      if (!Number.isSafeInteger(offset) || offset < 0) throw validationError({ page_token: ["invalid page_token."] });
+      const list = await deps.media.list(Number(req.appId), size + 1, offset);
+      return { media: list.slice(0, size).map(mediaMsg), nextPageToken: list.length > size ? String(offset + size) : "" };
+    },
+    async deleteMedia(req) {
+      await deps.media.delete(Number(req.appId), req.fileId);
+      // like every content change: cached reads of the application are dropped
+      deps.invalidate(Number(req.appId));
+      return {};
     },
 
     async getCmsUsage(req) {

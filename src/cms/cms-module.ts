@@ -35,6 +35,8 @@ export function createCmsModule(deps: CmsModuleDeps): PulsebaseModule & { invali
       if (nc && !nc.isClosed()) nc.publish(SUBJECT, String(appId));
     },
     onHookError: (err) => deps.logger.error({ err }, "cms change hook failed"),
+    onIndexError: (err, info) =>
+      deps.logger[info.willRetry ? "warn" : "error"]({ err, ...info }, "cms per-field index build failed"),
   });
   const mediaPath = new URL(deps.config.mediaBaseUrl).pathname.replace(/\/$/, "");
   return {

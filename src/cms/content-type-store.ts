@@ -1,12 +1,12 @@
-// Content types in PostgreSQL: definitions, their per-field indexes, and the
-// effect of definition changes on stored entries (renames move values,
-// removed fields drop them, searchable changes recompute the search text).
+// Content types in PostgreSQL: definitions and the effect of definition
+// changes on stored entries (renames move values, removed fields drop them,
+// searchable changes recompute the search text). The per-field indexes are
+// built after the change commits, outside its transaction (index-builder.ts).
 import { appError, validationError } from "../internal/errors.js";
 import type { Sql } from "../storage/sql.js";
 import type { ContentTypeDef, ContentTypeInputData } from "./content-type-def.js";
 import { validateContentTypeInput } from "./content-type-def.js";
 import { MAX_INDEXED_TEXT_LENGTH, type FieldDef } from "./field-types.js";
-import { dropIndexes, syncIndexes } from "./field-indexes.js";
 import { searchTextExpr } from "./sql-expr.js";
 
 interface Row {
@@ -94,9 +94,7 @@ export class ContentTypeStore {
         [appId, clean.slug, clean.name, clean.description, clean.icon, JSON.stringify(stripInput(clean.fields)),
           clean.filterable, clean.sortable, clean.searchable, clean.defaultSort, clean.defaultPerPage],
       );
-      const def = toDef(rows[0]!);
-      await syncIndexes(tx, def);
-      return def;
+      return toDef(rows[0]!);
     });
   }
 
@@ -186,7 +184,6 @@ export class ContentTypeStore {
           await tx.query("UPDATE cms_content_types SET fields = $2::jsonb WHERE id = $1", [o.id, JSON.stringify(fields)]);
         }
       }
-      await syncIndexes(tx, after);
       return { before, after };
     });
   }
@@ -201,15 +198,14 @@ export class ContentTypeStore {
       if (refs.length) {
         throw appError("failed_precondition", `Content type ${slug} is the target of relations in: ${refs.map((r) => r.slug).join(", ")}.`);
       }
-      await dropIndexes(tx, def.id);
       await tx.query("DELETE FROM cms_content_types WHERE id = $1", [def.id]);
       return def;
     });
   }
 
-  // Serialises all definition changes (slug uniqueness, relation targets, and
-  // two index builds on cms_entries would otherwise deadlock each other);
-  // readers are not blocked. Definition changes are rare.
+  // Serialises all definition changes (slug uniqueness, relation targets);
+  // readers and entry writes are not blocked. Index builds are serialised
+  // separately, after commit (index-builder.ts). Definition changes are rare.
   private async lockApp(tx: Sql, appId: number): Promise<void> {
     await tx.query("SELECT pg_advisory_xact_lock($1)", [DEFINITION_LOCK]);
     const { rows } = await tx.query("SELECT id FROM apps WHERE id = $1", [appId]);

@@ -125,8 +125,11 @@ export class EntryStore {
       }
     }
     if (mediaChecks.length) {
+      // FOR KEY SHARE: a concurrent DeleteMedia waits for this transaction,
+      // then sees the reference and refuses (or this one waits for it and
+      // finds no file).
       const { rows } = await tx.query<{ file_id: string }>(
-        "SELECT file_id FROM cms_media WHERE file_id = ANY($1::text[]) AND app_id = $2",
+        "SELECT file_id FROM cms_media WHERE file_id = ANY($1::text[]) AND app_id = $2 FOR KEY SHARE",
         [mediaChecks.map((m) => m.id), def.appId],
       );
       const have = new Set(rows.map((r) => r.file_id));

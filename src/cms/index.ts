@@ -10,6 +10,7 @@ import { createCmsAdminServiceImpl, type CmsChangeHook } from "./cms-admin-servi
 import { createContentServiceImpl } from "./content-service.js";
 import { ContentTypeStore } from "./content-type-store.js";
 import { EntryStore } from "./entry-store.js";
+import { IndexBuilder, type IndexBuildErrorInfo } from "./index-builder.js";
 import { createMediaHandler, MediaStore } from "./media.js";
 import { RateLimiter } from "./rate-limiter.js";
 import { ReadCache } from "./read-cache.js";
@@ -30,6 +31,12 @@ export interface CmsConfig {
   appKeyTtlMs?: number;
   /** cached reads expire after this even without invalidation (default 300 s) */
   cacheTtlMs?: number;
+  /** Create/UpdateContentType wait this long for their index build, which then goes on in the background (default 30 s) */
+  indexWaitMs?: number;
+  /** attempts per index build before giving up until the next change or restart (default 3) */
+  indexBuildAttempts?: number;
+  /** pause before retrying a failed index build, doubled each time (default 1000 ms) */
+  indexRetryDelayMs?: number;
 }
 
 export interface CmsDeps {
@@ -40,6 +47,8 @@ export interface CmsDeps {
   /** tells the other processes to invalidate (e.g. a NATS publish); they call cms.invalidate(appId) */
   broadcastInvalidation?: (appId: number) => void;
   onHookError?: (err: unknown) => void;
+  /** a per-field index build or drop failed (info.willRetry: another attempt follows) */
+  onIndexError?: (err: unknown, info: IndexBuildErrorInfo) => void;
 }
 
 export interface Cms {
@@ -49,14 +58,15 @@ export interface Cms {
   serveMedia: ReturnType<typeof createMediaHandler>;
   /** drops this process's cached reads of the application (no broadcast) */
   invalidate(appId: number): void;
-  /** starts the usage meter's periodic flush */
+  /** starts the usage meter's periodic flush and repairs per-field indexes left missing or INVALID by an interrupted build */
   start(): void;
-  /** flushes the usage meter; call before closing sql */
+  /** flushes the usage meter and waits for the index build in progress (queued ones are left to the next start); call before closing sql */
   stop(): Promise<void>;
   /** internals, for tests and the bench */
   readonly meter: UsageMeter;
   readonly cache: ReadCache;
   readonly apps: AppResolver;
+  readonly indexes: IndexBuilder;
 }
 
 export function createCms(deps: CmsDeps): Cms {
@@ -66,6 +76,11 @@ export function createCms(deps: CmsDeps): Cms {
   const meter = new UsageMeter(sql, config.meterFlushMs);
   const limiter = new RateLimiter(sql);
   const media = new MediaStore({ sql, blobDir: config.mediaDir, maxBytes: config.mediaMaxBytes });
+  const indexes = new IndexBuilder(sql, {
+    attempts: config.indexBuildAttempts,
+    retryDelayMs: config.indexRetryDelayMs,
+    onError: deps.onIndexError,
+  });
   const invalidate = (appId: number) => cache.invalidate(appId);
   return {
     contentService: createContentServiceImpl({
@@ -77,6 +92,8 @@ export function createCms(deps: CmsDeps): Cms {
       entries: new EntryStore(sql),
       media,
       meter,
+      indexes,
+      indexWaitMs: config.indexWaitMs,
       invalidate: (appId) => {
         invalidate(appId);
         deps.broadcastInvalidation?.(appId);
@@ -86,11 +103,17 @@ export function createCms(deps: CmsDeps): Cms {
     }),
     serveMedia: createMediaHandler({ media, apps }),
     invalidate,
-    start: () => meter.start(),
-    stop: () => meter.stop(),
+    start: () => {
+      meter.start();
+      indexes.reconcileAll().catch((err: unknown) => deps.onIndexError?.(err, { typeId: 0, index: "", attempt: 1, willRetry: false }));
+    },
+    stop: async () => {
+      await Promise.all([meter.stop(), indexes.stop()]);
+    },
     meter,
     cache,
     apps,
+    indexes,
   };
 }
 

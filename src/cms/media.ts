@@ -1,16 +1,17 @@
 // Media files: uploads stored as <blobDir>/<app id>/<uuid>.<ext> with a row in
 // cms_media, and the public GET handler for
 // {media_base_url}/<APP_KEY>/cms/media/<file_id>. File ids are never reused,
-// so responses are cacheable forever (immutable).
+// so responses are cacheable forever (immutable). Deleting a file is refused
+// while entry media fields reference it.
 import { randomUUID } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { mkdir, rename, stat, writeFile } from "node:fs/promises";
+import { mkdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { appError } from "../internal/errors.js";
 import type { Sql } from "../storage/sql.js";
 import type { AppResolver } from "./app-resolver.js";
-import { MEDIA_ID_RE } from "./field-types.js";
+import { MEDIA_ID_RE, type FieldDef } from "./field-types.js";
 
 /** Content types accepted for upload, and the extension stored. */
 export const MEDIA_TYPES: Readonly<Record<string, string>> = {
@@ -41,6 +42,32 @@ export interface MediaFileRecord {
   filename: string;
   createdAt: Date;
 }
+
+/** An entry whose media field holds a file. */
+export interface MediaReference {
+  contentType: string;
+  entryId: string;
+  field: string;
+}
+
+/** References named in a refusal; the message says how many more there are. */
+const REFERENCES_NAMED = 20;
+
+interface MediaRow {
+  file_id: string;
+  content_type: string;
+  size: number;
+  filename: string;
+  created_at: Date;
+}
+
+const toRecord = (r: MediaRow): MediaFileRecord => ({
+  fileId: r.file_id,
+  contentType: r.content_type,
+  size: Number(r.size),
+  filename: r.filename,
+  createdAt: new Date(r.created_at),
+});
 
 export interface MediaOptions {
   sql: Sql;
@@ -83,6 +110,71 @@ export class MediaStore {
       [fileId, appId, type, data.byteLength, filename.slice(0, 255)],
     );
     return { fileId, contentType: type, size: data.byteLength, filename: filename.slice(0, 255), createdAt: new Date(rows[0]!.created_at) };
+  }
+
+  /** The application's files, newest first. */
+  async list(appId: number, limit: number, offset: number): Promise<MediaFileRecord[]> {
+    const { rows } = await this.opts.sql.query<MediaRow>(
+      `SELECT file_id, content_type, size, filename, created_at FROM cms_media WHERE app_id = $1
+        ORDER BY created_at DESC, file_id DESC LIMIT $2 OFFSET $3`,
+      [appId, limit, offset],
+    );
+    return rows.map(toRecord);
+  }
+
+  /** Entries (any state) whose media fields hold the file, at most `limit`. */
+  async references(tx: Sql, appId: number, fileId: string, limit: number): Promise<MediaReference[]> {
+    const { rows: types } = await tx.query<{ id: number; slug: string; fields: FieldDef[] }>(
+      "SELECT id, slug, fields FROM cms_content_types WHERE app_id = $1 ORDER BY slug",
+      [appId],
+    );
+    // field names are validated identifiers (^[a-z][a-z0-9_]*$), safe to inline
+    const arms = types.flatMap((t) =>
+      t.fields
+        .filter((f) => f.type === "media")
+        .map(
+          (f) =>
+            `SELECT ${Number(t.id)}::bigint AS type_id, '${f.name}' AS field, id FROM cms_entries
+              WHERE content_type_id = ${Number(t.id)} AND data->>'${f.name}' = $1`,
+        ),
+    );
+    if (arms.length === 0) return [];
+    const { rows } = await tx.query<{ type_id: number; field: string; id: string }>(
+      `SELECT type_id, field, id FROM (${arms.join(" UNION ALL ")}) r LIMIT $2`,
+      [fileId, limit],
+    );
+    const slugOf = new Map(types.map((t) => [Number(t.id), t.slug]));
+    return rows.map((r) => ({ contentType: slugOf.get(Number(r.type_id)) ?? "", entryId: r.id, field: r.field }));
+  }
+
+  /**
+   * Deletes the record and the blob, or refuses (failed_precondition) while
+   * entries reference the file. The blob is removed before the record's
+   * deletion commits, so once this returns the file is never served again.
+   */
+  async delete(appId: number, fileId: string): Promise<MediaFileRecord> {
+    if (!MEDIA_ID_RE.test(fileId)) throw appError("not_found", `Media file ${fileId} does not exist.`);
+    return this.opts.sql.transaction(async (tx) => {
+      // FOR UPDATE waits for entry writes that validated this file (FOR KEY
+      // SHARE), so their references are visible to the check below.
+      const { rows } = await tx.query<MediaRow>(
+        "SELECT file_id, content_type, size, filename, created_at FROM cms_media WHERE file_id = $1 AND app_id = $2 FOR UPDATE",
+        [fileId, appId],
+      );
+      if (!rows[0]) throw appError("not_found", `Media file ${fileId} does not exist.`);
+      const refs = await this.references(tx, appId, fileId, REFERENCES_NAMED + 1);
+      if (refs.length > 0) {
+        const named = refs.slice(0, REFERENCES_NAMED).map((r) => `${r.contentType} ${r.entryId} (${r.field})`);
+        const more = refs.length > REFERENCES_NAMED ? " and more" : "";
+        throw appError(
+          "failed_precondition",
+          `Media file ${fileId} is referenced by ${named.join(", ")}${more}; clear those fields or delete those entries first.`,
+        );
+      }
+      await tx.query("DELETE FROM cms_media WHERE file_id = $1", [fileId]);
+      await rm(this.pathOf(appId, fileId), { force: true });
+      return toRecord(rows[0]);
+    });
   }
 }
 

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pulsebase/admin/v1/cms.proto.
  */
 export const file_pulsebase_admin_v1_cms: GenFile = /*@__PURE__*/
-  fileDesc("ChxwdWxzZWJhc2UvYWRtaW4vdjEvY21zLnByb3RvEhJwdWxzZWJhc2UuYWRtaW4udjEipgEKDENvbnRlbnRGaWVsZBIMCgRuYW1lGAEgASgJEgwKBHR5cGUYAiABKAkSEAoIcmVxdWlyZWQYAyABKAgSDQoFbGFiZWwYBCABKAkSEgoKc2VhcmNoYWJsZRgFIAEoCBIPCgdvcHRpb25zGAYgAygJEg0KBW11bHRpGAcgASgIEg4KBnRhcmdldBgIIAEoCRIVCg1wcmV2aW91c19uYW1lGAkgASgJIoICChBDb250ZW50VHlwZUlucHV0EgwKBHNsdWcYASABKAkSDAoEbmFtZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRIMCgRpY29uGAQgASgJEjAKBmZpZWxkcxgFIAMoCzIgLnB1bHNlYmFzZS5hZG1pbi52MS5Db250ZW50RmllbGQSGQoRZmlsdGVyYWJsZV9maWVsZHMYBiADKAkSFwoPc29ydGFibGVfZmllbGRzGAcgAygJEhkKEXNlYXJjaGFibGVfZmllbGRzGAggAygJEhQKDGRlZmF1bHRfc29ydBgJIAEoCRIYChBkZWZhdWx0X3Blcl9wYWdlGAogASgFIvkCCgtDb250ZW50VHlwZRIKCgJpZBgBIAEoAxIOCgZhcHBfaWQYAiABKAMSDAoEc2x1ZxgDIAEoCRIMCgRuYW1lGAQgASgJEhMKC2Rlc2NyaXB0aW9uGAUgASgJEgwKBGljb24YBiABKAkSMAoGZmllbGRzGAcgAygLMiAucHVsc2ViYXNlLmFkbWluLnYxLkNvbnRlbnRGaWVsZBIZChFmaWx0ZXJhYmxlX2ZpZWxkcxgIIAMoCRIXCg9zb3J0YWJsZV9maWVsZHMYCSADKAkSGQoRc2VhcmNoYWJsZV9maWVsZHMYCiADKAkSFAoMZGVmYXVsdF9zb3J0GAsgASgJEhgKEGRlZmF1bHRfcGVyX3BhZ2UYDCABKAUSLgoKY3JlYXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZgoYQ3JlYXRlQ29udGVudFR5cGVSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxI6Cgxjb250ZW50X3R5cGUYAiABKAsyJC5wdWxzZWJhc2UuYWRtaW4udjEuQ29udGVudFR5cGVJbnB1dCJ0ChhVcGRhdGVDb250ZW50VHlwZVJlcXVlc3QSDgoGYXBwX2lkGAEgASgDEgwKBHNsdWcYAiABKAkSOgoMY29udGVudF90eXBlGAMgASgLMiQucHVsc2ViYXNlLmFkbWluLnYxLkNvbnRlbnRUeXBlSW5wdXQiOAoYRGVsZXRlQ29udGVudFR5cGVSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxIMCgRzbHVnGAIgASgJIhsKGURlbGV0ZUNvbnRlbnRUeXBlUmVzcG9uc2UiNQoVR2V0Q29udGVudFR5cGVSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxIMCgRzbHVnGAIgASgJIikKF0xpc3RDb250ZW50VHlwZXNSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAyJSChhMaXN0Q29udGVudFR5cGVzUmVzcG9uc2USNgoNY29udGVudF90eXBlcxgBIAMoCzIfLnB1bHNlYmFzZS5hZG1pbi52MS5Db250ZW50VHlwZSL1AQoFRW50cnkSCgoCaWQYASABKAkSFAoMY29udGVudF90eXBlGAIgASgJEiUKBGRhdGEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhEKCXB1Ymxpc2hlZBgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxwdWJsaXNoZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wInIKEkNyZWF0ZUVudHJ5UmVxdWVzdBIOCgZhcHBfaWQYASABKAMSFAoMY29udGVudF90eXBlGAIgASgJEiUKBGRhdGEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg8KB3B1Ymxpc2gYBCABKAgiVwoSVXBkYXRlRW50cnlSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxIKCgJpZBgCIAEoCRIlCgRkYXRhGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIwChJEZWxldGVFbnRyeVJlcXVlc3QSDgoGYXBwX2lkGAEgASgDEgoKAmlkGAIgASgJIhUKE0RlbGV0ZUVudHJ5UmVzcG9uc2UiMQoTUHVibGlzaEVudHJ5UmVxdWVzdBIOCgZhcHBfaWQYASABKAMSCgoCaWQYAiABKAkiMwoVVW5wdWJsaXNoRW50cnlSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxIKCgJpZBgCIAEoCSItCg9HZXRFbnRyeVJlcXVlc3QSDgoGYXBwX2lkGAEgASgDEgoKAmlkGAIgASgJImEKEkxpc3RFbnRyaWVzUmVxdWVzdBIOCgZhcHBfaWQYASABKAMSFAoMY29udGVudF90eXBlGAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIloKE0xpc3RFbnRyaWVzUmVzcG9uc2USKgoHZW50cmllcxgBIAMoCzIZLnB1bHNlYmFzZS5hZG1pbi52MS5FbnRyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiWgoSVXBsb2FkTWVkaWFSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxIQCghmaWxlbmFtZRgCIAEoCRIUCgxjb250ZW50X3R5cGUYAyABKAkSDAoEZGF0YRgEIAEoDCKCAQoJTWVkaWFGaWxlEg8KB2ZpbGVfaWQYASABKAkSFAoMY29udGVudF90eXBlGAIgASgJEgwKBHNpemUYAyABKAMSEAoIZmlsZW5hbWUYBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiRgoSR2V0Q21zVXNhZ2VSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxIQCghmcm9tX2RheRgCIAEoCRIOCgZ0b19kYXkYAyABKAkiPQoLQ21zVXNhZ2VEYXkSCwoDZGF5GAEgASgJEg8KB2NvdW50ZWQYAiABKAMSEAoIaW5jbHVkZWQYAyABKAMiRAoTR2V0Q21zVXNhZ2VSZXNwb25zZRItCgRkYXlzGAEgAygLMh8ucHVsc2ViYXNlLmFkbWluLnYxLkNtc1VzYWdlRGF5MqUKCgpDbXNTZXJ2aWNlEmIKEUNyZWF0ZUNvbnRlbnRUeXBlEiwucHVsc2ViYXNlLmFkbWluLnYxLkNyZWF0ZUNvbnRlbnRUeXBlUmVxdWVzdBofLnB1bHNlYmFzZS5hZG1pbi52MS5Db250ZW50VHlwZRJiChFVcGRhdGVDb250ZW50VHlwZRIsLnB1bHNlYmFzZS5hZG1pbi52MS5VcGRhdGVDb250ZW50VHlwZVJlcXVlc3QaHy5wdWxzZWJhc2UuYWRtaW4udjEuQ29udGVudFR5cGUScAoRRGVsZXRlQ29udGVudFR5cGUSLC5wdWxzZWJhc2UuYWRtaW4udjEuRGVsZXRlQ29udGVudFR5cGVSZXF1ZXN0Gi0ucHVsc2ViYXNlLmFkbWluLnYxLkRlbGV0ZUNvbnRlbnRUeXBlUmVzcG9uc2USXAoOR2V0Q29udGVudFR5cGUSKS5wdWxzZWJhc2UuYWRtaW4udjEuR2V0Q29udGVudFR5cGVSZXF1ZXN0Gh8ucHVsc2ViYXNlLmFkbWluLnYxLkNvbnRlbnRUeXBlEm0KEExpc3RDb250ZW50VHlwZXMSKy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdENvbnRlbnRUeXBlc1JlcXVlc3QaLC5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdENvbnRlbnRUeXBlc1Jlc3BvbnNlElAKC0NyZWF0ZUVudHJ5EiYucHVsc2ViYXNlLmFkbWluLnYxLkNyZWF0ZUVudHJ5UmVxdWVzdBoZLnB1bHNlYmFzZS5hZG1pbi52MS5FbnRyeRJQCgtVcGRhdGVFbnRyeRImLnB1bHNlYmFzZS5hZG1pbi52MS5VcGRhdGVFbnRyeVJlcXVlc3QaGS5wdWxzZWJhc2UuYWRtaW4udjEuRW50cnkSXgoLRGVsZXRlRW50cnkSJi5wdWxzZWJhc2UuYWRtaW4udjEuRGVsZXRlRW50cnlSZXF1ZXN0GicucHVsc2ViYXNlLmFkbWluLnYxLkRlbGV0ZUVudHJ5UmVzcG9uc2USUgoMUHVibGlzaEVudHJ5EicucHVsc2ViYXNlLmFkbWluLnYxLlB1Ymxpc2hFbnRyeVJlcXVlc3QaGS5wdWxzZWJhc2UuYWRtaW4udjEuRW50cnkSVgoOVW5wdWJsaXNoRW50cnkSKS5wdWxzZWJhc2UuYWRtaW4udjEuVW5wdWJsaXNoRW50cnlSZXF1ZXN0GhkucHVsc2ViYXNlLmFkbWluLnYxLkVudHJ5EkoKCEdldEVudHJ5EiMucHVsc2ViYXNlLmFkbWluLnYxLkdldEVudHJ5UmVxdWVzdBoZLnB1bHNlYmFzZS5hZG1pbi52MS5FbnRyeRJeCgtMaXN0RW50cmllcxImLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0RW50cmllc1JlcXVlc3QaJy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEVudHJpZXNSZXNwb25zZRJUCgtVcGxvYWRNZWRpYRImLnB1bHNlYmFzZS5hZG1pbi52MS5VcGxvYWRNZWRpYVJlcXVlc3QaHS5wdWxzZWJhc2UuYWRtaW4udjEuTWVkaWFGaWxlEl4KC0dldENtc1VzYWdlEiYucHVsc2ViYXNlLmFkbWluLnYxLkdldENtc1VzYWdlUmVxdWVzdBonLnB1bHNlYmFzZS5hZG1pbi52MS5HZXRDbXNVc2FnZVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChxwdWxzZWJhc2UvYWRtaW4vdjEvY21zLnByb3RvEhJwdWxzZWJhc2UuYWRtaW4udjEipgEKDENvbnRlbnRGaWVsZBIMCgRuYW1lGAEgASgJEgwKBHR5cGUYAiABKAkSEAoIcmVxdWlyZWQYAyABKAgSDQoFbGFiZWwYBCABKAkSEgoKc2VhcmNoYWJsZRgFIAEoCBIPCgdvcHRpb25zGAYgAygJEg0KBW11bHRpGAcgASgIEg4KBnRhcmdldBgIIAEoCRIVCg1wcmV2aW91c19uYW1lGAkgASgJIoICChBDb250ZW50VHlwZUlucHV0EgwKBHNsdWcYASABKAkSDAoEbmFtZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRIMCgRpY29uGAQgASgJEjAKBmZpZWxkcxgFIAMoCzIgLnB1bHNlYmFzZS5hZG1pbi52MS5Db250ZW50RmllbGQSGQoRZmlsdGVyYWJsZV9maWVsZHMYBiADKAkSFwoPc29ydGFibGVfZmllbGRzGAcgAygJEhkKEXNlYXJjaGFibGVfZmllbGRzGAggAygJEhQKDGRlZmF1bHRfc29ydBgJIAEoCRIYChBkZWZhdWx0X3Blcl9wYWdlGAogASgFIpADCgtDb250ZW50VHlwZRIKCgJpZBgBIAEoAxIOCgZhcHBfaWQYAiABKAMSDAoEc2x1ZxgDIAEoCRIMCgRuYW1lGAQgASgJEhMKC2Rlc2NyaXB0aW9uGAUgASgJEgwKBGljb24YBiABKAkSMAoGZmllbGRzGAcgAygLMiAucHVsc2ViYXNlLmFkbWluLnYxLkNvbnRlbnRGaWVsZBIZChFmaWx0ZXJhYmxlX2ZpZWxkcxgIIAMoCRIXCg9zb3J0YWJsZV9maWVsZHMYCSADKAkSGQoRc2VhcmNoYWJsZV9maWVsZHMYCiADKAkSFAoMZGVmYXVsdF9zb3J0GAsgASgJEhgKEGRlZmF1bHRfcGVyX3BhZ2UYDCABKAUSLgoKY3JlYXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNaW5kZXhlc19yZWFkeRgPIAEoCCJmChhDcmVhdGVDb250ZW50VHlwZVJlcXVlc3QSDgoGYXBwX2lkGAEgASgDEjoKDGNvbnRlbnRfdHlwZRgCIAEoCzIkLnB1bHNlYmFzZS5hZG1pbi52MS5Db250ZW50VHlwZUlucHV0InQKGFVwZGF0ZUNvbnRlbnRUeXBlUmVxdWVzdBIOCgZhcHBfaWQYASABKAMSDAoEc2x1ZxgCIAEoCRI6Cgxjb250ZW50X3R5cGUYAyABKAsyJC5wdWxzZWJhc2UuYWRtaW4udjEuQ29udGVudFR5cGVJbnB1dCI4ChhEZWxldGVDb250ZW50VHlwZVJlcXVlc3QSDgoGYXBwX2lkGAEgASgDEgwKBHNsdWcYAiABKAkiGwoZRGVsZXRlQ29udGVudFR5cGVSZXNwb25zZSI1ChVHZXRDb250ZW50VHlwZVJlcXVlc3QSDgoGYXBwX2lkGAEgASgDEgwKBHNsdWcYAiABKAkiKQoXTGlzdENvbnRlbnRUeXBlc1JlcXVlc3QSDgoGYXBwX2lkGAEgASgDIlIKGExpc3RDb250ZW50VHlwZXNSZXNwb25zZRI2Cg1jb250ZW50X3R5cGVzGAEgAygLMh8ucHVsc2ViYXNlLmFkbWluLnYxLkNvbnRlbnRUeXBlIvUBCgVFbnRyeRIKCgJpZBgBIAEoCRIUCgxjb250ZW50X3R5cGUYAiABKAkSJQoEZGF0YRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoJcHVibGlzaGVkGAQgASgIEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDHB1Ymxpc2hlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAicgoSQ3JlYXRlRW50cnlSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxIUCgxjb250ZW50X3R5cGUYAiABKAkSJQoEZGF0YRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDwoHcHVibGlzaBgEIAEoCCJXChJVcGRhdGVFbnRyeVJlcXVlc3QSDgoGYXBwX2lkGAEgASgDEgoKAmlkGAIgASgJEiUKBGRhdGEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IjAKEkRlbGV0ZUVudHJ5UmVxdWVzdBIOCgZhcHBfaWQYASABKAMSCgoCaWQYAiABKAkiFQoTRGVsZXRlRW50cnlSZXNwb25zZSIxChNQdWJsaXNoRW50cnlSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxIKCgJpZBgCIAEoCSIzChVVbnB1Ymxpc2hFbnRyeVJlcXVlc3QSDgoGYXBwX2lkGAEgASgDEgoKAmlkGAIgASgJIi0KD0dldEVudHJ5UmVxdWVzdBIOCgZhcHBfaWQYASABKAMSCgoCaWQYAiABKAkiYQoSTGlzdEVudHJpZXNSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxIUCgxjb250ZW50X3R5cGUYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiWgoTTGlzdEVudHJpZXNSZXNwb25zZRIqCgdlbnRyaWVzGAEgAygLMhkucHVsc2ViYXNlLmFkbWluLnYxLkVudHJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJaChJVcGxvYWRNZWRpYVJlcXVlc3QSDgoGYXBwX2lkGAEgASgDEhAKCGZpbGVuYW1lGAIgASgJEhQKDGNvbnRlbnRfdHlwZRgDIAEoCRIMCgRkYXRhGAQgASgMIoIBCglNZWRpYUZpbGUSDwoHZmlsZV9pZBgBIAEoCRIUCgxjb250ZW50X3R5cGUYAiABKAkSDAoEc2l6ZRgDIAEoAxIQCghmaWxlbmFtZRgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJJChBMaXN0TWVkaWFSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJaChFMaXN0TWVkaWFSZXNwb25zZRIsCgVtZWRpYRgBIAMoCzIdLnB1bHNlYmFzZS5hZG1pbi52MS5NZWRpYUZpbGUSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjUKEkRlbGV0ZU1lZGlhUmVxdWVzdBIOCgZhcHBfaWQYASABKAMSDwoHZmlsZV9pZBgCIAEoCSIVChNEZWxldGVNZWRpYVJlc3BvbnNlIkYKEkdldENtc1VzYWdlUmVxdWVzdBIOCgZhcHBfaWQYASABKAMSEAoIZnJvbV9kYXkYAiABKAkSDgoGdG9fZGF5GAMgASgJIj0KC0Ntc1VzYWdlRGF5EgsKA2RheRgBIAEoCRIPCgdjb3VudGVkGAIgASgDEhAKCGluY2x1ZGVkGAMgASgDIkQKE0dldENtc1VzYWdlUmVzcG9uc2USLQoEZGF5cxgBIAMoCzIfLnB1bHNlYmFzZS5hZG1pbi52MS5DbXNVc2FnZURheTLfCwoKQ21zU2VydmljZRJiChFDcmVhdGVDb250ZW50VHlwZRIsLnB1bHNlYmFzZS5hZG1pbi52MS5DcmVhdGVDb250ZW50VHlwZVJlcXVlc3QaHy5wdWxzZWJhc2UuYWRtaW4udjEuQ29udGVudFR5cGUSYgoRVXBkYXRlQ29udGVudFR5cGUSLC5wdWxzZWJhc2UuYWRtaW4udjEuVXBkYXRlQ29udGVudFR5cGVSZXF1ZXN0Gh8ucHVsc2ViYXNlLmFkbWluLnYxLkNvbnRlbnRUeXBlEnAKEURlbGV0ZUNvbnRlbnRUeXBlEiwucHVsc2ViYXNlLmFkbWluLnYxLkRlbGV0ZUNvbnRlbnRUeXBlUmVxdWVzdBotLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVDb250ZW50VHlwZVJlc3BvbnNlElwKDkdldENvbnRlbnRUeXBlEikucHVsc2ViYXNlLmFkbWluLnYxLkdldENvbnRlbnRUeXBlUmVxdWVzdBofLnB1bHNlYmFzZS5hZG1pbi52MS5Db250ZW50VHlwZRJtChBMaXN0Q29udGVudFR5cGVzEisucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RDb250ZW50VHlwZXNSZXF1ZXN0GiwucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RDb250ZW50VHlwZXNSZXNwb25zZRJQCgtDcmVhdGVFbnRyeRImLnB1bHNlYmFzZS5hZG1pbi52MS5DcmVhdGVFbnRyeVJlcXVlc3QaGS5wdWxzZWJhc2UuYWRtaW4udjEuRW50cnkSUAoLVXBkYXRlRW50cnkSJi5wdWxzZWJhc2UuYWRtaW4udjEuVXBkYXRlRW50cnlSZXF1ZXN0GhkucHVsc2ViYXNlLmFkbWluLnYxLkVudHJ5El4KC0RlbGV0ZUVudHJ5EiYucHVsc2ViYXNlLmFkbWluLnYxLkRlbGV0ZUVudHJ5UmVxdWVzdBonLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVFbnRyeVJlc3BvbnNlElIKDFB1Ymxpc2hFbnRyeRInLnB1bHNlYmFzZS5hZG1pbi52MS5QdWJsaXNoRW50cnlSZXF1ZXN0GhkucHVsc2ViYXNlLmFkbWluLnYxLkVudHJ5ElYKDlVucHVibGlzaEVudHJ5EikucHVsc2ViYXNlLmFkbWluLnYxLlVucHVibGlzaEVudHJ5UmVxdWVzdBoZLnB1bHNlYmFzZS5hZG1pbi52MS5FbnRyeRJKCghHZXRFbnRyeRIjLnB1bHNlYmFzZS5hZG1pbi52MS5HZXRFbnRyeVJlcXVlc3QaGS5wdWxzZWJhc2UuYWRtaW4udjEuRW50cnkSXgoLTGlzdEVudHJpZXMSJi5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEVudHJpZXNSZXF1ZXN0GicucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RFbnRyaWVzUmVzcG9uc2USVAoLVXBsb2FkTWVkaWESJi5wdWxzZWJhc2UuYWRtaW4udjEuVXBsb2FkTWVkaWFSZXF1ZXN0Gh0ucHVsc2ViYXNlLmFkbWluLnYxLk1lZGlhRmlsZRJYCglMaXN0TWVkaWESJC5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdE1lZGlhUmVxdWVzdBolLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0TWVkaWFSZXNwb25zZRJeCgtEZWxldGVNZWRpYRImLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVNZWRpYVJlcXVlc3QaJy5wdWxzZWJhc2UuYWRtaW4udjEuRGVsZXRlTWVkaWFSZXNwb25zZRJeCgtHZXRDbXNVc2FnZRImLnB1bHNlYmFzZS5hZG1pbi52MS5HZXRDbXNVc2FnZVJlcXVlc3QaJy5wdWxzZWJhc2UuYWRtaW4udjEuR2V0Q21zVXNhZ2VSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * A field of a content type.
@@ -225,6 +225,16 @@ export type ContentType = Message<"pulsebase.admin.v1.ContentType"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 14;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * True when every per-field index the definition needs (filterable,
+   * sortable fields) is built and valid. Index builds run after the
+   * definition change commits and never block entry writes; until they finish
+   * reads are correct but may be slower (see docs/cms.md).
+   *
+   * @generated from field: bool indexes_ready = 15;
+   */
+  indexesReady: boolean;
 };
 
 /**
@@ -711,6 +721,92 @@ export const MediaFileSchema: GenMessage<MediaFile> = /*@__PURE__*/
   messageDesc(file_pulsebase_admin_v1_cms, 21);
 
 /**
+ * @generated from message pulsebase.admin.v1.ListMediaRequest
+ */
+export type ListMediaRequest = Message<"pulsebase.admin.v1.ListMediaRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * 1..500; 0 means 50.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListMediaRequest.
+ * Use `create(ListMediaRequestSchema)` to create a new message.
+ */
+export const ListMediaRequestSchema: GenMessage<ListMediaRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_cms, 22);
+
+/**
+ * @generated from message pulsebase.admin.v1.ListMediaResponse
+ */
+export type ListMediaResponse = Message<"pulsebase.admin.v1.ListMediaResponse"> & {
+  /**
+   * @generated from field: repeated pulsebase.admin.v1.MediaFile media = 1;
+   */
+  media: MediaFile[];
+
+  /**
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListMediaResponse.
+ * Use `create(ListMediaResponseSchema)` to create a new message.
+ */
+export const ListMediaResponseSchema: GenMessage<ListMediaResponse> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_cms, 23);
+
+/**
+ * @generated from message pulsebase.admin.v1.DeleteMediaRequest
+ */
+export type DeleteMediaRequest = Message<"pulsebase.admin.v1.DeleteMediaRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * @generated from field: string file_id = 2;
+   */
+  fileId: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.DeleteMediaRequest.
+ * Use `create(DeleteMediaRequestSchema)` to create a new message.
+ */
+export const DeleteMediaRequestSchema: GenMessage<DeleteMediaRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_cms, 24);
+
+/**
+ * @generated from message pulsebase.admin.v1.DeleteMediaResponse
+ */
+export type DeleteMediaResponse = Message<"pulsebase.admin.v1.DeleteMediaResponse"> & {
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.DeleteMediaResponse.
+ * Use `create(DeleteMediaResponseSchema)` to create a new message.
+ */
+export const DeleteMediaResponseSchema: GenMessage<DeleteMediaResponse> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_cms, 25);
+
+/**
  * @generated from message pulsebase.admin.v1.GetCmsUsageRequest
  */
 export type GetCmsUsageRequest = Message<"pulsebase.admin.v1.GetCmsUsageRequest"> & {
@@ -737,7 +833,7 @@ export type GetCmsUsageRequest = Message<"pulsebase.admin.v1.GetCmsUsageRequest"
  * Use `create(GetCmsUsageRequestSchema)` to create a new message.
  */
 export const GetCmsUsageRequestSchema: GenMessage<GetCmsUsageRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_cms, 22);
+  messageDesc(file_pulsebase_admin_v1_cms, 26);
 
 /**
  * @generated from message pulsebase.admin.v1.CmsUsageDay
@@ -768,7 +864,7 @@ export type CmsUsageDay = Message<"pulsebase.admin.v1.CmsUsageDay"> & {
  * Use `create(CmsUsageDaySchema)` to create a new message.
  */
 export const CmsUsageDaySchema: GenMessage<CmsUsageDay> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_cms, 23);
+  messageDesc(file_pulsebase_admin_v1_cms, 27);
 
 /**
  * @generated from message pulsebase.admin.v1.GetCmsUsageResponse
@@ -785,7 +881,7 @@ export type GetCmsUsageResponse = Message<"pulsebase.admin.v1.GetCmsUsageRespons
  * Use `create(GetCmsUsageResponseSchema)` to create a new message.
  */
 export const GetCmsUsageResponseSchema: GenMessage<GetCmsUsageResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_cms, 24);
+  messageDesc(file_pulsebase_admin_v1_cms, 28);
 
 /**
  * CmsService is the operator API for authoring content: content types,
@@ -907,6 +1003,28 @@ export const CmsService: GenService<{
     methodKind: "unary";
     input: typeof UploadMediaRequestSchema;
     output: typeof MediaFileSchema;
+  },
+  /**
+   * Media files of the application, newest first.
+   *
+   * @generated from rpc pulsebase.admin.v1.CmsService.ListMedia
+   */
+  listMedia: {
+    methodKind: "unary";
+    input: typeof ListMediaRequestSchema;
+    output: typeof ListMediaResponseSchema;
+  },
+  /**
+   * Removes the file from the blob store and its record; its URL answers 404
+   * from then on. Refused (failed_precondition, naming the entries) while a
+   * media field of an entry, published or not, references the file.
+   *
+   * @generated from rpc pulsebase.admin.v1.CmsService.DeleteMedia
+   */
+  deleteMedia: {
+    methodKind: "unary";
+    input: typeof DeleteMediaRequestSchema;
+    output: typeof DeleteMediaResponseSchema;
   },
   /**
    * Daily CMS request counts (counted = metered against the plan).
