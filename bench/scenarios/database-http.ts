@@ -38,6 +38,11 @@ export async function databaseScenarios(ctx: BenchContext): Promise<Row[]> {
   });
   rows.push({ scenario: "SELECT by PK", transport: "@libsql/client in process", result: await inProcessLoad(() => bare.execute({ sql: select.sql, args: [4242] }), 16, d) });
   const fastify = ctx.baseline("bare Fastify POST REST h1");
+  // the gateway's fixed cost: TLS, routing, the envelope, no service call
+  rows.push({
+    scenario: "/api/db/query, no token (401)", transport: "REST h1", baseline: "bare Fastify POST REST h1",
+    result: await h1Load({ url: `${ctx.https}/api/db/query`, method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(select), durationSec: d, ok: (s) => s === 401 }),
+  });
   const pk = await h1Load({ url: `${ctx.https}/api/db/query`, method: "POST", headers: auth, body: JSON.stringify(select), durationSec: d });
   rows.push({ scenario: "SELECT by PK /api/db/query", transport: "REST h1", baseline: "SELECT by PK @libsql/client in process", result: pk, note: `${(pk.rps / fastify.rps).toFixed(2)} x bare Fastify` });
   rows.push({

@@ -33,6 +33,10 @@ export function sizeOf(v: unknown): number {
 /** A result limit was crossed: the statement's error, not a failure of the engine. */
 export class LimitError extends Error {}
 
+export function tooManyBytes(maxBytes: number): LimitError {
+  return new LimitError(`result too large: more than ${maxBytes} bytes in this response; select fewer rows or columns`);
+}
+
 /** The part of a libsql statement readRows needs. */
 interface RowSource {
   iterate(...args: unknown[]): Iterable<unknown>;
@@ -64,7 +68,7 @@ export function readRows(st: RowSource, args: unknown[], maxRows: number, maxByt
       }
       for (const v of raw) budget.bytes -= sizeOf(v);
       if (budget.bytes < 0) {
-        throw new LimitError(`result too large: more than ${maxBytes} bytes in this response; select fewer rows or columns`);
+        throw tooManyBytes(maxBytes);
       }
       rows.push(raw.map(encode));
     }

@@ -15,8 +15,8 @@
 // schema is never used on another.
 import { existsSync } from "node:fs";
 import Database from "libsql";
-import type { EngineResult, EngineStatement } from "./engine-protocol.js";
-import { bindable, LimitError, readRows, type ReadBudget } from "./engine-values.js";
+import type { EngineResult, EngineStatement, EngineValue } from "./engine-protocol.js";
+import { bindable, encode, LimitError, readRows, sizeOf, tooManyBytes, type ReadBudget } from "./engine-values.js";
 import type { Token } from "./sql-tokenizer.js";
 
 type Db = InstanceType<typeof Database>;
@@ -65,14 +65,15 @@ const KEYWORDS = new Set(["SELECT", "FROM", "WHERE", "AND", "OR", "NOT", "LIMIT"
 interface Verdict {
   /** Compiled on the reading connection; null when it is not a point read. */
   st: Stmt | null;
+  columns: string[];
+  /** A rowid lookup: at most one row. */
+  single: boolean;
   /** PRAGMA schema_version the verdict was made on. */
   version: number;
 }
 
 interface Conn {
   db: Db;
-  begin: Stmt;
-  commit: Stmt;
   schemaVersion: Stmt;
   reads: Map<string, Verdict>;
 }
@@ -95,7 +96,7 @@ export class PointReader {
     let result: EngineResult | undefined;
     const budget: ReadBudget = { bytes: maxBytes };
     try {
-      c.begin.run([]);
+      c.db.exec("BEGIN");
       const version = Number((c.schemaVersion.get([]) as unknown[])[0]);
       let v = c.reads.get(s.sql);
       if (v && v.version !== version) {
@@ -104,15 +105,16 @@ export class PointReader {
       }
       if (!v) {
         const k = classify(path, s, shape);
-        v = { st: k.point ? compile(c.db, s.sql) : null, version: k.version };
+        const st = k.point ? compile(c.db, s.sql) : null;
+        v = { st, columns: st ? st.columns().map((x) => x.name) : [], single: k.single, version: k.version };
         if (c.reads.size >= MAX_READS) c.reads.delete(c.reads.keys().next().value as string);
         c.reads.set(s.sql, v);
       }
       // a verdict made on another schema than this snapshot's is not used
       if (v.st && v.version === version) {
-        const columns = v.st.columns().map((x) => x.name);
+        const columns = v.columns;
         try {
-          const rows = readRows(v.st, bindable(s.args), maxRows, maxBytes, budget);
+          const rows = v.single ? readOne(v.st, bindable(s.args), maxBytes) : readRows(v.st, bindable(s.args), maxRows, maxBytes, budget);
           result = { columns, rows, rowsRead: rows.length, rowsWritten: 0 };
         } catch (e) {
           if (!(e instanceof LimitError)) throw e;
@@ -125,7 +127,7 @@ export class PointReader {
       result = undefined;
     } finally {
       try {
-        if (c.db.inTransaction) c.commit.run([]);
+        if (c.db.inTransaction) c.db.exec("COMMIT");
       } catch {
         budget.abandoned = true;
       }
@@ -142,7 +144,7 @@ export class PointReader {
     try {
       const schemaVersion = db.prepare("PRAGMA schema_version");
       schemaVersion.raw(true);
-      const c: Conn = { db, begin: db.prepare("BEGIN"), commit: db.prepare("COMMIT"), schemaVersion, reads: new Map() };
+      const c: Conn = { db, schemaVersion, reads: new Map() };
       if (this.conns.size >= MAX_CONNS) this.close(this.conns.keys().next().value as string);
       this.conns.set(path, c);
       return c;
@@ -189,6 +191,16 @@ function closeQuietly(db: Db): void {
   }
 }
 
+/** A rowid lookup reads one row at most: get() steps once and resets. */
+function readOne(st: Stmt, args: unknown[], maxBytes: number): EngineValue[][] {
+  const raw = st.get(args) as unknown[] | undefined;
+  if (!raw) return [];
+  let bytes = 0;
+  for (const x of raw) bytes += sizeOf(x);
+  if (bytes > maxBytes) throw tooManyBytes(maxBytes);
+  return [raw.map(encode)];
+}
+
 function compile(db: Db, sql: string): Stmt | null {
   const st = db.prepare(sql);
   if (!st.reader) return null;
@@ -203,9 +215,9 @@ function compile(db: Db, sql: string): Stmt | null {
  * one-off statements (EXPLAIN after a read) were seen to keep the read
  * snapshot after COMMIT, so later reads missed newer commits.
  */
-function classify(path: string, s: EngineStatement, shape: PointShape): { point: boolean; version: number } {
+function classify(path: string, s: EngineStatement, shape: PointShape): { point: boolean; single: boolean; version: number } {
   const db = openQueryOnly(path);
-  if (!db) return { point: false, version: -1 };
+  if (!db) return { point: false, single: false, version: -1 };
   const all = (sql: string, args: unknown[]) => {
     const st = db.prepare(sql);
     st.raw(true);
@@ -213,7 +225,7 @@ function classify(path: string, s: EngineStatement, shape: PointShape): { point:
   };
   try {
     const version = Number(all("PRAGMA schema_version", [])[0]![0]);
-    const no = { point: false, version };
+    const no = { point: false, single: false, version };
     // With sqlite_stat4 (after ANALYZE) SQLite may pick another plan for
     // other bound values; without it the plan does not depend on them.
     if (all("SELECT 1 FROM main.sqlite_schema WHERE name = 'sqlite_stat4'", []).length > 0) return no;
@@ -232,7 +244,7 @@ function classify(path: string, s: EngineStatement, shape: PointShape): { point:
     if (!def || def[0] !== "table" || /^\s*CREATE\s+VIRTUAL\b/i.test(String(def[1]))) return no;
     // generated columns are computed on read: their cost is unbounded
     if (all("SELECT hidden FROM pragma_table_xinfo(?) WHERE hidden IN (2, 3)", [shape.table]).length > 0) return no;
-    return { point: true, version };
+    return { point: true, single: m[2] === "rowid=?", version };
   } finally {
     closeQuietly(db);
   }

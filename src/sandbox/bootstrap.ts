@@ -97,13 +97,31 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (dbRef, limits) {
     return { status: status, headers: headers, body: body, text: text };
   }
 
-  return function bind(handler) {
+  return function bind(handler, doneRef) {
     // Input and output cross the isolate boundary as one JSON string each:
     // cheaper than structured copies of the request object.
-    return async function run(input) {
+    //   entry(0, input): the whole run as a promise (the host awaits it on
+    //     isolated-vm's thread: the slow path);
+    //   entry(1, input): starts a run inside a synchronous host call; the
+    //     isolate drains its microtasks before that call returns, so a run
+    //     that does not wait on the host has finished by then;
+    //   entry(2): the finished run's output, or undefined when it is still
+    //     waiting (on db calls): then doneRef gets the output when it settles.
+    let out, notify = false;
+    return function entry(mode, input) {
+      if (mode === 2) {
+        if (out === undefined) notify = true;
+        return out;
+      }
       const args = parse(input);
-      const req = args[0], ctx = args[1];
-      return stringify(await invoke(req, ctx));
+      const p = invoke(args[0], args[1]).then(stringify);
+      if (mode === 0) return p;
+      out = undefined; notify = false;
+      p.then(function (s) {
+        out = s;
+        if (notify) doneRef.applyIgnored(undefined, [s]);
+      });
+      return undefined;
     };
     async function invoke(req, ctx) {
       logs = []; logChars = 0; truncated = false;

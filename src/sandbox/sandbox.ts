@@ -20,9 +20,12 @@ export interface Sandbox {
   check(code: string, memoryMb: number): Promise<void>;
   /** Releases the idle isolates of a version (after it stops being active). */
   evictVersion(versionId: number): void;
-  stats(): { total: number; idle: number; keys: number };
+  stats(): { total: number; idle: number; keys: number; slowVersions: number };
   close(): void;
 }
+
+/** Warm runs whose median slice time decides whether a version stays on the fast path. */
+const SLICE_SAMPLES = 5;
 
 /** Heap limit of the throwaway isolate used by check(). */
 const CHECK_MEMORY_MB = 32;
@@ -31,6 +34,21 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
   const limits: SandboxLimits = { ...DEFAULT_SANDBOX_LIMITS, ...opts.limits };
   const pool = new IsolatePool(limits.maxIsolates, limits.isolatesPerVersion, limits.idleMs);
   const noDb: DbBridge = async () => ({ ok: false, code: "unavailable", message: "db is not available at deploy time" });
+  // Pool keys whose runs left the fast path (see SandboxLimits.syncBudgetMs).
+  const slow = new Set<string>();
+  // The last warm slice times per key: one GC pause or a preempted thread
+  // must not move a quick version off the fast path, so the median decides.
+  const slices = new Map<string, number[]>();
+  const judge = (key: string, ms: number) => {
+    let last = slices.get(key);
+    if (!last) slices.set(key, (last = []));
+    last.push(ms);
+    if (last.length > SLICE_SAMPLES) last.shift();
+    if (last.length === SLICE_SAMPLES && [...last].sort((a, b) => a - b)[SLICE_SAMPLES >> 1]! > limits.syncBudgetMs) {
+      slow.add(key);
+      slices.delete(key);
+    }
+  };
 
   return {
     limits,
@@ -52,22 +70,41 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
         // A version that no longer loads (e.g. memory limit too low for its top level).
         return { outcome: "error", error: err instanceof Error ? err.message : String(err), logs: [], logsTruncated: false, durationMs: ms, memoryBytes: 0, coldStart: true };
       }
-      const iso = lease.isolate;
+      let iso: FunctionIsolate | undefined = lease.isolate;
+      let cold = lease.cold;
+      const left = () => Math.max(1, Math.round(deadline - performance.now()));
       try {
-        const remaining = Math.max(1, Math.round(deadline - performance.now()));
-        const out = await iso.run(input, remaining);
+        const sliceMs = slow.has(key) ? 0 : limits.syncSliceMs;
+        let out = await iso.run(input, left(), sliceMs);
+        if (out.kind === "slice") slow.add(key);
+        else if (!cold && sliceMs > 0) judge(key, iso.lastSliceMs);
+        if (out.kind === "slice") {
+          // Nothing of the cut run took effect: run it again on the slow path.
+          pool.release(key, iso);
+          iso = undefined;
+          try {
+            const again = await pool.acquire(key, create, left());
+            iso = again.isolate;
+            cold = again.cold;
+          } catch (err) {
+            const error = err instanceof PoolTimeoutError ? `timed out after ${target.timeoutMs} ms waiting for a free isolate` : err instanceof Error ? err.message : String(err);
+            const outcome = err instanceof PoolTimeoutError ? "timeout" : "error";
+            return { outcome, error, logs: [], logsTruncated: false, durationMs: performance.now() - started, memoryBytes: 0, coldStart: true };
+          }
+          out = await iso.run(input, left(), 0);
+        }
         return {
-          outcome: out.kind,
+          outcome: out.kind === "slice" ? "timeout" : out.kind,
           response: out.response,
           error: out.error,
           logs: out.logs,
           logsTruncated: out.logsTruncated,
           durationMs: performance.now() - started,
           memoryBytes: iso.heapUsed(),
-          coldStart: lease.cold,
+          coldStart: cold,
         };
       } finally {
-        pool.release(key, iso);
+        if (iso) pool.release(key, iso);
       }
     },
 
@@ -79,9 +116,11 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
     evictVersion(versionId) {
       const prefix = `${versionId}:`;
       pool.evict((k) => k.startsWith(prefix));
+      for (const k of slices.keys()) if (k.startsWith(prefix)) slices.delete(k);
+      for (const k of slow) if (k.startsWith(prefix)) slow.delete(k);
     },
 
-    stats: () => pool.stats(),
+    stats: () => ({ ...pool.stats(), slowVersions: slow.size }),
     close: () => pool.close(),
   };
 }

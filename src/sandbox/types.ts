@@ -36,6 +36,17 @@ export interface SandboxLimits {
   maxLogLineChars: number;
   /** Deploy-time compile check: timeout for the module's top-level code. */
   compileTimeoutMs: number;
+  /**
+   * Hard cut of a run's synchronous slice on the service's thread (the fast
+   * path, see function-isolate.ts); 0 runs everything on isolated-vm's threads.
+   */
+  syncSliceMs: number;
+  /**
+   * A version whose warm synchronous slice takes longer than this leaves the
+   * fast path for good (in this process): its runs no longer hold up the
+   * service's thread.
+   */
+  syncBudgetMs: number;
 }
 
 export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
@@ -48,6 +59,8 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   maxLogChars: 16 * 1024,
   maxLogLineChars: 2 * 1024,
   compileTimeoutMs: 1_000,
+  syncSliceMs: 10,
+  syncBudgetMs: 1,
 };
 
 /** What identifies the code to run and how much it may use. */
