@@ -111,6 +111,10 @@ export class PointReader {
       }
       if (!v) {
         const k = classify(path, s, shape);
+        // the verdict was made on another schema than this snapshot's (a
+        // change committed in between): the engine runs it this time, and
+        // nothing compiled on this snapshot is kept under the other version
+        if (k.version !== version) return undefined;
         const st = k.point ? compile(c.db, s.sql) : null;
         v = { st, columns: st ? st.columns().map((x) => x.name) : [], single: k.single, version: k.version };
         if (c.reads.size >= MAX_READS) c.reads.delete(c.reads.keys().next().value as string);
@@ -229,12 +233,17 @@ function classify(path: string, s: EngineStatement, shape: PointShape): { point:
     st.raw(true);
     return st.all(args) as unknown[][];
   };
+  // every check reads one snapshot: the version, the plan and the table's
+  // definition belong to the same schema
+  let open = false;
   try {
+    db.exec("BEGIN");
+    open = true;
     const version = Number(all("PRAGMA schema_version", [])[0]![0]);
     const no = { point: false, single: false, version };
-    // With sqlite_stat4 (after ANALYZE) SQLite may pick another plan for
-    // other bound values; without it the plan does not depend on them.
-    if (all("SELECT 1 FROM main.sqlite_schema WHERE name = 'sqlite_stat4'", []).length > 0) return no;
+    // Statistics (after ANALYZE) can make the plan depend on the bound values
+    // (stat4) or differ between connections (stat1): none of that here.
+    if (all("SELECT 1 FROM main.sqlite_schema WHERE name IN ('sqlite_stat1', 'sqlite_stat4')", []).length > 0) return no;
     let plan: unknown[][];
     try {
       plan = all(`EXPLAIN QUERY PLAN ${s.sql}`, bindable(s.args));
@@ -250,8 +259,19 @@ function classify(path: string, s: EngineStatement, shape: PointShape): { point:
     if (!def || def[0] !== "table" || /^\s*CREATE\s+VIRTUAL\b/i.test(String(def[1]))) return no;
     // generated columns are computed on read: their cost is unbounded
     if (all("SELECT hidden FROM pragma_table_xinfo(?) WHERE hidden IN (2, 3)", [shape.table]).length > 0) return no;
+    // A partial index makes the plan depend on the bound values: SQLite
+    // uses it when a bound value implies its WHERE and re-plans the
+    // statement (maybe as a full scan) when another value is bound.
+    if (all("SELECT 1 FROM pragma_index_list(?) WHERE partial", [shape.table]).length > 0) return no;
     return { point: true, single: m[2] === "rowid=?", version };
+  } catch {
+    return { point: false, single: false, version: -1 };
   } finally {
+    try {
+      if (open) db.exec("COMMIT");
+    } catch {
+      // closed below either way
+    }
     closeQuietly(db);
   }
 }

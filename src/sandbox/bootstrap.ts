@@ -106,9 +106,11 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (dbRef, limits) {
     //     isolate drains its microtasks before that call returns, so a run
     //     that does not wait on the host has finished by then;
     //   entry(2): the finished run's output, or undefined when it is still
-    //     waiting (on db calls): then doneRef gets the output when it settles.
+    //     waiting (on db calls): then doneRef gets the output when it settles;
+    //   entry(3): nothing (the host's async check that the isolate is free).
     let out, notify = false;
     return function entry(mode, input) {
+      if (mode === 3) return undefined;
       if (mode === 2) {
         if (out === undefined) notify = true;
         return out;

@@ -42,6 +42,18 @@ export class FunctionIsolate {
   busy = false;
   /** Wall time of the last fast-path run's synchronous slice, in ms (0 after a slow-path run). */
   lastSliceMs = 0;
+  /** Host calls (db) the isolate started that have not been answered yet. */
+  private inflight = 0;
+  /**
+   * True when the isolate is known to run nothing until the host calls it:
+   * its last run finished inside the synchronous call with no host call left
+   * in flight. Otherwise code of an earlier run may still be running on
+   * isolated-vm's thread (microtasks after its output, or the continuation
+   * of a db call it did not await), and a synchronous call would wait for it
+   * on the service's thread, without any time limit.
+   */
+  private idle = true;
+  private running = false;
 
   private constructor(memoryMb: number) {
     this.isolate = new ivm.Isolate({ memoryLimit: memoryMb });
@@ -73,8 +85,14 @@ export class FunctionIsolate {
     // A run cut at its slice is run again elsewhere: db calls it queued
     // before it was cut must not take effect, and they reach this only after
     // the isolate is disposed.
-    const guarded: DbBridge = (op, a, b) =>
-      this.isolate.isDisposed ? Promise.resolve({ ok: false, code: "unavailable", message: "the run was stopped" }) : db(op, a, b);
+    const guarded: DbBridge = (op, a, b) => {
+      if (this.isolate.isDisposed) return Promise.resolve({ ok: false, code: "unavailable", message: "the run was stopped" });
+      // A call reaches the host only after the synchronous call that made it
+      // returned: one arriving between runs was left by a finished run.
+      if (!this.running) this.idle = false;
+      this.inflight++;
+      return db(op, a, b).finally(() => this.inflight--);
+    };
     const dbRef = this.keep(new ivm.Reference(guarded));
     const doneRef = this.keep(
       new ivm.Reference((output: string) => {
@@ -151,7 +169,16 @@ export class FunctionIsolate {
       });
     });
     this.lastSliceMs = 0;
+    let finishedInSlice = false;
+    this.running = true;
     try {
+      if (sliceMs > 0 && !this.idle) {
+        // An async call runs only once the isolate is free: it proves the
+        // earlier run's left-over work done without holding this thread.
+        await Promise.race([runner.apply(undefined, [3], { timeout: timeoutMs }), watchdog]);
+        if (this.inflight === 0) this.idle = true;
+        else sliceMs = 0; // a db call left running resumes the isolate later
+      }
       const payload = JSON.stringify([
         input.req,
         { consumer: input.consumer, event: input.event, env: input.env, trigger: input.trigger, requestId: input.requestId },
@@ -163,6 +190,7 @@ export class FunctionIsolate {
         try {
           runner.applySync(undefined, [1, payload], { timeout: slice });
           raw = runner.applySync(undefined, [2], { timeout: slice });
+          finishedInSlice = raw !== undefined;
         } catch (err) {
           if (slice < timeoutMs && messageOf(err).includes(TIMEOUT_MESSAGE)) {
             this.dispose();
@@ -196,6 +224,8 @@ export class FunctionIsolate {
       return { kind: "error", error: msg, logs: [], logsTruncated: false };
     } finally {
       this.settle = undefined;
+      this.idle = finishedInSlice && this.inflight === 0;
+      this.running = false;
       cancel();
     }
   }

@@ -8,11 +8,30 @@ import { join } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import Database from "libsql";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { PointReader, pointReadShape } from "../../src/database/point-reader.js";
 import { splitStatements } from "../../src/database/sql-splitter.js";
 import { failure } from "./errors.js";
 import { createHarness, rowsOf, type Harness } from "./harness.js";
+
+// A pass-through libsql whose prepare can run a hook first: a write made by
+// another connection exactly while the reader classifies a statement (the
+// hook runs before preparing the first statement whose text includes `on`).
+const hooks = vi.hoisted(() => ({ beforePlan: undefined as (() => void) | undefined, on: "EXPLAIN QUERY PLAN" }));
+vi.mock("libsql", async (importOriginal) => {
+  const Actual = ((await importOriginal()) as { default: new (...a: unknown[]) => { prepare(sql: string): unknown } }).default;
+  class Hooked extends Actual {
+    override prepare(sql: string) {
+      if (sql.includes(hooks.on) && hooks.beforePlan) {
+        const f = hooks.beforePlan;
+        hooks.beforePlan = undefined;
+        f();
+      }
+      return super.prepare(sql);
+    }
+  }
+  return { default: Hooked };
+});
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
@@ -46,6 +65,10 @@ describe("the point-read shape", () => {
     "SELECT id FROM kv WHERE id = ? LIMIT 1 OFFSET 5",
     "WITH c AS (SELECT 1) SELECT id FROM kv WHERE id = ?",
     "DELETE FROM kv WHERE id = ?",
+    "SELECT id FROM kv NOT INDEXED WHERE id = ?",
+    "SELECT id FROM kv INDEXED BY kv_cat WHERE cat = ?",
+    "SELECT id FROM main.kv WHERE id = ?",
+    "SELECT id FROM kv AS k WHERE id = ?",
   ])("leaves %s to the engine", (sql) => {
     expect(shape(sql)).toBeUndefined();
   });
@@ -118,6 +141,29 @@ describe("PointReader on a file", () => {
     expect(read("SELECT id FROM kv WHERE cat = ? LIMIT 1", ["c2"])).toBeUndefined();
     writer.exec("CREATE INDEX kv_cat ON kv (cat)");
     expect(read("SELECT id FROM kv WHERE cat = ? LIMIT 1", ["c2"])?.rows).toEqual([[2]]);
+  });
+
+  it("never serves a plan that depends on the bound values (partial index)", () => {
+    writer.exec("CREATE TABLE pi (id INTEGER PRIMARY KEY, cat TEXT, name TEXT); CREATE INDEX pi_c1 ON pi (cat, name) WHERE cat = 'c1'");
+    writer.exec("INSERT INTO pi SELECT value, 'c' || (value % 3), 'n' || value FROM generate_series(1, 300)");
+    // with 'c1' bound SQLite plans a SEARCH of the partial index; with 'c2'
+    // the same text is re-planned as a full scan
+    const sql = "SELECT id FROM pi WHERE cat = ? AND name = ?";
+    expect(read(sql, ["c1", "n3"])).toBeUndefined();
+    expect(read(sql, ["c2", "n2"])).toBeUndefined();
+  });
+
+  it("does not use a verdict whose plan was made on a schema committed after the read's snapshot", () => {
+    writer.exec("CREATE TABLE late (id INTEGER PRIMARY KEY, tag TEXT); INSERT INTO late SELECT value, 't' || value FROM generate_series(1, 300)");
+    const sql = "SELECT id FROM late WHERE tag = ?";
+    // the index appears between the read's snapshot and the plan check: the
+    // read's own statement is compiled on the old schema (a full scan)
+    hooks.on = "sqlite_stat4";
+    hooks.beforePlan = () => writer.exec("CREATE INDEX late_tag ON late (tag)");
+    expect(read(sql, ["t5"])).toBeUndefined();
+    expect(hooks.beforePlan).toBeUndefined();
+    // the next read's snapshot has the index
+    expect(read(sql, ["t5"])?.rows).toEqual([[5]]);
   });
 
   it("does not serve a file that does not exist, and never creates it", async () => {

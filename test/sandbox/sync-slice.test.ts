@@ -95,6 +95,23 @@ describe("the synchronous slice", () => {
     expect((await sandbox.run(t, input())).outcome).toBe("ok");
   });
 
+  it("never waits on the service's thread for work a previous run left running in the isolate", async () => {
+    // the run returns at once; the db call it did not await resumes the
+    // isolate later, on isolated-vm's thread, with 300 ms of work
+    const t = target(`export default (req, { db }) => {
+      if (req.body === "leave") db.query("SELECT 1").then(() => { const end = Date.now() + 300; while (Date.now() < end); });
+      return req.body;
+    }`, { timeoutMs: 2000 });
+    expect((await sandbox.run(t, input({ req: { body: "warm" } }))).outcome).toBe("ok");
+    expect((await sandbox.run(t, input({ req: { body: "leave" } }))).outcome).toBe("ok");
+    await new Promise((r) => setTimeout(r, 30)); // the left-over work is running now
+    const stall = await longestStall(async () => {
+      const r = await sandbox.run(t, input({ req: { body: "next" } }));
+      expect(r.response!.body).toBe(JSON.stringify("next"));
+    });
+    expect(stall).toBeLessThan(60);
+  });
+
   it("still times out a run that never ends, at its own timeout", async () => {
     const t = target(`export default () => { for (;;) {} }`, { timeoutMs: 300 });
     const t0 = performance.now();
