@@ -43,6 +43,11 @@ export class AppResolver {
     return app;
   }
 
+  /** The cached application of a key, without a lookup (undefined: unknown or not cached). */
+  peek(appKey: string): CmsApp | undefined {
+    return this.cache.get(appKey) ?? undefined;
+  }
+
   async keyOf(appId: number): Promise<string | undefined> {
     const { rows } = await this.sql.query<{ app_key: string }>("SELECT app_key FROM apps WHERE id = $1", [appId]);
     return rows[0]?.app_key;

@@ -13,6 +13,7 @@ import {
   type ContentService,
   type Meta,
 } from "../../gen/pulsebase/cms/v1/content_pb.js";
+import { REST_FAST_PATH, type FastAnswer, type FastRequest, type RestFastPaths } from "../http/fast-path.js";
 import { appError } from "../internal/errors.js";
 import { sqlState } from "../storage/pg-errors.js";
 import type { Sql } from "../storage/sql.js";
@@ -62,7 +63,7 @@ function toMessage(data: JsonValue, meta?: Meta | Omit<Meta, "$typeName">): Cont
   return create(ContentResponseSchema, { data: fromJson(ValueSchema, data), meta });
 }
 
-function matchesIfNoneMatch(header: string | null, etag: string): boolean {
+function matchesIfNoneMatch(header: string | null | undefined, etag: string): boolean {
   if (!header) return false;
   return header.split(",").some((t) => {
     const v = t.trim();
@@ -132,15 +133,30 @@ function catalogJson(def: ContentTypeDef, count: number): JsonObject {
 // Only the parameters a cached shape can hold make up the key, so ignored or
 // unknown parameters cannot multiply cache entries.
 function cacheKey(endpoint: Endpoint, slug: string, extra: string, query: Query): string {
-  const keys = Object.keys(query)
+  let k = `${endpoint}\u0000${slug}\u0000${extra}`;
+  const all = Object.keys(query);
+  if (all.length === 0) return k;
+  const keys = all
     .filter((k) => k === "page" || k === "sort" || k.startsWith("filter["))
     .sort();
-  let k = `${endpoint}\u0000${slug}\u0000${extra}`;
   for (const key of keys) k += `\u0000${key}\u0001${query[key]}`;
   return k;
 }
 
-export function createContentServiceImpl(deps: ContentServiceDeps): ServiceImpl<typeof ContentService> {
+function cachedResponse(data: JsonValue, meta: Omit<Meta, "$typeName"> | undefined, etag: string): CachedResponse {
+  return {
+    message: toMessage(data, meta),
+    etag,
+    // Cache-Control, ETag, and Vary (responses differ per application: shared
+    // caches must key on the app key); sorted by name, the order in which the
+    // gateway copies ctx.responseHeader
+    headers: [["cache-control", CACHE_CONTROL_PUBLIC], ["etag", etag], ["vary", "X-App-Key"]],
+  };
+}
+
+export function createContentServiceImpl(
+  deps: ContentServiceDeps,
+): ServiceImpl<typeof ContentService> & { [REST_FAST_PATH]: RestFastPaths } {
   const { sql, apps, cache, meter, limiter } = deps;
   const timeoutMs = deps.queryTimeoutMs ?? 5000;
 
@@ -148,9 +164,14 @@ export function createContentServiceImpl(deps: ContentServiceDeps): ServiceImpl<
     if (!slot.state) {
       const p = loadReadState(sql, appId);
       slot.state = p;
-      p.catch(() => {
-        if (slot.state === p) slot.state = undefined;
-      });
+      p.then(
+        (state) => {
+          if (slot.state === p) slot.ready = state;
+        },
+        () => {
+          if (slot.state === p) slot.state = undefined;
+        },
+      );
     }
     return slot.state;
   }
@@ -180,11 +201,8 @@ export function createContentServiceImpl(deps: ContentServiceDeps): ServiceImpl<
     return { app, slot, state, def, counted };
   }
 
-  function respond(ctx: HandlerContext, r: CachedResponse, cacheControl: string): ContentResponse {
-    ctx.responseHeader.set("cache-control", cacheControl);
-    // responses differ per application: shared caches must key on the app key
-    ctx.responseHeader.set("vary", "X-App-Key");
-    ctx.responseHeader.set("etag", r.etag);
+  function respond(ctx: HandlerContext, r: CachedResponse): ContentResponse {
+    for (const [k, v] of r.headers) ctx.responseHeader.set(k, v);
     if (matchesIfNoneMatch(ctx.requestHeader.get("if-none-match"), r.etag)) ctx.responseHeader.set(NOT_MODIFIED_HEADER, "1");
     return r.message;
   }
@@ -198,12 +216,12 @@ export function createContentServiceImpl(deps: ContentServiceDeps): ServiceImpl<
   ): Promise<ContentResponse> {
     if (!b.counted) {
       const hit = b.slot.responses.get(key);
-      if (hit) return respond(ctx, hit, CACHE_CONTROL_PUBLIC);
+      if (hit) return respond(ctx, hit);
     }
     const out = await compute();
-    const r: CachedResponse = { message: toMessage(out.data, out.meta), etag: etagOf(out) };
+    const r = cachedResponse(out.data, out.meta, etagOf(out));
     if (!b.counted) cache.put(b.slot, key, r);
-    return respond(ctx, r, CACHE_CONTROL_PUBLIC);
+    return respond(ctx, r);
   }
 
   // Computed queries run under a real statement timeout.
@@ -246,7 +264,49 @@ export function createContentServiceImpl(deps: ContentServiceDeps): ServiceImpl<
     return { data: rows.map(render), meta };
   }
 
+  // The REST fast path (src/http/fast-path.ts): a request whose answer is
+  // already in the response cache is served synchronously, without the
+  // request message, the handler context or a promise. It answers only when
+  // every check of begin() would pass without waiting (app key cached, a rate
+  // limit token at hand, read state loaded, content type published, a shape
+  // included in the plan, the response cached); anything else (errors,
+  // misses, lookups) goes through the generic path, which does all checks in
+  // their documented order. It spends its token and meters the request only
+  // when it answers, so nothing is counted twice.
+  function fastHit(req: FastRequest, endpoint: Endpoint, slug: string | undefined, extra: string): FastAnswer | undefined {
+    const raw = req.headers["x-app-key"];
+    if (typeof raw !== "string") return undefined;
+    const app = apps.peek(raw.trim());
+    if (!app) return undefined;
+    const slot = cache.slot(app.id);
+    const state = slot.ready;
+    if (!state) return undefined;
+    let key: string;
+    if (slug === undefined) key = "schemas";
+    else {
+      const def = state.bySlug.get(slug);
+      if (!def || !state.published.get(def.id) || isCounted(endpoint, req.query, def)) return undefined;
+      key = endpoint === "schema" ? `schema\u0000${def.slug}` : cacheKey(endpoint, def.slug, extra, endpoint === "show" ? {} : req.query);
+    }
+    const hit = slot.responses.get(key);
+    if (!hit || !limiter.tryTake(app.id, app.requestsPerSecond)) return undefined;
+    meter.record(app.id, false);
+    const inm = req.headers["if-none-match"];
+    return { message: hit.message, headers: hit.headers, notModified: matchesIfNoneMatch(Array.isArray(inm) ? inm.join(", ") : inm, hit.etag) };
+  }
+
+  const fastPaths: RestFastPaths = {
+    listSchemas: (req) => fastHit(req, "schemas", undefined, ""),
+    getSchema: (req) => fastHit(req, "schema", req.params["content_type"] ?? "", ""),
+    listEntries: (req) => fastHit(req, "list", req.params["content_type"] ?? "", ""),
+    getEntry: (req) => {
+      const uuid = (req.params["uuid"] ?? "").toLowerCase();
+      return UUID_RE.test(uuid) ? fastHit(req, "show", req.params["content_type"] ?? "", uuid) : undefined;
+    },
+  };
+
   return {
+    [REST_FAST_PATH]: fastPaths,
     async listSchemas(_req, ctx) {
       const b = await begin(ctx, "schemas", undefined, {});
       return cached(ctx, b, "schemas", async () => {

@@ -23,6 +23,19 @@ export class RateLimiter {
     private readonly now: () => number = Date.now,
   ) {}
 
+  /**
+   * Synchronous: true (and a token spent) when the request may proceed
+   * without waiting, i.e. unlimited or a locally claimed token is left;
+   * false when take() has to decide (nothing is spent then).
+   */
+  tryTake(appId: number, limit: number): boolean {
+    if (!limit || limit <= 0) return true;
+    const l = this.local.get(appId);
+    if (!l || l.tokens <= 0 || l.window !== Math.floor(this.now() / 1000)) return false;
+    l.tokens--;
+    return true;
+  }
+
   /** true when the request may proceed; limit 0 means unlimited. */
   async take(appId: number, limit: number): Promise<boolean> {
     if (!limit || limit <= 0) return true;

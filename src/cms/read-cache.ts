@@ -16,10 +16,14 @@ export interface ReadState {
 export interface CachedResponse {
   message: ContentResponse;
   etag: string;
+  /** the response headers (Cache-Control, ETag, Vary), built once per entry, sorted by name */
+  headers: readonly (readonly [string, string])[];
 }
 
 export class AppSlot {
   state: Promise<ReadState> | undefined;
+  /** state once loaded (for the synchronous REST fast path) */
+  ready: ReadState | undefined;
   readonly responses = new Map<string, CachedResponse>();
   constructor(readonly expiresAt: number) {}
 }

@@ -21,8 +21,24 @@ export class UsageMeter {
     private readonly now: () => Date = () => new Date(),
   ) {}
 
+  // The UTC day of the last record() and the millisecond range it covers, so
+  // the hot path formats a date once a day, not once per request.
+  private day = "";
+  private dayStart = 0;
+  private dayEnd = 0;
+
+  private today(): string {
+    const t = this.now().getTime();
+    if (t < this.dayStart || t >= this.dayEnd) {
+      this.dayStart = t - (t % 86_400_000);
+      this.dayEnd = this.dayStart + 86_400_000;
+      this.day = new Date(this.dayStart).toISOString().slice(0, 10);
+    }
+    return this.day;
+  }
+
   record(appId: number, counted: boolean): void {
-    const day = this.now().toISOString().slice(0, 10);
+    const day = this.today();
     const key = `${appId}|${day}`;
     let e = this.pending.get(key);
     if (!e) this.pending.set(key, (e = { appId, day, counted: 0, included: 0 }));
@@ -36,7 +52,7 @@ export class UsageMeter {
    * pending ones. Approximate by up to one flush interval of other processes.
    */
   async countedToday(appId: number): Promise<number> {
-    const day = this.now().toISOString().slice(0, 10);
+    const day = this.today();
     let e = this.stored.get(appId);
     if (!e || e.day !== day || Date.now() - e.at > this.flushIntervalMs) {
       if (!e?.loading) {

@@ -10,6 +10,7 @@ import { Auth } from "../../gen/pulsebase/common/v1/options_pb.js";
 import { appError, Violations } from "../internal/errors.js";
 import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../internal/principal.js";
 import { sendError } from "./envelopes.js";
+import { REST_FAST_PATH, type RestFastPath, type RestFastPaths } from "./fast-path.js";
 import { FormBuilder } from "./form-fields.js";
 import { RestHandlerContext } from "./handler-context.js";
 import { decodeRest, encodeRest, isPlainObject, type UploadedFile } from "./rest-json.js";
@@ -39,7 +40,12 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
       passthrough.push(route);
       continue;
     }
-    app.route({ method: route.verb, url: route.path, handler: messageHandler(route, fn.bind(impl), opts) });
+    const generic = messageHandler(route, fn.bind(impl), opts);
+    // A fast path skips the gateway's consumer authentication: only for routes without it.
+    const fast = route.verb === "GET" && route.auth !== Auth.CONSUMER_UNSPECIFIED
+      ? (impl as { [REST_FAST_PATH]?: RestFastPaths })[REST_FAST_PATH]?.[route.method.localName]
+      : undefined;
+    app.route({ method: route.verb, url: route.path, handler: fast ? fastHandler(route, fast, generic) : generic.handler });
   }
   if (passthrough.length === 0) return;
   // Passthrough routes see the raw body of any content type.
@@ -68,49 +74,104 @@ async function authenticate(route: RestRoute, req: FastifyRequest, ctx: RestHand
   }
 }
 
+/**
+ * The REST bytes of a response message. A service that answers with the very
+ * same message object again (a response cache) gets its REST encoding reused
+ * too, as a Buffer (no UTF-8 encoding or length scan per request); messages
+ * handed out that way are never mutated.
+ */
+function responseEncoder(route: RestRoute) {
+  const output = route.method.output;
+  const encoded = new WeakMap<object, Buffer>();
+  return (res: object): string | Buffer => {
+    const hit = encoded.get(res);
+    if (hit !== undefined) return hit;
+    const resMsg = create(output, res as never);
+    let json: unknown = encodeRest(output, resMsg);
+    if (route.responseBody) json = (json as Record<string, unknown>)[route.responseBody] ?? [];
+    const body = JSON.stringify(json);
+    if (resMsg !== res) return body;
+    const bytes = Buffer.from(body, "utf8");
+    encoded.set(res, bytes);
+    return bytes;
+  };
+}
+
 function messageHandler(route: RestRoute, call: Call, opts: GatewayOptions) {
   const input = route.method.input;
-  const output = route.method.output;
-  // A service that answers with the very same message object again (a
-  // response cache) gets its REST encoding reused too; messages handed out
-  // that way are never mutated.
-  const encoded = new WeakMap<object, string>();
-  return async function restHandler(req: FastifyRequest, reply: FastifyReply) {
-    const ctx = contextFor(route, req);
-    try {
-      await authenticate(route, req, ctx, opts);
-      const msg = await requestMessage(route, input, req, opts);
-      const res = (await call(msg, ctx)) as object;
-      let body = encoded.get(res);
-      if (body === undefined) {
-        const resMsg = create(output, res as never);
-        let json: unknown = encodeRest(output, resMsg);
-        if (route.responseBody) json = (json as Record<string, unknown>)[route.responseBody] ?? [];
-        body = JSON.stringify(json);
-        if (resMsg === res) encoded.set(res, body);
+  const encode = responseEncoder(route);
+  return {
+    encode,
+    handler: async function restHandler(req: FastifyRequest, reply: FastifyReply) {
+      const ctx = contextFor(route, req);
+      try {
+        await authenticate(route, req, ctx, opts);
+        const msg = await requestMessage(route, input, req, opts);
+        const res = (await call(msg, ctx)) as object;
+        const body = encode(res);
+        const set = ctx.setHeaders;
+        if (set) {
+          const notModified = set.get("x-pulsebase-not-modified");
+          set.delete("x-pulsebase-not-modified");
+          copyHeaders(reply, set);
+          if (notModified) return reply.code(304).send();
+        }
+        return reply.code(route.status).type("application/json; charset=utf-8").send(body);
+      } catch (err) {
+        return sendError(reply, route.iface, err);
       }
-      const set = ctx.setHeaders;
-      if (set) {
-        const notModified = set.get("x-pulsebase-not-modified");
-        set.delete("x-pulsebase-not-modified");
-        copyHeaders(reply, set);
-        if (notModified) return reply.code(304).send();
-      }
-      return reply.code(route.status).type("application/json; charset=utf-8").send(body);
-    } catch (err) {
-      return sendError(reply, route.iface, err);
-    }
+    },
   };
+}
+
+/**
+ * A GET route whose service has a synchronous fast path (see fast-path.ts):
+ * asked first, for requests without a body (a GET body or a multipart
+ * content type is the generic path's business); the generic handler runs
+ * when it does not answer. Writes what the generic path would write for the
+ * same answer: the service's headers (Vary merged), then 304 or the body.
+ */
+function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<typeof messageHandler>) {
+  const noQuery: Record<string, string> = {};
+  return function restFastHandler(req: FastifyRequest, reply: FastifyReply) {
+    const h = req.headers;
+    if (h["content-type"] === undefined && h["transfer-encoding"] === undefined && !Number(h["content-length"] ?? 0)) {
+      const query = route.rawQueryField ? rawQuery(req) : noQuery;
+      const answer = query && fast({ params: req.params as Record<string, string>, query, headers: h });
+      if (answer) {
+        const body = generic.encode(answer.message);
+        for (const [k, v] of answer.headers) setHeader(reply, k, v);
+        if (answer.notModified) reply.code(304).send();
+        else reply.code(route.status).type("application/json; charset=utf-8").send(body);
+        return;
+      }
+    }
+    return generic.handler(req, reply);
+  };
+}
+
+/** The rest_raw_query field as the generic path builds it; undefined (not fast) for repeated keys. */
+function rawQuery(req: FastifyRequest): Record<string, string> | undefined {
+  const q = req.query as Record<string, string | string[]>;
+  const raw: Record<string, string> = {};
+  for (const k of Object.keys(q)) {
+    const v = q[k];
+    if (typeof v !== "string") return undefined;
+    raw[k] = v;
+  }
+  return raw;
 }
 
 /** Service response headers onto the reply; Vary is merged (CORS sets Origin). */
 function copyHeaders(reply: FastifyReply, headers: Headers): void {
-  for (const [k, v] of headers) {
-    if (k === "vary") {
-      const prior = reply.getHeader("vary");
-      reply.header("vary", prior ? `${String(prior)}, ${v}` : v);
-    } else reply.header(k, v);
-  }
+  for (const [k, v] of headers) setHeader(reply, k, v);
+}
+
+function setHeader(reply: FastifyReply, k: string, v: string): void {
+  if (k === "vary") {
+    const prior = reply.getHeader("vary");
+    reply.header("vary", prior ? `${String(prior)}, ${v}` : v);
+  } else reply.header(k, v);
 }
 
 async function requestMessage(route: RestRoute, schema: DescMessage, req: FastifyRequest, opts: GatewayOptions): Promise<Message> {

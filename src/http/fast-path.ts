@@ -1,0 +1,38 @@
+// An optional synchronous fast path for REST GET routes, for services that
+// answer some requests from memory (the CMS's cache of rendered responses).
+// The gateway asks it before the generic transcoding; when it answers, the
+// response is written straight away (no request message, no handler context,
+// no promise); when it returns undefined, the generic handler runs as if the
+// fast path had not been asked. So a fast path must have no side effect
+// unless it answers, and must answer exactly what the generic path would.
+import type { IncomingHttpHeaders } from "node:http";
+
+/** Key on a service implementation object: `{ [localMethodName]: RestFastPath }`. */
+export const REST_FAST_PATH = Symbol.for("pulsebase.restFastPath");
+
+export interface FastRequest {
+  /** path variables, by proto field name */
+  params: Readonly<Record<string, string>>;
+  /**
+   * The raw query (routes with rest_raw_query: what the generic path puts in
+   * that field), else empty.
+   */
+  query: Readonly<Record<string, string>>;
+  headers: IncomingHttpHeaders;
+}
+
+export interface FastAnswer {
+  /**
+   * The response message. Answer with the very same object for the same
+   * cached response: the gateway keeps its REST encoding (as bytes) with it.
+   */
+  message: object;
+  /** Response headers, as the service would set them on ctx.responseHeader (lower-case names). */
+  headers: readonly (readonly [string, string])[];
+  /** If-None-Match matched the ETag: 304 without a body. */
+  notModified: boolean;
+}
+
+export type RestFastPath = (req: FastRequest) => FastAnswer | undefined;
+
+export type RestFastPaths = Readonly<Record<string, RestFastPath>>;
