@@ -305,7 +305,9 @@ function passthroughHandler(route: RestRoute, call: (req: Message, ctx: RestHand
       for (const [k, val] of Object.entries(res.headers ?? {})) reply.header(k, val);
       const set = ctx.setHeaders;
       if (set) copyHeaders(reply, set);
-      return reply.code(res.status || 200).send(Buffer.from(res.body ?? new Uint8Array()));
+      const b = res.body;
+      // a view of the same bytes, not a copy
+      return reply.code(res.status || 200).send(b ? Buffer.from(b.buffer, b.byteOffset, b.byteLength) : Buffer.alloc(0));
     } catch (err) {
       return sendError(reply, route.iface, err);
     }

@@ -159,15 +159,19 @@ export class FunctionIsolate {
     const runner = this.runner;
     if (!runner) throw new Error("isolate not loaded");
     let timedOut = false;
-    let cancel: () => void = () => {};
+    let cancel: (() => void) | undefined;
     // V8's own timeout cuts CPU-bound code; the host deadline also covers a run
     // stuck awaiting (e.g. a never-settling promise) by disposing the isolate.
-    const watchdog = new Promise<never>((_, reject) => {
-      cancel = deadline(timeoutMs + 20, () => {
-        timedOut = true;
-        reject(new Error(TIMEOUT_MESSAGE));
-      });
-    });
+    // Made only when the run waits: a run that ends inside its synchronous
+    // slice (bounded by V8's timeout) needs no timer and no promise.
+    let watchdogPromise: Promise<never> | undefined;
+    const watchdog = () =>
+      (watchdogPromise ??= new Promise<never>((_, reject) => {
+        cancel = deadline(timeoutMs + 20, () => {
+          timedOut = true;
+          reject(new Error(TIMEOUT_MESSAGE));
+        });
+      }));
     this.lastSliceMs = 0;
     let finishedInSlice = false;
     this.running = true;
@@ -175,7 +179,7 @@ export class FunctionIsolate {
       if (sliceMs > 0 && !this.idle) {
         // An async call runs only once the isolate is free: it proves the
         // earlier run's left-over work done without holding this thread.
-        await Promise.race([runner.apply(undefined, [3], { timeout: timeoutMs }), watchdog]);
+        await Promise.race([runner.apply(undefined, [3], { timeout: timeoutMs }), watchdog()]);
         if (this.inflight === 0) this.idle = true;
         else sliceMs = 0; // a db call left running resumes the isolate later
       }
@@ -200,9 +204,9 @@ export class FunctionIsolate {
         } finally {
           this.lastSliceMs = performance.now() - t0;
         }
-        if (raw === undefined) raw = await Promise.race([new Promise<string>((resolve) => (this.settle = resolve)), watchdog]);
+        if (raw === undefined) raw = await Promise.race([new Promise<string>((resolve) => (this.settle = resolve)), watchdog()]);
       } else {
-        raw = await Promise.race([runner.apply(undefined, [0, payload], { result: { promise: true }, timeout: timeoutMs }), watchdog]);
+        raw = await Promise.race([runner.apply(undefined, [0, payload], { result: { promise: true }, timeout: timeoutMs }), watchdog()]);
       }
       if (typeof raw !== "string") throw new Error("the sandbox returned no result");
       const out = JSON.parse(raw) as RunnerOutput;
@@ -226,7 +230,7 @@ export class FunctionIsolate {
       this.settle = undefined;
       this.idle = finishedInSlice && this.inflight === 0;
       this.running = false;
-      cancel();
+      cancel?.();
     }
   }
 
