@@ -36,3 +36,26 @@ export interface FastAnswer {
 export type RestFastPath = (req: FastRequest) => FastAnswer | undefined;
 
 export type RestFastPaths = Readonly<Record<string, RestFastPath>>;
+
+/**
+ * Key on a service implementation object: `{ [localMethodName]: RestJsonPath }`,
+ * for POST routes with a JSON body and a consumer token. The gateway
+ * authenticates as the generic path does (401 first), then asks the JSON
+ * path with the parsed body; it answers the response's REST JSON text, or
+ * undefined when the body is not of the plain shape it handles (then the
+ * generic path runs and reports 422s exactly as it always does). Errors it
+ * throws are written like the generic path's. It must answer byte for byte
+ * what the generic path would, with no proto message in between.
+ */
+export const REST_JSON_PATH = Symbol.for("pulsebase.restJsonPath");
+
+export interface JsonRequest {
+  /** The parsed JSON body: a plain object. */
+  body: Record<string, unknown>;
+  appId: number;
+  requestId: string;
+}
+
+export type RestJsonPath = (req: JsonRequest) => Promise<string | undefined>;
+
+export type RestJsonPaths = Readonly<Record<string, RestJsonPath>>;

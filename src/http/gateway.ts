@@ -10,7 +10,7 @@ import { Auth } from "../../gen/pulsebase/common/v1/options_pb.js";
 import { appError, Violations } from "../internal/errors.js";
 import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../internal/principal.js";
 import { sendError } from "./envelopes.js";
-import { REST_FAST_PATH, type RestFastPath, type RestFastPaths } from "./fast-path.js";
+import { REST_FAST_PATH, REST_JSON_PATH, type RestFastPath, type RestFastPaths, type RestJsonPath, type RestJsonPaths } from "./fast-path.js";
 import { FormBuilder } from "./form-fields.js";
 import { RestHandlerContext } from "./handler-context.js";
 import { decodeRest, encodeRest, isPlainObject, type UploadedFile } from "./rest-json.js";
@@ -45,7 +45,11 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
     const fast = route.verb === "GET" && route.auth !== Auth.CONSUMER_UNSPECIFIED
       ? (impl as { [REST_FAST_PATH]?: RestFastPaths })[REST_FAST_PATH]?.[route.method.localName]
       : undefined;
-    app.route({ method: route.verb, url: route.path, handler: fast ? fastHandler(route, fast, generic) : generic.handler });
+    const json = route.verb === "POST" && route.auth === Auth.CONSUMER_UNSPECIFIED && route.body === "*"
+      ? (impl as { [REST_JSON_PATH]?: RestJsonPaths })[REST_JSON_PATH]?.[route.method.localName]
+      : undefined;
+    const handler = fast ? fastHandler(route, fast, generic) : json ? jsonHandler(route, json, generic, opts) : generic.handler;
+    app.route({ method: route.verb, url: route.path, handler });
   }
   if (passthrough.length === 0) return;
   // Passthrough routes see the raw body of any content type.
@@ -144,6 +148,27 @@ function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<t
         if (answer.notModified) reply.code(304).send();
         else reply.code(route.status).type("application/json; charset=utf-8").send(body);
         return;
+      }
+    }
+    return generic.handler(req, reply);
+  };
+}
+
+/**
+ * A POST route whose service answers plain JSON bodies without proto
+ * messages (see fast-path.ts): authenticated like the generic path, then
+ * asked; the generic handler runs when it does not answer.
+ */
+function jsonHandler(route: RestRoute, json: RestJsonPath, generic: ReturnType<typeof messageHandler>, opts: GatewayOptions) {
+  return async function restJsonHandler(req: FastifyRequest, reply: FastifyReply) {
+    const body = req.body;
+    if (isPlainObject(body)) {
+      try {
+        const consumer = await opts.authenticate(req.headers.authorization);
+        const text = await json({ body, appId: consumer.appId, requestId: String(req.id) });
+        if (text !== undefined) return reply.code(route.status).type("application/json; charset=utf-8").send(text);
+      } catch (err) {
+        return sendError(reply, route.iface, err);
       }
     }
     return generic.handler(req, reply);

@@ -87,6 +87,24 @@ describe("POST /api/db/query and /api/db/batch over REST", () => {
     expect(await forbidden.json()).toMatchObject({ error: "forbidden_query" });
   });
 
+  it("gives bodies outside the plain shape the transcoder's 422 and keeps request_id = X-Request-Id", async () => {
+    for (const [path, body, field] of [
+      ["/api/db/query", { sql: "SELECT 1", extra: 1 }, "extra"],
+      ["/api/db/query", { sql: ["SELECT 1"] }, "sql"],
+      ["/api/db/batch", { statements: [{ sql: "SELECT 1" }], transaction: "yes" }, "transaction"],
+      ["/api/db/batch", { statements: [{ sql: "SELECT 1", note: "x" }] }, "statements.0.note"],
+    ] as const) {
+      const r = await post(path, body);
+      expect(r.status, JSON.stringify(body)).toBe(422);
+      expect((await r.json()).errors).toHaveProperty([field]);
+    }
+    const ok = await post("/api/db/query", { sql: "SELECT ? AS v", params: [7] });
+    expect(ok.status).toBe(200);
+    const j = await ok.json();
+    expect(j).toEqual({ results: [{ columns: ["v"], rows: [[7]], rows_read: 1, rows_written: 0 }], request_id: ok.headers.get("x-request-id") });
+    expect(ok.headers.get("content-type")).toBe("application/json; charset=utf-8");
+  });
+
   it("is reachable over Connect with the same results", async () => {
     const client = createClient(DatabaseService, createConnectTransport({ baseUrl: s.httpsUrl, httpVersion: "2", nodeOptions: { rejectUnauthorized: false } }));
     const r = await client.query({ sql: "SELECT count(*) AS n FROM notes" }, { headers: { authorization: `Bearer ${token}` } });
