@@ -20,10 +20,11 @@ export function isStrippedHeader(name: string): boolean {
 
 /** Lower-cased headers without cookie, authorization, proxy-authorization and x-pulsebase-*. */
 export function functionHeaders(headers: Record<string, string>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(headers)) {
+  // No prototype: a header named __proto__ is an own key like any other.
+  const out: Record<string, string> = Object.create(null) as Record<string, string>;
+  for (const k in headers) {
     if (isStrippedHeader(k)) continue;
-    Object.defineProperty(out, k.toLowerCase(), { value: v, enumerable: true, writable: true, configurable: true });
+    out[k.toLowerCase()] = headers[k]!;
   }
   return out;
 }

@@ -323,7 +323,7 @@ function passthroughHandler(route: RestRoute, call: (req: Message, ctx: RestHand
         pathParams: req.params as Record<string, string>,
         query,
         headers,
-        body: Buffer.isBuffer(body) ? new Uint8Array(body) : new Uint8Array(),
+        body: Buffer.isBuffer(body) ? new Uint8Array(body.buffer, body.byteOffset, body.byteLength) : new Uint8Array(),
         contentType: req.headers["content-type"] ?? "",
       } as never);
       const res = (await call(msg, ctx)) as { status?: number; headers?: Record<string, string>; body?: Uint8Array };
