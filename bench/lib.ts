@@ -64,7 +64,12 @@ function treeCpuMs(root: number): number {
   let grew = true;
   while (grew) {
     grew = false;
-    for (const p of stats) if (!tree.has(p.pid) && tree.has(p.ppid)) (tree.add(p.pid), (grew = true));
+    for (const p of stats) {
+      if (!tree.has(p.pid) && tree.has(p.ppid)) {
+        tree.add(p.pid);
+        grew = true;
+      }
+    }
   }
   return stats.filter((p) => tree.has(p.pid)).reduce((a, p) => a + p.ms, 0);
 }
