@@ -143,6 +143,13 @@ function cacheKey(endpoint: Endpoint, slug: string, extra: string, query: Query)
   return k;
 }
 
+/** The response cache key of a request (the one rule for the generic and the fast path). */
+function responseKey(endpoint: Endpoint, slug: string, extra: string, query: Query): string {
+  if (endpoint === "schemas") return "schemas";
+  if (endpoint === "schema") return `schema\u0000${slug}`;
+  return cacheKey(endpoint, slug, extra, endpoint === "show" ? {} : query);
+}
+
 function cachedResponse(data: JsonValue, meta: Omit<Meta, "$typeName"> | undefined, etag: string): CachedResponse {
   return {
     message: toMessage(data, meta),
@@ -281,14 +288,12 @@ export function createContentServiceImpl(
     const slot = cache.slot(app.id);
     const state = slot.ready;
     if (!state) return undefined;
-    let key: string;
-    if (slug === undefined) key = "schemas";
-    else {
+    if (slug !== undefined) {
       const def = state.bySlug.get(slug);
       if (!def || !state.published.get(def.id) || isCounted(endpoint, req.query, def)) return undefined;
-      key = endpoint === "schema" ? `schema\u0000${def.slug}` : cacheKey(endpoint, def.slug, extra, endpoint === "show" ? {} : req.query);
+      slug = def.slug;
     }
-    const hit = slot.responses.get(key);
+    const hit = slot.responses.get(responseKey(endpoint, slug ?? "", extra, req.query));
     if (!hit || !limiter.tryTake(app.id, app.requestsPerSecond)) return undefined;
     meter.record(app.id, false);
     const inm = req.headers["if-none-match"];
@@ -309,7 +314,7 @@ export function createContentServiceImpl(
     [REST_FAST_PATH]: fastPaths,
     async listSchemas(_req, ctx) {
       const b = await begin(ctx, "schemas", undefined, {});
-      return cached(ctx, b, "schemas", async () => {
+      return cached(ctx, b, responseKey("schemas", "", "", {}), async () => {
         const defs = [...b.state.bySlug.values()]
           .filter((d) => (b.state.published.get(d.id) ?? 0) > 0)
           .sort((x, y) => x.slug.localeCompare(y.slug));
@@ -320,13 +325,13 @@ export function createContentServiceImpl(
     async getSchema(req, ctx) {
       const b = await begin(ctx, "schema", req.contentType, {});
       const def = b.def!;
-      return cached(ctx, b, `schema\u0000${def.slug}`, async () => ({ data: schemaJson(def) }));
+      return cached(ctx, b, responseKey("schema", def.slug, "", {}), async () => ({ data: schemaJson(def) }));
     },
 
     async listEntries(req, ctx) {
       const b = await begin(ctx, "list", req.contentType, req.query);
       const def = b.def!;
-      return cached(ctx, b, cacheKey("list", def.slug, "", req.query), () => runList(b, def, req.query, false));
+      return cached(ctx, b, responseKey("list", def.slug, "", req.query), () => runList(b, def, req.query, false));
     },
 
     async searchEntries(req, ctx) {
@@ -342,7 +347,7 @@ export function createContentServiceImpl(
       const populate = parsePopulate(def, req.query["populate"]);
       const uuid = req.uuid.toLowerCase();
       if (!UUID_RE.test(uuid)) throw appError("ENTRY_NOT_FOUND", `Entry ${req.uuid} not found.`);
-      const key = cacheKey("show", def.slug, uuid, {});
+      const key = responseKey("show", def.slug, uuid, {});
       return cached(ctx, b, key, async () => {
         const base = mediaBaseFor(deps.mediaBaseUrl, b.app.appKey);
         const { rows } = await sql.query<EntryRow>(

@@ -42,10 +42,6 @@ interface RowSource {
   iterate(...args: unknown[]): Iterable<unknown>;
 }
 
-/**
- * Reads every row of a raw (array-mode) statement, counting rows and bytes
- * while it reads, so a huge result stops at the limit instead of building up.
- */
 export interface ReadBudget {
   /** Bytes the response may still take. */
   bytes: number;
@@ -59,6 +55,10 @@ export interface ReadBudget {
   abandoned?: boolean;
 }
 
+/**
+ * Reads every row of a raw (array-mode) statement, counting rows and bytes
+ * while it reads, so a huge result stops at the limit instead of building up.
+ */
 export function readRows(st: RowSource, args: unknown[], maxRows: number, maxBytes: number, budget: ReadBudget): EngineValue[][] {
   const rows: EngineValue[][] = [];
   try {

@@ -120,8 +120,7 @@ export class PointReader {
         if (c.reads.size >= MAX_READS) c.reads.delete(c.reads.keys().next().value as string);
         c.reads.set(s.sql, v);
       }
-      // a verdict made on another schema than this snapshot's is not used
-      if (v.st && v.version === version) {
+      if (v.st) {
         const columns = v.columns;
         try {
           const rows = v.single ? readOne(v.st, bindable(s.args), maxBytes) : readRows(v.st, bindable(s.args), maxRows, maxBytes, budget);

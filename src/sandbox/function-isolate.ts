@@ -148,7 +148,7 @@ export class FunctionIsolate {
    * With `sliceMs` > 0 the run starts inside a synchronous call on this
    * thread, cut after `sliceMs` (V8's own timeout): a warm async apply costs
    * the host about 4x the CPU of two synchronous calls (measured with
-   * isolated-vm 6 on one core: 35-45 us against 8.5 us). A run that waits on
+   * isolated-vm 7 on one core: 35-45 us against 8.5 us). A run that waits on
    * the host (db calls) goes on on isolated-vm's thread and reports back
    * through doneRef. A run cut at its slice comes back as kind "slice": the
    * isolate is disposed (its db calls never run) and the caller runs it again

@@ -27,6 +27,16 @@ export interface Sandbox {
 /** Warm runs whose median slice time decides whether a version stays on the fast path. */
 const SLICE_SAMPLES = 5;
 
+/** The result of a run that got no isolate: none free in time, or the version no longer loads. */
+function acquireFailed(err: unknown, target: RunTarget, started: number): RunResult {
+  const durationMs = performance.now() - started;
+  if (err instanceof PoolTimeoutError) {
+    return { outcome: "timeout", error: `timed out after ${target.timeoutMs} ms waiting for a free isolate`, logs: [], logsTruncated: false, durationMs, memoryBytes: 0, coldStart: false };
+  }
+  // e.g. a memory limit too low for its top level
+  return { outcome: "error", error: err instanceof Error ? err.message : String(err), logs: [], logsTruncated: false, durationMs, memoryBytes: 0, coldStart: true };
+}
+
 /** Heap limit of the throwaway isolate used by check(). */
 const CHECK_MEMORY_MB = 32;
 
@@ -63,12 +73,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
       try {
         lease = await pool.acquire(key, create, target.timeoutMs);
       } catch (err) {
-        const ms = performance.now() - started;
-        if (err instanceof PoolTimeoutError) {
-          return { outcome: "timeout", error: `timed out after ${target.timeoutMs} ms waiting for a free isolate`, logs: [], logsTruncated: false, durationMs: ms, memoryBytes: 0, coldStart: false };
-        }
-        // A version that no longer loads (e.g. memory limit too low for its top level).
-        return { outcome: "error", error: err instanceof Error ? err.message : String(err), logs: [], logsTruncated: false, durationMs: ms, memoryBytes: 0, coldStart: true };
+        return acquireFailed(err, target, started);
       }
       let iso: FunctionIsolate | undefined = lease.isolate;
       let cold = lease.cold;
@@ -87,9 +92,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
             iso = again.isolate;
             cold = again.cold;
           } catch (err) {
-            const error = err instanceof PoolTimeoutError ? `timed out after ${target.timeoutMs} ms waiting for a free isolate` : err instanceof Error ? err.message : String(err);
-            const outcome = err instanceof PoolTimeoutError ? "timeout" : "error";
-            return { outcome, error, logs: [], logsTruncated: false, durationMs: performance.now() - started, memoryBytes: 0, coldStart: true };
+            return acquireFailed(err, target, started);
           }
           out = await iso.run(input, left(), 0);
         }

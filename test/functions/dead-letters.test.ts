@@ -10,6 +10,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { createTestDb, TEST_NATS_URL, uniqueName, type TestDb } from "../helpers/db.js";
 import { createApp, createHarness, type Harness } from "./fixtures.js";
+import { until } from "../helpers/until.js";
 
 const FAILING = `export default async (req, { event, db }) => {
   if (event.after && String(event.after.item).startsWith("boom")) throw new Error("refused " + event.after.id);
@@ -19,15 +20,6 @@ const FIXED = `export default async (req, { event, db }) => {
   await db.query("INSERT INTO seen (fn, item) VALUES (?, ?)", ["%FN%", event.operation + ":" + event.after.item + ":" + event.id]);
 }`;
 
-async function until<T>(fn: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error("timed out waiting");
-    await new Promise((r) => setTimeout(r, 40));
-  }
-}
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const CASES = [

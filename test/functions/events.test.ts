@@ -6,6 +6,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { createTestDb, TEST_NATS_URL, uniqueName, type TestDb } from "../helpers/db.js";
 import { createApp, createHarness, type Harness } from "./fixtures.js";
+import { until } from "../helpers/until.js";
 
 let db: TestDb;
 let h: Harness;
@@ -37,15 +38,6 @@ afterAll(async () => {
   await db.drop();
 });
 
-async function until<T>(fn: () => Promise<T | undefined>, ms = 8000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error("timed out waiting");
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 async function seenLines(n: number): Promise<string[]> {
   return until(async () => {

@@ -21,19 +21,11 @@ import { createLibsqlCaptureExecutor, type LibsqlCaptureExecutor } from "../../s
 import { createFunctionsModule, type FunctionsModule } from "../../src/functions/functions-module.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 import { createApp, createHarness } from "./fixtures.js";
+import { until } from "../helpers/until.js";
 
 const TEST_LIBSQL_URL = process.env.TEST_LIBSQL_URL;
 const TEST_LIBSQL_AUTH_TOKEN = process.env.TEST_LIBSQL_AUTH_TOKEN ?? "";
 
-async function until<T>(fn: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error("timed out waiting");
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 let dir: string;
 beforeAll(async () => {

@@ -335,10 +335,9 @@ export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
       const page = r.rows.slice(0, q.pageSize);
       return {
         entries: page.map((row) => {
-          const payload = typeof row.payload === "string" ? safeParse(row.payload) : row.payload;
           return {
             id: String(row.id),
-            event: isEvent(payload) ? payload : undefined,
+            event: eventOfPayload(row.payload),
             appId: Number(row.app_id),
             triggerId: Number(row.trigger_id),
             functionId: Number(row.function_id),
@@ -362,18 +361,25 @@ export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
            RETURNING id, trigger_id, payload`,
           [appId, ids, opts.functionId ?? 0],
         );
-        let replayed = 0;
+        // queued oldest first, in one statement
+        const eventIds: string[] = [], lanes: number[] = [], payloads: string[] = [], triggers: number[] = [];
         for (const row of [...r.rows].sort((a, b) => Number(a.id) - Number(b.id))) {
-          const payload = typeof row.payload === "string" ? safeParse(row.payload) : row.payload;
-          if (!isEvent(payload)) continue;
-          await tx.query(
-            `INSERT INTO function_event_queue (event_id, lane, payload, trigger_id) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (event_id) DO NOTHING`,
-            [`${payload.id}~replay~${row.id}`, eventLane(cfg.partitions, payload), JSON.stringify(payload), Number(row.trigger_id)],
-          );
-          replayed++;
+          const event = eventOfPayload(row.payload);
+          if (!event) continue;
+          eventIds.push(`${event.id}~replay~${row.id}`);
+          lanes.push(eventLane(cfg.partitions, event));
+          payloads.push(JSON.stringify(event));
+          triggers.push(Number(row.trigger_id));
         }
-        return replayed;
+        if (eventIds.length === 0) return 0;
+        await tx.query(
+          `INSERT INTO function_event_queue (event_id, lane, payload, trigger_id)
+           SELECT e, l, p, t FROM unnest($1::text[], $2::int[], $3::text[], $4::bigint[]) WITH ORDINALITY AS u(e, l, p, t, n)
+           ORDER BY n
+           ON CONFLICT (event_id) DO NOTHING`,
+          [eventIds, lanes, payloads, triggers],
+        );
+        return eventIds.length;
       });
     },
     async deadLetter(d) {
@@ -404,10 +410,9 @@ export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
         await sleep(250);
         return undefined;
       }
-      const payload = typeof row.payload === "string" ? safeParse(row.payload) : row.payload;
       let extended = 0;
       return {
-        event: isEvent(payload) ? payload : undefined,
+        event: eventOfPayload(row.payload),
         deliveryId: row.event_id,
         ...(row.trigger_id != null ? { triggerId: Number(row.trigger_id) } : {}),
         working: () => {
@@ -444,12 +449,17 @@ interface DeadRow {
   created_at: Date | string;
 }
 
-function safeParse(s: string): unknown {
-  try {
-    return JSON.parse(s);
-  } catch {
-    return undefined;
+/** A stored payload column (text since migration 302) as an event, or undefined. */
+function eventOfPayload(payload: unknown): FunctionEvent | undefined {
+  let v = payload;
+  if (typeof v === "string") {
+    try {
+      v = JSON.parse(v);
+    } catch {
+      return undefined;
+    }
   }
+  return isEvent(v) ? v : undefined;
 }
 
 function isEvent(v: unknown): v is FunctionEvent {
