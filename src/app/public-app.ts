@@ -4,7 +4,6 @@ import { randomUUID } from "node:crypto";
 import { createContextValues } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import cors from "@fastify/cors";
-import multipart from "@fastify/multipart";
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from "fastify";
 import type { Logger } from "pino";
 import { consumerAuthInterceptor } from "../connect/interceptors.js";
@@ -93,9 +92,9 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
     maxAge: 600,
   });
   installJsonParser(app);
-  // Only JSON and multipart bodies are accepted (415 otherwise).
+  // Only JSON bodies are accepted (415 otherwise); multipart only on the
+  // routes that take it (the gateway scopes the parser to them).
   app.removeContentTypeParser("text/plain");
-  await app.register(multipart, { throwFileSizeLimit: false });
 
   const table = new RouteTable();
   const impls = new Map<string, AnyImpl>();

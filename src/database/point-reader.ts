@@ -9,10 +9,19 @@
 // maxRows + 1. Everything else, and any point read that fails here, goes to
 // the engine processes unchanged.
 //
-// The connection is query-only, has no busy wait (WAL readers do not wait
-// for writers) and runs each read in its own read transaction, with the
-// schema version checked in the same snapshot: a plan confirmed for one
-// schema is never used on another.
+// The connection is query-only and has no busy wait (WAL readers do not wait
+// for writers). A plan confirmed for one schema is never used on another:
+// the statement that runs is the read with its LIMIT rewritten to
+// `LIMIT CASE WHEN (SELECT schema_version FROM pragma_schema_version) = <V>
+// THEN <n> ELSE 0 END`, V being the schema the plan was confirmed on. SQLite
+// evaluates the LIMIT once, before the loop, in the statement's own
+// snapshot; on another schema it is 0 and the loop never runs (so even a
+// plan that became a full scan reads nothing). An empty result is then told
+// apart from "another schema" by reading the schema version once more
+// (PRAGMA is refused to clients, so the version only moves forward). One
+// call into the driver per read: each costs 3-15 us once other work has
+// cooled the caches, and BEGIN, PRAGMA and COMMIT around the read cost a
+// quarter of a point read's server CPU.
 import { existsSync } from "node:fs";
 import Database from "libsql";
 import type { EngineResult, EngineStatement, EngineValue } from "./engine-protocol.js";
@@ -27,6 +36,15 @@ export interface PointShape {
   table: string;
   /** How many `col = value` conditions the WHERE clause has. */
   conditions: number;
+  /** The statement up to its LIMIT, rebuilt from its tokens (no comments). */
+  head: string;
+  /** The LIMIT value as written (a number, a string or a parameter), if any. */
+  limit: string | undefined;
+}
+
+/** The statement that runs: the read, reading nothing unless the schema is `version`. */
+export function guardedRead(shape: PointShape, version: number): string {
+  return `${shape.head} LIMIT CASE WHEN (SELECT schema_version FROM pragma_schema_version) = ${version} THEN ${shape.limit ?? "-1"} ELSE 0 END`;
 }
 
 /**
@@ -55,15 +73,20 @@ export function pointReadShape(tokens: readonly Token[]): PointShape | undefined
     if (!column() || !punct("=") || !value()) return undefined;
     conditions++;
   } while (word("AND"));
+  const end = i;
   if (word("LIMIT") && !value()) return undefined;
-  return i === t.length ? { table, conditions } : undefined;
+  if (i !== t.length) return undefined;
+  // tokens joined by spaces: the same statement (a string or quoted name is
+  // one token), and a trailing comment cannot swallow the LIMIT added to it
+  const head = t.slice(0, end).map((x) => x.text).join(" ");
+  return { table, conditions, head, limit: end < t.length ? t[t.length - 1]!.text : undefined };
 }
 
 // Words that are never a plain column or table name here.
 const KEYWORDS = new Set(["SELECT", "FROM", "WHERE", "AND", "OR", "NOT", "LIMIT", "DISTINCT", "ALL", "AS", "JOIN", "ON", "USING"]);
 
 interface Verdict {
-  /** Compiled on the reading connection; null when it is not a point read. */
+  /** The guarded read compiled on the reading connection; null when it is not a point read. */
   st: Stmt | null;
   columns: string[];
   /** A rowid lookup: at most one row. */
@@ -74,8 +97,6 @@ interface Verdict {
 
 interface Conn {
   db: Db;
-  begin: Stmt;
-  commit: Stmt;
   schemaVersion: Stmt;
   reads: Map<string, Verdict>;
 }
@@ -95,54 +116,43 @@ export class PointReader {
   tryRun(path: string, s: EngineStatement, shape: PointShape, maxRows: number, maxBytes: number): EngineResult | undefined {
     const c = this.open(path);
     if (!c) return undefined;
-    let result: EngineResult | undefined;
     const budget: ReadBudget = { bytes: maxBytes };
-    // Each call into the driver costs ~3-15 us once other work has cooled
-    // the caches: as few as possible (no inTransaction getter).
-    let open = false;
     try {
-      c.begin.run([]);
-      open = true;
-      const version = Number((c.schemaVersion.get([]) as unknown[])[0]);
       let v = c.reads.get(s.sql);
-      if (v && v.version !== version) {
+      // "not a point read" holds until the schema changes (an index may be added)
+      if (v && !v.st && v.version !== schemaVersion(c)) {
         c.reads.delete(s.sql);
         v = undefined;
       }
       if (!v) {
         const k = classify(path, s, shape);
-        // the verdict was made on another schema than this snapshot's (a
-        // change committed in between): the engine runs it this time, and
-        // nothing compiled on this snapshot is kept under the other version
-        if (k.version !== version) return undefined;
-        const st = k.point ? compile(c.db, s.sql) : null;
+        const st = k.point ? compile(c.db, guardedRead(shape, k.version)) : null;
         v = { st, columns: st ? st.columns().map((x) => x.name) : [], single: k.single, version: k.version };
         if (c.reads.size >= MAX_READS) c.reads.delete(c.reads.keys().next().value as string);
         c.reads.set(s.sql, v);
       }
-      if (v.st) {
-        const columns = v.columns;
-        try {
-          const rows = v.single ? readOne(v.st, bindable(s.args), maxBytes) : readRows(v.st, bindable(s.args), maxRows, maxBytes, budget);
-          result = { columns, rows, rowsRead: rows.length, rowsWritten: 0 };
-        } catch (e) {
-          if (!(e instanceof LimitError)) throw e;
-          result = { columns: [], rows: [], rowsRead: 0, rowsWritten: 0, error: e.message };
-        }
-      }
-    } catch {
-      // anything unexpected (busy, a file replaced underneath): the engine
-      // path runs it and reports its own error
-      result = undefined;
-    } finally {
+      if (!v.st) return undefined;
+      let rows: EngineValue[][];
       try {
-        if (open) c.commit.run([]);
-      } catch {
-        budget.abandoned = true;
+        rows = v.single ? readOne(v.st, bindable(s.args), maxBytes) : readRows(v.st, bindable(s.args), maxRows, maxBytes, budget);
+      } catch (e) {
+        if (!(e instanceof LimitError)) throw e;
+        return { columns: [], rows: [], rowsRead: 0, rowsWritten: 0, error: e.message };
       }
+      // nothing read: no such row, or the schema is no longer the verdict's
+      if (rows.length === 0 && schemaVersion(c) !== v.version) {
+        c.reads.delete(s.sql);
+        return undefined;
+      }
+      return { columns: v.columns, rows, rowsRead: rows.length, rowsWritten: 0 };
+    } catch {
+      // anything unexpected (busy, a table dropped, a file replaced
+      // underneath): the engine path runs it and reports its own error
+      c.reads.delete(s.sql);
+      return undefined;
+    } finally {
       if (budget.abandoned) this.close(path);
     }
-    return result;
   }
 
   private open(path: string): Conn | undefined {
@@ -153,7 +163,7 @@ export class PointReader {
     try {
       const schemaVersion = db.prepare("PRAGMA schema_version");
       schemaVersion.raw(true);
-      const c: Conn = { db, begin: db.prepare("BEGIN"), commit: db.prepare("COMMIT"), schemaVersion, reads: new Map() };
+      const c: Conn = { db, schemaVersion, reads: new Map() };
       if (this.conns.size >= MAX_CONNS) this.close(this.conns.keys().next().value as string);
       this.conns.set(path, c);
       return c;
@@ -200,7 +210,11 @@ function closeQuietly(db: Db): void {
   }
 }
 
-/** A rowid lookup reads one row at most: get() steps once and resets. */
+function schemaVersion(c: Conn): number {
+  return Number((c.schemaVersion.get([]) as unknown[])[0]);
+}
+
+/** A rowid lookup reads one row at most: get() steps once and resets (one call, where all() takes three). */
 function readOne(st: Stmt, args: unknown[], maxBytes: number): EngineValue[][] {
   const raw = st.get(args) as unknown[] | undefined;
   if (!raw) return [];
@@ -262,6 +276,12 @@ function classify(path: string, s: EngineStatement, shape: PointShape): { point:
     // uses it when a bound value implies its WHERE and re-plans the
     // statement (maybe as a full scan) when another value is bound.
     if (all("SELECT 1 FROM pragma_index_list(?) WHERE partial", [shape.table]).length > 0) return no;
+    // the statement that runs reads the table the same way (its LIMIT adds
+    // only the schema-version subquery)
+    const guarded = all(`EXPLAIN QUERY PLAN ${guardedRead(shape, version)}`, bindable(s.args))
+      .map((r) => String(r[3]))
+      .filter((d) => /^(SEARCH|SCAN) /.test(d) && !d.startsWith("SCAN pragma_schema_version VIRTUAL TABLE"));
+    if (guarded.length !== 1 || guarded[0] !== String(plan[0]![3])) return no;
     return { point: true, single: m[2] === "rowid=?", version };
   } catch {
     return { point: false, single: false, version: -1 };

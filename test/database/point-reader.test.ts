@@ -49,6 +49,11 @@ describe("the point-read shape", () => {
     expect(shape(sql)?.conditions).toBe(conditions);
   });
 
+  it("keeps the statement up to its LIMIT without comments, and the LIMIT value as written", () => {
+    expect(shape("SELECT name FROM kv /* note */ WHERE id = ? -- trailing")).toMatchObject({ head: "SELECT name FROM kv WHERE id = ?", limit: undefined });
+    expect(shape('SELECT "k"."name" FROM "k" WHERE a = ? AND b = \'x;y\' LIMIT ?2')).toMatchObject({ head: 'SELECT "k" . "name" FROM "k" WHERE a = ? AND b = \'x;y\'', limit: "?2" });
+  });
+
   it.each([
     "SELECT count(*) FROM kv WHERE id = ?",
     "SELECT id FROM kv WHERE id = ? OR id = ?",
@@ -80,7 +85,7 @@ describe("PointReader on a file", () => {
   let writer: InstanceType<typeof Database>;
   const reader = new PointReader();
   const read = (sql: string, args: (number | string | null)[] = [], maxRows = 100, maxBytes = 1 << 20) =>
-    reader.tryRun(path, { sql, args, verb: "SELECT" }, shape(sql) ?? { table: "", conditions: -1 }, maxRows, maxBytes);
+    reader.tryRun(path, { sql, args, verb: "SELECT" }, shape(sql) ?? { table: "", conditions: -1, head: sql, limit: undefined }, maxRows, maxBytes);
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "pb-point-"));
@@ -166,9 +171,34 @@ describe("PointReader on a file", () => {
     expect(read(sql, ["t5"])?.rows).toEqual([[5]]);
   });
 
+  it("never scans through a plan whose index was dropped: the read finds nothing before it falls back", () => {
+    writer.exec("CREATE TABLE big (id INTEGER PRIMARY KEY, tag TEXT); INSERT INTO big SELECT value, 't' || value FROM generate_series(1, 1000000)");
+    const sql = "SELECT id FROM big WHERE tag = ?";
+    const ms = (f: () => void) => {
+      const t0 = performance.now();
+      f();
+      return performance.now() - t0;
+    };
+    const guarded: number[] = [];
+    for (let k = 0; k < 3; k++) {
+      writer.exec("CREATE INDEX big_tag ON big (tag)");
+      expect(read(sql, ["t999999"])?.rows).toEqual([[999999]]); // a point read, its verdict kept
+      writer.exec("DROP INDEX big_tag");
+      // the kept statement now compiles to a full scan: it must read nothing
+      guarded.push(ms(() => expect(read(sql, ["t1000000"])).toBeUndefined()));
+      expect(read(sql, ["t1000000"])).toBeUndefined(); // re-checked: a scan, left to the engine
+    }
+    const scan = new Database(path);
+    const st = scan.prepare(sql);
+    const scans = [0, 1, 2].map(() => ms(() => expect(st.all(["t1000000"])).toHaveLength(1)));
+    scan.close();
+    // a full scan of a million rows against a failed schema check
+    expect(Math.min(...guarded)).toBeLessThan(Math.min(...scans) / 4);
+  });
+
   it("does not serve a file that does not exist, and never creates it", async () => {
     const missing = join(dir, "missing.sqlite");
-    expect(reader.tryRun(missing, { sql: "SELECT id FROM kv WHERE id = ?", args: [1], verb: "SELECT" }, { table: "kv", conditions: 1 }, 10, 1000)).toBeUndefined();
+    expect(reader.tryRun(missing, { sql: "SELECT id FROM kv WHERE id = ?", args: [1], verb: "SELECT" }, shape("SELECT id FROM kv WHERE id = ?")!, 10, 1000)).toBeUndefined();
     await expect(import("node:fs/promises").then((fs) => fs.stat(missing))).rejects.toThrow();
   });
 });

@@ -105,6 +105,16 @@ describe("POST /api/db/query and /api/db/batch over REST", () => {
     expect(ok.headers.get("content-type")).toBe("application/json; charset=utf-8");
   });
 
+  it("refuses a multipart body (taken only by the upload routes) with 415 in the envelope", async () => {
+    const boundary = "----pb";
+    const body = `--${boundary}\r\nContent-Disposition: form-data; name="sql"\r\n\r\nSELECT 1\r\n--${boundary}--\r\n`;
+    const r = await s.fetch("/api/db/query", { method: "POST", headers: { "content-type": `multipart/form-data; boundary=${boundary}`, authorization: `Bearer ${token}` }, body });
+    expect(r.status).toBe(415);
+    expect(await r.json()).toMatchObject({ error: "unsupported_media_type" });
+    expect(r.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
+    expect((await post("/api/db/query", { sql: "SELECT 1 AS one" })).status).toBe(200);
+  });
+
   it("is reachable over Connect with the same results", async () => {
     const client = createClient(DatabaseService, createConnectTransport({ baseUrl: s.httpsUrl, httpVersion: "2", nodeOptions: { rejectUnauthorized: false } }));
     const r = await client.query({ sql: "SELECT count(*) AS n FROM notes" }, { headers: { authorization: `Bearer ${token}` } });
