@@ -65,6 +65,12 @@ it("lets sort override relevance and filters narrow the matches", async () => {
   const p2 = await r.search("doc", { q: "cat", per_page: "2", page: "2" });
   expect(titles(p2)).toEqual(["The cat sat", "Category theory"]);
   expect(p2.meta).toEqual({ current_page: 2, per_page: 2, total: 5, last_page: 3, query: "cat" });
+  const sortedP3 = await r.search("doc", { q: "cat", sort: "-views", per_page: "2", page: "3" });
+  expect(titles(sortedP3)).toEqual(["The cat sat"]);
+  // past the last page: no rows, the total still counted
+  const past = await r.search("doc", { q: "cat", per_page: "2", page: "9" });
+  expect(past.data).toEqual([]);
+  expect(past.meta).toEqual({ current_page: 9, per_page: 0, total: 5, last_page: 3, query: "cat" });
 });
 
 it("treats % and _ in q literally", async () => {
