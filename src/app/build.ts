@@ -60,7 +60,7 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
   const shared: Shared = { config, sql: deps.sql, logger, identity, auth, tokens };
   const modules = [createIdentityModule(shared), ...((await deps.modules?.(shared)) ?? [])];
 
-  const authenticate = (h: string | undefined) => auth.fromAuthorization(h);
+  const authenticate = (h: string | undefined) => auth.known(h) ?? auth.fromAuthorization(h);
   const { app: publicApp } = await buildPublicApp({
     logger,
     tls: deps.tls,

@@ -25,7 +25,8 @@ export interface PublicAppOptions {
   trustedProxies: string[];
   corsOrigins: string[];
   services: ServiceBinding[];
-  authenticate(h: string | undefined): Promise<ConsumerPrincipal>;
+  /** The principal at once when it is known (cached), else a promise of it. */
+  authenticate(h: string | undefined): ConsumerPrincipal | Promise<ConsumerPrincipal>;
   ready(): Promise<void>;
   extraRoutes?: ((app: FastifyInstance) => Promise<void> | void)[];
 }

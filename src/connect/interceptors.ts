@@ -9,7 +9,7 @@ import { appError } from "../internal/errors.js";
 import { kConsumer, type ConsumerPrincipal } from "../internal/principal.js";
 import { bearerToken } from "../identity/tokens.js";
 
-export function consumerAuthInterceptor(authenticate: (h: string | undefined) => Promise<ConsumerPrincipal>): Interceptor {
+export function consumerAuthInterceptor(authenticate: (h: string | undefined) => ConsumerPrincipal | Promise<ConsumerPrincipal>): Interceptor {
   return (next) => async (req) => {
     if (getOption(req.method, authOption) === Auth.CONSUMER_UNSPECIFIED) {
       req.contextValues.set(kConsumer, await authenticate(req.header.get("authorization") ?? undefined));

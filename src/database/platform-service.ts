@@ -57,9 +57,12 @@ export function createDatabaseServiceImpl(deps: { runner: QueryRunner }): Servic
   // /api/db/* without proto messages (see src/http/fast-path.ts): the same
   // runner with the same plain JSON the generic path would hand it.
   const json: RestJsonPaths = {
-    async query({ body, appId, requestId }) {
+    query({ body, appId, requestId }) {
       if (!plainStatement(body)) return undefined;
-      return restResultsJson(await runner.query(appId, { sql: body.sql, params: body.params }), requestId);
+      const input = { sql: body.sql, params: body.params };
+      const now = runner.queryNow(appId, input);
+      if (now) return restResultsJson(now, requestId);
+      return runner.query(appId, input).then((r) => restResultsJson(r, requestId));
     },
     async batch({ body, appId, requestId }) {
       for (const k in body) if (k !== "statements" && k !== "transaction") return undefined;

@@ -37,6 +37,13 @@ export interface QueryRunner {
   query(appId: number, input: StatementInput): Promise<EngineResult[]>;
   /** POST /api/db/batch. */
   batch(appId: number, statements: readonly StatementInput[], transaction: boolean): Promise<EngineResult[]>;
+  /**
+   * The results at once when no wait is needed: the app's link is cached and
+   * the sql is one point read the reader answers (see point-reader.ts).
+   * Undefined otherwise (then query() runs it); throws what query() would
+   * for a request-shape, link or guard problem.
+   */
+  queryNow(appId: number, input: StatementInput): EngineResult[] | undefined;
   /** Forget cached app -> database lookups (after operator changes). */
   invalidate(): void;
 }
@@ -92,16 +99,20 @@ function analyse(sql: string): Analysis {
 
 const TX_WORDS = new Set(["BEGIN", "COMMIT", "ROLLBACK", "END"]);
 
+/** A link as cached here: an embedded database's file path resolved once. */
+type Linked = LinkedDatabase & { path?: string };
+
 export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
   const limits: DatabaseLimits = { ...DEFAULT_DATABASE_LIMITS, ...deps.limits };
   const cacheMs = deps.linkCacheMs ?? 1000;
-  const cache = new Map<number, { db: LinkedDatabase | undefined; until: number }>();
+  const cache = new Map<number, { db: Linked | undefined; until: number }>();
 
-  async function linked(appId: number): Promise<LinkedDatabase | undefined> {
+  async function linked(appId: number): Promise<Linked | undefined> {
     const now = Date.now();
     const hit = cache.get(appId);
     if (hit && hit.until > now) return hit.db;
-    const db = await deps.store.linkedTo(appId);
+    const db: Linked | undefined = await deps.store.linkedTo(appId);
+    if (db?.kind === "embedded") db.path = join(deps.dataDir, db.filePath ?? "");
     if (cache.size > 10_000) cache.clear();
     cache.set(appId, { db, until: now + cacheMs });
     return db;
@@ -181,8 +192,8 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
     return out;
   }
 
-  async function execute(appId: number, planned: Planned[], transaction: boolean): Promise<EngineResult[]> {
-    const db = await linked(appId);
+  /** The checks after the link is known, in the order of DECISIONS 20. */
+  function admit(db: Linked | undefined, planned: Planned[]): asserts db is Linked {
     if (!db) throw appError("database_not_linked");
     for (const p of planned) {
       const verdict = p.verdict;
@@ -194,15 +205,24 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
     if (db.status !== "active") {
       throw appError("database_unavailable", `The linked database is ${db.status}, not active.`);
     }
+  }
+
+  /** A point read answered here, or undefined. */
+  function pointRead(db: Linked, planned: Planned[], transaction: boolean): EngineResult | undefined {
+    const p = planned.length === 1 && !transaction ? planned[0]! : undefined;
+    if (!p?.point || !deps.reader || db.kind !== "embedded") return undefined;
+    return deps.reader.tryRun(db.path!, p, p.point, limits.maxRows, limits.maxResultBytes);
+  }
+
+  async function execute(appId: number, planned: Planned[], transaction: boolean): Promise<EngineResult[]> {
+    const db = await linked(appId);
+    admit(db, planned);
     const statements: EngineStatement[] = planned.map((p) => ({ sql: p.sql, args: p.args, verb: p.verb }));
     try {
       if (db.kind === "embedded") {
-        const path = join(deps.dataDir, db.filePath ?? "");
-        const point = planned.length === 1 && !transaction ? planned[0]!.point : undefined;
-        if (point !== undefined && deps.reader) {
-          const r = deps.reader.tryRun(path, statements[0]!, point, limits.maxRows, limits.maxResultBytes);
-          if (r) return [r];
-        }
+        const path = db.path!;
+        const r = pointRead(db, planned, transaction);
+        if (r) return [r];
         return await deps.pool.run(
           {
             path,
@@ -236,6 +256,14 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
   return {
     query(appId, input) {
       return execute(appId, plan([input], false, false), false);
+    },
+    queryNow(appId, input) {
+      const hit = cache.get(appId);
+      if (!hit || hit.until <= Date.now()) return undefined;
+      const planned = plan([input], false, false);
+      admit(hit.db, planned);
+      const r = pointRead(hit.db, planned, false);
+      return r && [r];
     },
     batch(appId, statements, transaction) {
       return execute(appId, plan(statements, true, transaction), transaction);

@@ -56,6 +56,11 @@ export interface JsonRequest {
   requestId: string;
 }
 
-export type RestJsonPath = (req: JsonRequest) => Promise<string | undefined>;
+/**
+ * The answer as a string at once when the service has it without waiting
+ * (a point read on a cached link), else a promise of it; undefined (or a
+ * promise of undefined) sends the request down the generic path.
+ */
+export type RestJsonPath = (req: JsonRequest) => string | undefined | Promise<string | undefined>;
 
 export type RestJsonPaths = Readonly<Record<string, RestJsonPath>>;

@@ -25,7 +25,8 @@ export interface GatewayOptions {
   table: RouteTable;
   /** Service implementations by service type name. */
   impls: Map<string, AnyImpl>;
-  authenticate(authorization: string | undefined): Promise<ConsumerPrincipal>;
+  /** The principal at once when it is known (cached), else a promise of it. */
+  authenticate(authorization: string | undefined): ConsumerPrincipal | Promise<ConsumerPrincipal>;
   /** Largest file part (DECISIONS 12: 4 MiB). */
   maxFileBytes: number;
   /** Largest request (all parts together). */
@@ -96,10 +97,15 @@ function contextFor(route: RestRoute, req: FastifyRequest): RestHandlerContext {
   return new RestHandlerContext(route.service, route.method, req.method, req.url, req.headers, values);
 }
 
-async function authenticate(route: RestRoute, req: FastifyRequest, ctx: RestHandlerContext, opts: GatewayOptions): Promise<void> {
-  if (route.auth === Auth.CONSUMER_UNSPECIFIED) {
-    ctx.values.set(kConsumer, await opts.authenticate(req.headers.authorization));
+/** Sets the consumer on ctx; a promise only when it has to be looked up. */
+function authenticate(route: RestRoute, req: FastifyRequest, ctx: RestHandlerContext, opts: GatewayOptions): Promise<void> | undefined {
+  if (route.auth !== Auth.CONSUMER_UNSPECIFIED) return undefined;
+  const c = opts.authenticate(req.headers.authorization);
+  if (!(c instanceof Promise)) {
+    ctx.values.set(kConsumer, c);
+    return undefined;
   }
+  return c.then((p) => void ctx.values.set(kConsumer, p));
 }
 
 /**
@@ -133,7 +139,8 @@ function messageHandler(route: RestRoute, call: Call, opts: GatewayOptions) {
     handler: async function restHandler(req: FastifyRequest, reply: FastifyReply) {
       const ctx = contextFor(route, req);
       try {
-        await authenticate(route, req, ctx, opts);
+        const authed = authenticate(route, req, ctx, opts);
+        if (authed) await authed;
         const msg = await requestMessage(route, input, req, opts);
         const res = (await call(msg, ctx)) as object;
         const body = encode(res);
@@ -184,18 +191,28 @@ function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<t
  * asked; the generic handler runs when it does not answer.
  */
 function jsonHandler(route: RestRoute, json: RestJsonPath, generic: ReturnType<typeof messageHandler>, opts: GatewayOptions) {
-  return async function restJsonHandler(req: FastifyRequest, reply: FastifyReply) {
+  const send = (reply: FastifyReply, text: string) => reply.code(route.status).type("application/json; charset=utf-8").send(text);
+  // Without a promise when neither the principal nor the answer needs one
+  // (a known token, a point read): a PK read then runs start to end in the
+  // handler's own call.
+  return function restJsonHandler(req: FastifyRequest, reply: FastifyReply): FastifyReply | Promise<FastifyReply> {
     const body = req.body;
-    if (isPlainObject(body)) {
-      try {
-        const consumer = await opts.authenticate(req.headers.authorization);
-        const text = await json({ body, appId: consumer.appId, requestId: String(req.id) });
-        if (text !== undefined) return reply.code(route.status).type("application/json; charset=utf-8").send(text);
-      } catch (err) {
-        return sendError(reply, route.iface, err);
-      }
+    if (!isPlainObject(body)) return generic.handler(req, reply);
+    let answer: string | undefined | Promise<string | undefined>;
+    try {
+      const consumer = opts.authenticate(req.headers.authorization);
+      answer = consumer instanceof Promise
+        ? consumer.then((c) => json({ body, appId: c.appId, requestId: String(req.id) }))
+        : json({ body, appId: consumer.appId, requestId: String(req.id) });
+    } catch (err) {
+      return sendError(reply, route.iface, err);
     }
-    return generic.handler(req, reply);
+    if (typeof answer === "string") return send(reply, answer);
+    if (answer === undefined) return generic.handler(req, reply);
+    return answer.then(
+      (text) => (text !== undefined ? send(reply, text) : generic.handler(req, reply)),
+      (err: unknown) => sendError(reply, route.iface, err),
+    );
   };
 }
 
@@ -333,7 +350,8 @@ function passthroughHandler(route: RestRoute, call: (req: Message, ctx: RestHand
   return async function passthrough(req: FastifyRequest, reply: FastifyReply) {
     const ctx = contextFor(route, req);
     try {
-      await authenticate(route, req, ctx, opts);
+      const authed = authenticate(route, req, ctx, opts);
+      if (authed) await authed;
       const headers: Record<string, string> = {};
       for (const [k, val] of Object.entries(req.headers)) {
         if (val === undefined || k.startsWith(":")) continue;

@@ -16,6 +16,20 @@ export class Authenticator {
     this.cache = new TtlCache(cacheTtlMs, 50_000);
   }
 
+  /**
+   * The principal when the token was verified before and its consumer is
+   * cached and still valid: no promise, no await (the hot path of every
+   * device request). Undefined otherwise, problems included: then
+   * fromAuthorization decides, and reports them.
+   */
+  known(header: string | null | undefined): ConsumerPrincipal | undefined {
+    const token = bearerToken(header);
+    const claims = token && this.tokens.verifiedBefore(token);
+    if (!claims) return undefined;
+    const p = this.cache.get(Number(claims.consumerId));
+    return p && p.appKey === claims.appKey ? p : undefined;
+  }
+
   async fromAuthorization(header: string | null | undefined): Promise<ConsumerPrincipal> {
     const token = bearerToken(header);
     if (!token) throw appError("unauthenticated", header ? "Malformed Authorization header." : "Missing Bearer token.");

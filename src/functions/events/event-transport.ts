@@ -107,6 +107,8 @@ export interface EventTransport extends DeadLetterStore {
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/** How often the table transport looks for work when it found none. */
+const POLL_MS = 250;
 
 const invalidToken = () => appError("validation_failed", "Invalid page_token.", { fields: { page_token: ["Invalid page token."] } });
 
@@ -315,9 +317,25 @@ export function jetStreamTransport(nats: NatsConnection, cfg: EventWorkerConfig)
 export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
   const LOCK_BASE = 7_021_000;
   const claimMs = cfg.ackWaitMs;
+  // Which lanes have anything to do, asked once per poll for all of them: an
+  // idle server then polls with one small query, not a claim transaction
+  // (four round trips) per lane.
+  let probe: { at: number; lanes: Promise<Set<number>> } | undefined;
+  const busyLanes = () => {
+    if (!probe || Date.now() - probe.at >= POLL_MS) {
+      const lanes = sql
+        .query<{ lane: number }>("SELECT DISTINCT lane FROM function_event_queue WHERE status <> 'done'")
+        .then((r) => new Set(r.rows.map((x) => Number(x.lane))));
+      probe = { at: Date.now(), lanes };
+      lanes.catch(() => (probe = undefined));
+    }
+    return probe.lanes;
+  };
   return {
     ensure: async () => {},
-    reset: () => {},
+    reset: () => {
+      probe = undefined;
+    },
     async publish(event, lane) {
       await sql.query(
         "INSERT INTO function_event_queue (event_id, lane, payload) VALUES ($1, $2, $3) ON CONFLICT (event_id) DO NOTHING",
@@ -390,6 +408,10 @@ export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
       );
     },
     async next(lane) {
+      if (!(await busyLanes()).has(lane)) {
+        await sleep(POLL_MS);
+        return undefined;
+      }
       const row = await sql.transaction(async (tx) => {
         await tx.query("SELECT pg_advisory_xact_lock($1)", [LOCK_BASE + lane]);
         const r = await tx.query<{ seq: number; event_id: string; trigger_id: string | number | null; payload: unknown }>(
@@ -407,7 +429,7 @@ export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
         return r.rows[0];
       });
       if (!row) {
-        await sleep(250);
+        await sleep(POLL_MS);
         return undefined;
       }
       let extended = 0;
