@@ -44,8 +44,17 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
   const limits: SandboxLimits = { ...DEFAULT_SANDBOX_LIMITS, ...opts.limits };
   const pool = new IsolatePool(limits.maxIsolates, limits.isolatesPerVersion, limits.idleMs);
   const noDb: DbBridge = async () => ({ ok: false, code: "unavailable", message: "db is not available at deploy time" });
-  // Pool keys whose runs left the fast path (see SandboxLimits.syncBudgetMs).
-  const slow = new Set<string>();
+  // Pool keys whose runs left the fast path (see SandboxLimits.syncBudgetMs),
+  // with the time they left it: after slowRecheckMs a version is judged
+  // again (a version slow only while its data was cold gets back).
+  const slow = new Map<string, number>();
+  const isSlow = (key: string) => {
+    const since = slow.get(key);
+    if (since === undefined) return false;
+    if (performance.now() - since < limits.slowRecheckMs) return true;
+    slow.delete(key);
+    return false;
+  };
   // The last warm slice times per key: one GC pause or a preempted thread
   // must not move a quick version off the fast path, so the median decides.
   const slices = new Map<string, number[]>();
@@ -55,7 +64,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
     last.push(ms);
     if (last.length > SLICE_SAMPLES) last.shift();
     if (last.length === SLICE_SAMPLES && [...last].sort((a, b) => a - b)[SLICE_SAMPLES >> 1]! > limits.syncBudgetMs) {
-      slow.add(key);
+      slow.set(key, performance.now());
       slices.delete(key);
     }
   };
@@ -79,9 +88,9 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
       let cold = lease.cold;
       const left = () => Math.max(1, Math.round(deadline - performance.now()));
       try {
-        const sliceMs = slow.has(key) ? 0 : limits.syncSliceMs;
+        const sliceMs = isSlow(key) ? 0 : limits.syncSliceMs;
         let out = await iso.run(input, left(), sliceMs);
-        if (out.kind === "slice") slow.add(key);
+        if (out.kind === "slice") slow.set(key, performance.now());
         else if (!cold && sliceMs > 0) judge(key, iso.lastSliceMs);
         if (out.kind === "slice") {
           // Nothing of the cut run took effect: run it again on the slow path.
@@ -120,7 +129,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
       const prefix = `${versionId}:`;
       pool.evict((k) => k.startsWith(prefix));
       for (const k of slices.keys()) if (k.startsWith(prefix)) slices.delete(k);
-      for (const k of slow) if (k.startsWith(prefix)) slow.delete(k);
+      for (const k of slow.keys()) if (k.startsWith(prefix)) slow.delete(k);
     },
 
     stats: () => ({ ...pool.stats(), slowVersions: slow.size }),

@@ -42,11 +42,13 @@ export interface SandboxLimits {
    */
   syncSliceMs: number;
   /**
-   * A version whose warm synchronous slice takes longer than this leaves the
-   * fast path for good (in this process): its runs no longer hold up the
-   * service's thread.
+   * A version whose warm synchronous slices take more CPU than this (the
+   * median of the last five) leaves the fast path for slowRecheckMs, then is
+   * judged again: its runs no longer hold up the service's thread.
    */
   syncBudgetMs: number;
+  /** How long a version stays off the fast path before it is judged again. */
+  slowRecheckMs: number;
 }
 
 export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
@@ -61,6 +63,7 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   compileTimeoutMs: 1_000,
   syncSliceMs: 10,
   syncBudgetMs: 1,
+  slowRecheckMs: 60_000,
 };
 
 /** What identifies the code to run and how much it may use. */

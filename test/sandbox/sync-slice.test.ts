@@ -95,6 +95,29 @@ describe("the synchronous slice", () => {
     expect((await sandbox.run(t, input())).outcome).toBe("ok");
   });
 
+  it("judges a slow version again after slowRecheckMs", async () => {
+    const quick = createSandbox({ dbBridge: (appId) => createDbBridge(fdb, appId), limits: { syncSliceMs: 10, syncBudgetMs: 1, slowRecheckMs: 300 } });
+    try {
+      const t = target(`export default () => { let x = 0; const end = Date.now() + 4; while (Date.now() < end) x++; return 1; }`);
+      for (let i = 0; i < 6; i++) await quick.run(t, input());
+      expect(quick.stats().slowVersions).toBe(1);
+      await new Promise((r) => setTimeout(r, 350));
+      expect((await quick.run(t, input())).outcome).toBe("ok"); // on the fast path again, judged anew
+      expect(quick.stats().slowVersions).toBe(0);
+    } finally {
+      quick.close();
+    }
+  });
+
+  it("judges a version by the CPU its slices take, not by wall time (a preempted slice is not slow)", async () => {
+    const before = sandbox.stats().slowVersions;
+    // 4 ms of wall time per run without CPU: what a slice preempted by the
+    // machine looks like from a clock
+    const t = target(`export default () => { Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 4); return 1; }`);
+    for (let i = 0; i < 8; i++) expect((await sandbox.run(t, input())).response?.body).toBe("1");
+    expect(sandbox.stats().slowVersions).toBe(before);
+  });
+
   it("never waits on the service's thread for work a previous run left running in the isolate", async () => {
     // the run returns at once; the db call it did not await resumes the
     // isolate later, on isolated-vm's thread, with 300 ms of work
