@@ -60,9 +60,8 @@ export function createDatabaseServiceImpl(deps: { runner: QueryRunner }): Servic
     query({ body, appId, requestId }) {
       if (!plainStatement(body)) return undefined;
       const input = { sql: body.sql, params: body.params };
-      const now = runner.queryNow(appId, input);
-      if (now) return restResultsJson(now, requestId);
-      return runner.query(appId, input).then((r) => restResultsJson(r, requestId));
+      const r = runner.queryNow(appId, input);
+      return Array.isArray(r) ? restResultsJson(r, requestId) : r.then((x) => restResultsJson(x, requestId));
     },
     async batch({ body, appId, requestId }) {
       for (const k in body) if (k !== "statements" && k !== "transaction") return undefined;

@@ -146,9 +146,11 @@ export class PointReader {
       }
       return { columns: v.columns, rows, rowsRead: rows.length, rowsWritten: 0 };
     } catch {
-      // anything unexpected (busy, a table dropped, a file replaced
-      // underneath): the engine path runs it and reports its own error
-      c.reads.delete(s.sql);
+      // anything unexpected (a bad bound value, a table dropped, busy, a
+      // file replaced underneath): the engine path runs it and reports its
+      // own error. The verdict stays: a request that fails on purpose must
+      // not make every request re-check the plan; a changed schema is caught
+      // by the guarded LIMIT anyway.
       return undefined;
     } finally {
       if (budget.abandoned) this.close(path);
@@ -244,7 +246,12 @@ function classify(path: string, s: EngineStatement, shape: PointShape): { point:
   const all = (sql: string, args: unknown[]) => {
     const st = db.prepare(sql);
     st.raw(true);
-    return st.all(args) as unknown[][];
+    const rows = st.all(args) as unknown[][];
+    // all() leaves the statement un-reset: closed with the connection, it
+    // kept a read snapshot until garbage collection, so the WAL could not be
+    // checkpointed meanwhile. get() steps once and resets it.
+    st.get(args);
+    return rows;
   };
   // every check reads one snapshot: the version, the plan and the table's
   // definition belong to the same schema

@@ -38,12 +38,12 @@ export interface QueryRunner {
   /** POST /api/db/batch. */
   batch(appId: number, statements: readonly StatementInput[], transaction: boolean): Promise<EngineResult[]>;
   /**
-   * The results at once when no wait is needed: the app's link is cached and
-   * the sql is one point read the reader answers (see point-reader.ts).
-   * Undefined otherwise (then query() runs it); throws what query() would
-   * for a request-shape, link or guard problem.
+   * query(), with the results at once (no promise) when no wait is needed:
+   * the app's link is cached and the sql is one point read the reader
+   * answers (see point-reader.ts). Throws at once what query() would for a
+   * request-shape, link or guard problem found without waiting.
    */
-  queryNow(appId: number, input: StatementInput): EngineResult[] | undefined;
+  queryNow(appId: number, input: StatementInput): EngineResult[] | Promise<EngineResult[]>;
   /** Forget cached app -> database lookups (after operator changes). */
   invalidate(): void;
 }
@@ -217,12 +217,16 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
   async function execute(appId: number, planned: Planned[], transaction: boolean): Promise<EngineResult[]> {
     const db = await linked(appId);
     admit(db, planned);
+    const r = pointRead(db, planned, transaction);
+    return r ? [r] : executeOn(db, planned, transaction);
+  }
+
+  /** On the engine processes or the remote server (the link admitted, no point read). */
+  async function executeOn(db: Linked, planned: Planned[], transaction: boolean): Promise<EngineResult[]> {
     const statements: EngineStatement[] = planned.map((p) => ({ sql: p.sql, args: p.args, verb: p.verb }));
     try {
       if (db.kind === "embedded") {
         const path = db.path!;
-        const r = pointRead(db, planned, transaction);
-        if (r) return [r];
         return await deps.pool.run(
           {
             path,
@@ -258,12 +262,12 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
       return execute(appId, plan([input], false, false), false);
     },
     queryNow(appId, input) {
-      const hit = cache.get(appId);
-      if (!hit || hit.until <= Date.now()) return undefined;
       const planned = plan([input], false, false);
+      const hit = cache.get(appId);
+      if (!hit || hit.until <= Date.now()) return execute(appId, planned, false);
       admit(hit.db, planned);
       const r = pointRead(hit.db, planned, false);
-      return r && [r];
+      return r ? [r] : executeOn(hit.db, planned, false);
     },
     batch(appId, statements, transaction) {
       return execute(appId, plan(statements, true, transaction), transaction);

@@ -16,8 +16,6 @@ import { RestHandlerContext } from "./handler-context.js";
 import { decodeRest, encodeRest, isPlainObject, type UploadedFile } from "./rest-json.js";
 import type { RestRoute, RouteTable } from "./route-table.js";
 
-const MULTIPART = /^\s*multipart\//i;
-
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyImpl = Record<string, (req: any, ctx: any) => any>;
 
@@ -245,12 +243,10 @@ async function requestMessage(route: RestRoute, schema: DescMessage, req: Fastif
   const fields: Record<string, unknown> = {};
   let body: unknown = req.body;
   if (route.verb === "GET" && body === undefined) body = await readGetBody(req, opts.bodyLimitBytes);
-  // isMultipart exists only in the multipart routes' scope; a GET body is not
-  // parsed by Fastify, so its content type is checked here
-  if (route.multipart ? req.isMultipart() : MULTIPART.test(req.headers["content-type"] ?? "")) {
-    if (!route.multipart) throw appError("unsupported_media_type", "This endpoint takes application/json.");
-    body = await readMultipart(req, v, opts);
-  }
+  // Only the multipart routes' scope parses multipart (isMultipart exists
+  // there); elsewhere Fastify refuses such a body with 415, and a GET body
+  // that is not JSON is refused by readGetBody.
+  if (route.multipart && req.isMultipart()) body = await readMultipart(req, v, opts);
   if (route.body === "*" || route.verb === "GET") {
     if (body !== undefined && body !== null && !isPlainObject(body)) {
       throw appError("validation_failed", "The request body must be a JSON object.", { fields: { body: ["The request body must be a JSON object."] } });

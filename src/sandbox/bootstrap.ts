@@ -1,6 +1,7 @@
 // The code that runs inside every function isolate before the function's own
 // module. It evaluates to a factory taking the host's db Reference and the
-// limits; the factory installs `console`, removes `WebAssembly`, and returns
+// limits; the factory installs `console`, removes `WebAssembly`, `Atomics`
+// and `SharedArrayBuffer`, and returns
 // `bind(handler)` which gives the per-invocation runner. Everything the
 // runner needs is captured here first, so a function that tampers with
 // globals or prototypes only changes its own output (the host validates that
@@ -46,6 +47,11 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (dbRef, limits) {
     };
   }
   delete globalThis.WebAssembly;
+  // Atomics.wait would block the service's thread (a run's synchronous slice
+  // runs on it) without using CPU, unseen by the CPU-time budget: no shared
+  // memory and no Atomics in a function.
+  delete globalThis.Atomics;
+  delete globalThis.SharedArrayBuffer;
   globalThis.console = freeze({
     log: capture("log"), info: capture("info"), debug: capture("debug"),
     warn: capture("warn"), error: capture("error"),

@@ -32,6 +32,15 @@ export interface IsolateRunOutput {
 const TIMEOUT_MESSAGE = "Script execution timed out.";
 const HEAP_SAMPLE_MS = 50;
 
+/** CPU time of this thread in µs (Node ≥ 23.9; wall time on older Nodes). */
+const threadCpuUs: () => number =
+  typeof process.threadCpuUsage === "function"
+    ? () => {
+        const u = process.threadCpuUsage();
+        return u.user + u.system;
+      }
+    : () => performance.now() * 1000;
+
 export class FunctionIsolate {
   readonly isolate: ivm.Isolate;
   private handles: Array<{ release(): void }> = [];
@@ -193,7 +202,7 @@ export class FunctionIsolate {
         // CPU time of this thread, not wall time: a slice preempted by the
         // machine (or by another process) would otherwise look slow and move
         // a quick version off the fast path.
-        const t0 = process.threadCpuUsage();
+        const t0 = threadCpuUs();
         try {
           runner.applySync(undefined, [1, payload], { timeout: slice });
           // Reads the run's output: no user code runs in this call (the
@@ -209,8 +218,7 @@ export class FunctionIsolate {
           }
           throw err;
         } finally {
-          const t1 = process.threadCpuUsage();
-          this.lastSliceMs = (t1.user - t0.user + t1.system - t0.system) / 1000;
+          this.lastSliceMs = (threadCpuUs() - t0) / 1000;
         }
         if (raw === undefined) raw = await Promise.race([new Promise<string>((resolve) => (this.settle = resolve)), watchdog()]);
       } else {

@@ -196,6 +196,29 @@ describe("PointReader on a file", () => {
     expect(Math.min(...guarded)).toBeLessThan(Math.min(...scans) / 4);
   });
 
+  it("leaves no read snapshot behind: the WAL checkpoints right after a first (classifying) read", () => {
+    const file = join(dir, "ck.sqlite");
+    const w = new Database(file);
+    const own = new PointReader();
+    try {
+      w.exec("PRAGMA journal_mode = WAL");
+      w.exec("CREATE TABLE ck (id INTEGER PRIMARY KEY, v TEXT); INSERT INTO ck VALUES (1, 'a')");
+      const checkpoint = () => {
+        w.prepare("UPDATE ck SET v = v || 'x' WHERE id = 1").run();
+        return w.prepare("PRAGMA wal_checkpoint(PASSIVE)").raw(true).get([]) as number[];
+      };
+      checkpoint();
+      const sql = "SELECT v FROM ck WHERE id = ?";
+      expect(own.tryRun(file, { sql, args: [1], verb: "SELECT" }, shape(sql)!, 100, 1 << 20)?.rows).toEqual([["ax"]]);
+      const [busy, log, done] = checkpoint();
+      expect(busy).toBe(0);
+      expect(done).toBe(log); // every frame copied back: no reader holds an old snapshot
+    } finally {
+      own.closeAll();
+      w.close();
+    }
+  });
+
   it("does not serve a file that does not exist, and never creates it", async () => {
     const missing = join(dir, "missing.sqlite");
     expect(reader.tryRun(missing, { sql: "SELECT id FROM kv WHERE id = ?", args: [1], verb: "SELECT" }, shape("SELECT id FROM kv WHERE id = ?")!, 10, 1000)).toBeUndefined();

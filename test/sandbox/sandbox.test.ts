@@ -118,6 +118,14 @@ describe("sandbox", () => {
     expect(r.error).toMatch(/RangeError: Maximum call stack/);
   });
 
+  it("offers no Atomics or shared memory (a wait would hold the service's thread without CPU)", async () => {
+    const r = await sandbox.run(target(`export default () => {
+      let waited; try { Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50); waited = "waited"; } catch (e) { waited = e.name; }
+      return [typeof Atomics, typeof SharedArrayBuffer, waited];
+    }`), input());
+    expect(JSON.parse(r.response!.body)).toEqual(["undefined", "undefined", "ReferenceError"]);
+  });
+
   it("offers no Node APIs, host globals, WebAssembly or imports", async () => {
     const r = await sandbox.run(target(`export default async () => {
       let dyn; try { await import("node:fs"); dyn = "imported"; } catch (e) { dyn = "refused"; }

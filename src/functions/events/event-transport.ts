@@ -320,11 +320,18 @@ export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
   // Which lanes have anything to do, asked once per poll for all of them: an
   // idle server then polls with one small query, not a claim transaction
   // (four round trips) per lane.
+  // One index probe per lane (not a DISTINCT over a backlog). A lane this
+  // process just published to skips the probe.
   let probe: { at: number; lanes: Promise<Set<number>> } | undefined;
+  const published = new Set<number>();
   const busyLanes = () => {
     if (!probe || Date.now() - probe.at >= POLL_MS) {
       const lanes = sql
-        .query<{ lane: number }>("SELECT DISTINCT lane FROM function_event_queue WHERE status <> 'done'")
+        .query<{ lane: number }>(
+          `SELECT l AS lane FROM generate_series(0, $1::int - 1) AS l
+           WHERE EXISTS (SELECT 1 FROM function_event_queue WHERE lane = l AND status <> 'done')`,
+          [cfg.partitions],
+        )
         .then((r) => new Set(r.rows.map((x) => Number(x.lane))));
       probe = { at: Date.now(), lanes };
       lanes.catch(() => (probe = undefined));
@@ -341,6 +348,7 @@ export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
         "INSERT INTO function_event_queue (event_id, lane, payload) VALUES ($1, $2, $3) ON CONFLICT (event_id) DO NOTHING",
         [event.id, lane, JSON.stringify(event)],
       );
+      published.add(lane);
     },
     async listDeadLetters(q) {
       const before = parseToken(q.pageToken);
@@ -408,7 +416,7 @@ export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
       );
     },
     async next(lane) {
-      if (!(await busyLanes()).has(lane)) {
+      if (!published.delete(lane) && !(await busyLanes()).has(lane)) {
         await sleep(POLL_MS);
         return undefined;
       }
