@@ -107,14 +107,19 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
   const cacheMs = deps.linkCacheMs ?? 1000;
   const cache = new Map<number, { db: Linked | undefined; until: number }>();
 
-  async function linked(appId: number): Promise<Linked | undefined> {
-    const now = Date.now();
+  /** The cached link, while it is fresh. */
+  function cachedLink(appId: number): { db: Linked | undefined } | undefined {
     const hit = cache.get(appId);
-    if (hit && hit.until > now) return hit.db;
+    return hit && hit.until > Date.now() ? hit : undefined;
+  }
+
+  async function linked(appId: number): Promise<Linked | undefined> {
+    const hit = cachedLink(appId);
+    if (hit) return hit.db;
     const db: Linked | undefined = await deps.store.linkedTo(appId);
     if (db?.kind === "embedded") db.path = join(deps.dataDir, db.filePath ?? "");
     if (cache.size > 10_000) cache.clear();
-    cache.set(appId, { db, until: now + cacheMs });
+    cache.set(appId, { db, until: Date.now() + cacheMs });
     return db;
   }
 
@@ -257,18 +262,21 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
     }
   }
 
+  function queryNow(appId: number, input: StatementInput): EngineResult[] | Promise<EngineResult[]> {
+    const planned = plan([input], false, false);
+    const hit = cachedLink(appId);
+    if (!hit) return execute(appId, planned, false);
+    admit(hit.db, planned);
+    const r = pointRead(hit.db, planned, false);
+    return r ? [r] : executeOn(hit.db, planned, false);
+  }
+
   return {
     query(appId, input) {
-      return execute(appId, plan([input], false, false), false);
+      const r = queryNow(appId, input);
+      return Array.isArray(r) ? Promise.resolve(r) : r;
     },
-    queryNow(appId, input) {
-      const planned = plan([input], false, false);
-      const hit = cache.get(appId);
-      if (!hit || hit.until <= Date.now()) return execute(appId, planned, false);
-      admit(hit.db, planned);
-      const r = pointRead(hit.db, planned, false);
-      return r ? [r] : executeOn(hit.db, planned, false);
-    },
+    queryNow,
     batch(appId, statements, transaction) {
       return execute(appId, plan(statements, true, transaction), transaction);
     },

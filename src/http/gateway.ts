@@ -46,7 +46,7 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
       multipartRoutes.push(route);
       continue;
     }
-    addRoute(app, route, impl, fn, opts);
+    addRoute(app, route, opts);
   }
   // @fastify/multipart adds two async hooks (and a 'close' listener) to every
   // request of the scope it is registered in: only the routes that take
@@ -55,10 +55,7 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
   if (multipartRoutes.length > 0) {
     await app.register(async (scope) => {
       await scope.register(multipart, { throwFileSizeLimit: false });
-      for (const route of multipartRoutes) {
-        const impl = opts.impls.get(route.service.typeName)!;
-        addRoute(scope, route, impl, impl[route.method.localName]!, opts);
-      }
+      for (const route of multipartRoutes) addRoute(scope, route, opts);
     });
   }
   if (passthrough.length === 0) return;
@@ -73,8 +70,10 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
   });
 }
 
-function addRoute(app: FastifyInstance, route: RestRoute, impl: AnyImpl, fn: AnyImpl[string], opts: GatewayOptions): void {
-  const generic = messageHandler(route, fn.bind(impl), opts);
+/** Registers a transcoded route (its implementation was checked by registerGateway). */
+function addRoute(app: FastifyInstance, route: RestRoute, opts: GatewayOptions): void {
+  const impl = opts.impls.get(route.service.typeName)!;
+  const generic = messageHandler(route, impl[route.method.localName]!.bind(impl), opts);
   // A fast path skips the gateway's consumer authentication: only for routes without it.
   const fast = route.verb === "GET" && route.auth !== Auth.CONSUMER_UNSPECIFIED
     ? (impl as { [REST_FAST_PATH]?: RestFastPaths })[REST_FAST_PATH]?.[route.method.localName]

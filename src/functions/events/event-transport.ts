@@ -317,11 +317,10 @@ export function jetStreamTransport(nats: NatsConnection, cfg: EventWorkerConfig)
 export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
   const LOCK_BASE = 7_021_000;
   const claimMs = cfg.ackWaitMs;
-  // Which lanes have anything to do, asked once per poll for all of them: an
-  // idle server then polls with one small query, not a claim transaction
-  // (four round trips) per lane.
-  // One index probe per lane (not a DISTINCT over a backlog). A lane this
-  // process just published to skips the probe.
+  // Which lanes have anything to do, asked once per poll for all of them in
+  // one query (an index probe per lane, not a DISTINCT over a backlog): an
+  // idle server then polls with that, not a claim transaction (four round
+  // trips) per lane. A lane this process just published to skips the probe.
   let probe: { at: number; lanes: Promise<Set<number>> } | undefined;
   const published = new Set<number>();
   const busyLanes = () => {
