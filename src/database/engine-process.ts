@@ -104,7 +104,7 @@ function runOne(conn: Conn, s: EngineRequest["statements"][number], req: EngineR
     return { columns: [], rows: [], rowsRead: 0, rowsWritten: info.changes };
   }
   const columns = st.columns().map((c) => c.name);
-  const rows = readRows(st, args, req.maxRows, req.maxBytes, budget);
+  const rows = readRows(st.iterate(args), req.maxRows, req.maxBytes, budget);
   let rowsWritten = 0;
   if (s.verb === "INSERT" || s.verb === "UPDATE" || s.verb === "DELETE") {
     rowsWritten = Number((prepare(conn, "SELECT changes()").get([]) as unknown[])[0]);

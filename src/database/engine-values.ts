@@ -37,10 +37,6 @@ export function tooManyBytes(maxBytes: number): LimitError {
   return new LimitError(`result too large: more than ${maxBytes} bytes in this response; select fewer rows or columns`);
 }
 
-/** The part of a libsql statement readRows needs. */
-interface RowSource {
-  iterate(...args: unknown[]): Iterable<unknown>;
-}
 
 export interface ReadBudget {
   /** Bytes the response may still take. */
@@ -59,10 +55,10 @@ export interface ReadBudget {
  * Reads every row of a raw (array-mode) statement, counting rows and bytes
  * while it reads, so a huge result stops at the limit instead of building up.
  */
-export function readRows(st: RowSource, args: unknown[], maxRows: number, maxBytes: number, budget: ReadBudget): EngineValue[][] {
+export function readRows(cursor: Iterable<unknown>, maxRows: number, maxBytes: number, budget: ReadBudget): EngineValue[][] {
   const rows: EngineValue[][] = [];
   try {
-    for (const raw of st.iterate(args) as Iterable<unknown[]>) {
+    for (const raw of cursor as Iterable<unknown[]>) {
       if (rows.length >= maxRows) {
         throw new LimitError(`result too large: more than ${maxRows} rows; use LIMIT and OFFSET to page`);
       }

@@ -60,8 +60,11 @@ export function installJsonParser(app: FastifyInstance): void {
   const parse = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
-    if (body === "" || (typeof body === "string" && body.trim() === "")) return done(null, undefined);
-    parse(req, body as string, (err, value) => {
+    // (trim() copies the body: only when it may start with white space)
+    const text = body as string;
+    const c0 = text.charCodeAt(0);
+    if (text === "" || ((c0 <= 32 || c0 > 127) && text.trim() === "")) return done(null, undefined);
+    parse(req, text, (err, value) => {
       if (err) return done(appError("bad_request", "Malformed JSON body.") as unknown as Error, undefined);
       done(null, value);
     });

@@ -13,6 +13,7 @@ import { sendError } from "./envelopes.js";
 import { REST_FAST_PATH, REST_JSON_PATH, type RestFastPath, type RestFastPaths, type RestJsonPath, type RestJsonPaths } from "./fast-path.js";
 import { FormBuilder } from "./form-fields.js";
 import { RestHandlerContext } from "./handler-context.js";
+import { turnBatch, type TurnBatch } from "./turn-batch.js";
 import { decodeRest, encodeRest, isPlainObject, type UploadedFile } from "./rest-json.js";
 import type { RestRoute, RouteTable } from "./route-table.js";
 
@@ -32,6 +33,8 @@ export interface GatewayOptions {
 }
 
 export async function registerGateway(app: FastifyInstance, opts: GatewayOptions): Promise<void> {
+  // The synchronous answers run batched at the end of each poll phase (turn-batch.ts).
+  const later = turnBatch((err) => app.log.error({ err }, "gateway: a batched answer failed"));
   const passthrough: RestRoute[] = [];
   const multipartRoutes: RestRoute[] = [];
   for (const route of opts.table.routes) {
@@ -46,7 +49,7 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
       multipartRoutes.push(route);
       continue;
     }
-    addRoute(app, route, opts);
+    addRoute(app, route, opts, later);
   }
   // @fastify/multipart adds two async hooks (and a 'close' listener) to every
   // request of the scope it is registered in: only the routes that take
@@ -55,7 +58,7 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
   if (multipartRoutes.length > 0) {
     await app.register(async (scope) => {
       await scope.register(multipart, { throwFileSizeLimit: false });
-      for (const route of multipartRoutes) addRoute(scope, route, opts);
+      for (const route of multipartRoutes) addRoute(scope, route, opts, later);
     });
   }
   if (passthrough.length === 0) return;
@@ -71,7 +74,7 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
 }
 
 /** Registers a transcoded route (its implementation was checked by registerGateway). */
-function addRoute(app: FastifyInstance, route: RestRoute, opts: GatewayOptions): void {
+function addRoute(app: FastifyInstance, route: RestRoute, opts: GatewayOptions, later: TurnBatch): void {
   const impl = opts.impls.get(route.service.typeName)!;
   const generic = messageHandler(route, impl[route.method.localName]!.bind(impl), opts);
   // A fast path skips the gateway's consumer authentication: only for routes without it.
@@ -81,7 +84,7 @@ function addRoute(app: FastifyInstance, route: RestRoute, opts: GatewayOptions):
   const json = route.verb === "POST" && route.auth === Auth.CONSUMER_UNSPECIFIED && route.body === "*"
     ? (impl as { [REST_JSON_PATH]?: RestJsonPaths })[REST_JSON_PATH]?.[route.method.localName]
     : undefined;
-  const handler = fast ? fastHandler(route, fast, generic) : json ? jsonHandler(route, json, generic, opts) : generic.handler;
+  const handler = fast ? fastHandler(route, fast, generic, later) : json ? jsonHandler(route, json, generic, opts, later) : generic.handler;
   app.route({ method: route.verb, url: route.path, handler });
 }
 
@@ -163,9 +166,20 @@ function messageHandler(route: RestRoute, call: Call, opts: GatewayOptions) {
  * when it does not answer. Writes what the generic path would write for the
  * same answer: the service's headers (Vary merged), then 304 or the body.
  */
-function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<typeof messageHandler>) {
+function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<typeof messageHandler>, later: TurnBatch) {
   const noQuery: Record<string, string> = {};
-  return function restFastHandler(req: FastifyRequest, reply: FastifyReply) {
+  const answer = (req: FastifyRequest, reply: FastifyReply) => {
+    try {
+      fastAnswer(req, reply);
+    } catch (err) {
+      sendError(reply, route.iface, err);
+    }
+  };
+  return function restFastHandler(req: FastifyRequest, reply: FastifyReply): void {
+    later(() => answer(req, reply));
+  };
+
+  function fastAnswer(req: FastifyRequest, reply: FastifyReply) {
     const h = req.headers;
     if (h["content-type"] === undefined && h["transfer-encoding"] === undefined && !Number(h["content-length"] ?? 0)) {
       const query = route.rawQueryField ? rawQuery(req) : noQuery;
@@ -178,8 +192,8 @@ function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<t
         return;
       }
     }
-    return generic.handler(req, reply);
-  };
+    void generic.handler(req, reply);
+  }
 }
 
 /**
@@ -187,12 +201,23 @@ function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<t
  * messages (see fast-path.ts): authenticated like the generic path, then
  * asked; the generic handler runs when it does not answer.
  */
-function jsonHandler(route: RestRoute, json: RestJsonPath, generic: ReturnType<typeof messageHandler>, opts: GatewayOptions) {
+function jsonHandler(route: RestRoute, json: RestJsonPath, generic: ReturnType<typeof messageHandler>, opts: GatewayOptions, later: TurnBatch) {
   const send = (reply: FastifyReply, text: string) => reply.code(route.status).type("application/json; charset=utf-8").send(text);
+  const answer = (req: FastifyRequest, reply: FastifyReply) => {
+    try {
+      void jsonAnswer(req, reply);
+    } catch (err) {
+      sendError(reply, route.iface, err);
+    }
+  };
+  return function restJsonHandler(req: FastifyRequest, reply: FastifyReply): void {
+    later(() => answer(req, reply));
+  };
+
   // Without a promise when neither the principal nor the answer needs one
-  // (a known token, a point read): a PK read then runs start to end in the
-  // handler's own call.
-  return function restJsonHandler(req: FastifyRequest, reply: FastifyReply): FastifyReply | Promise<FastifyReply> {
+  // (a known token, a point read): a PK read then runs start to end in one
+  // call.
+  function jsonAnswer(req: FastifyRequest, reply: FastifyReply): FastifyReply | Promise<FastifyReply> {
     const body = req.body;
     if (!isPlainObject(body)) return generic.handler(req, reply);
     let answer: string | undefined | Promise<string | undefined>;
@@ -210,7 +235,7 @@ function jsonHandler(route: RestRoute, json: RestJsonPath, generic: ReturnType<t
       (text) => (text !== undefined ? send(reply, text) : generic.handler(req, reply)),
       (err: unknown) => sendError(reply, route.iface, err),
     );
-  };
+  }
 }
 
 /** The rest_raw_query field as the generic path builds it; undefined (not fast) for repeated keys. */

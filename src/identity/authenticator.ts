@@ -23,7 +23,10 @@ export class Authenticator {
    * fromAuthorization decides, and reports them.
    */
   known(header: string | null | undefined): ConsumerPrincipal | undefined {
-    const token = bearerToken(header);
+    // Only tokens that passed bearerToken() and verification are cached, so
+    // the plain "Bearer <token>" form needs no regular expression here; any
+    // other spelling misses and goes through fromAuthorization.
+    const token = header?.startsWith("Bearer ") ? header.slice(7) : undefined;
     const claims = token && this.tokens.verifiedBefore(token);
     if (!claims) return undefined;
     const p = this.cache.get(Number(claims.consumerId));

@@ -7,30 +7,32 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import Database from "libsql";
+import { DatabaseSync } from "node:sqlite";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { PointReader, pointReadShape } from "../../src/database/point-reader.js";
 import { splitStatements } from "../../src/database/sql-splitter.js";
 import { failure } from "./errors.js";
 import { createHarness, rowsOf, type Harness } from "./harness.js";
 
-// A pass-through libsql whose prepare can run a hook first: a write made by
-// another connection exactly while the reader classifies a statement (the
-// hook runs before preparing the first statement whose text includes `on`).
+// A pass-through node:sqlite whose prepare can run a hook first: a write
+// made by another connection exactly while the reader classifies a statement
+// (the hook runs before preparing the first statement whose text includes
+// `on`). The writers here use the same library as the reader: one SQLite
+// library per process and file (see point-reader.ts).
 const hooks = vi.hoisted(() => ({ beforePlan: undefined as (() => void) | undefined, on: "EXPLAIN QUERY PLAN" }));
-vi.mock("libsql", async (importOriginal) => {
-  const Actual = ((await importOriginal()) as { default: new (...a: unknown[]) => { prepare(sql: string): unknown } }).default;
-  class Hooked extends Actual {
-    override prepare(sql: string) {
+vi.mock("node:sqlite", async (importOriginal) => {
+  const actual = (await importOriginal()) as typeof import("node:sqlite");
+  class Hooked extends actual.DatabaseSync {
+    override prepare(sql: string, ...rest: unknown[]) {
       if (sql.includes(hooks.on) && hooks.beforePlan) {
         const f = hooks.beforePlan;
         hooks.beforePlan = undefined;
         f();
       }
-      return super.prepare(sql);
+      return (super.prepare as (s: string, ...r: unknown[]) => ReturnType<typeof actual.DatabaseSync.prototype.prepare>)(sql, ...rest);
     }
   }
-  return { default: Hooked };
+  return { ...actual, DatabaseSync: Hooked };
 });
 
 setFlagsFromString("--expose-gc");
@@ -82,20 +84,21 @@ describe("the point-read shape", () => {
 describe("PointReader on a file", () => {
   let dir: string;
   let path: string;
-  let writer: InstanceType<typeof Database>;
+  let writer: DatabaseSync;
   const reader = new PointReader();
   const read = (sql: string, args: (number | string | null)[] = [], maxRows = 100, maxBytes = 1 << 20) =>
     reader.tryRun(path, { sql, args, verb: "SELECT" }, shape(sql) ?? { table: "", conditions: -1, head: sql, limit: undefined }, maxRows, maxBytes);
 
+  // (node:sqlite has no generate_series: rows come from a recursive CTE)
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "pb-point-"));
     path = join(dir, "db.sqlite");
-    writer = new Database(path);
+    writer = new DatabaseSync(path);
     writer.exec("PRAGMA journal_mode = WAL");
     writer.exec(`
       CREATE TABLE kv (id INTEGER PRIMARY KEY, name TEXT NOT NULL, cat TEXT, big INTEGER, data BLOB, f REAL);
       CREATE INDEX kv_cat ON kv (cat);
-      INSERT INTO kv SELECT value, 'n' || value, 'c' || (value % 3), 9007199254740993, x'00ff10', value / 4.0 FROM generate_series(1, 300);
+      INSERT INTO kv WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 300) SELECT value, 'n' || value, 'c' || (value % 3), 9007199254740993, x'00ff10', value / 4.0 FROM s;
       CREATE TABLE g (id INTEGER PRIMARY KEY, v TEXT, up TEXT AS (upper(v)));
       INSERT INTO g (id, v) VALUES (1, 'x');
       CREATE VIEW kv_view AS SELECT id, name FROM kv;
@@ -150,7 +153,7 @@ describe("PointReader on a file", () => {
 
   it("never serves a plan that depends on the bound values (partial index)", () => {
     writer.exec("CREATE TABLE pi (id INTEGER PRIMARY KEY, cat TEXT, name TEXT); CREATE INDEX pi_c1 ON pi (cat, name) WHERE cat = 'c1'");
-    writer.exec("INSERT INTO pi SELECT value, 'c' || (value % 3), 'n' || value FROM generate_series(1, 300)");
+    writer.exec("INSERT INTO pi WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 300) SELECT value, 'c' || (value % 3), 'n' || value FROM s");
     // with 'c1' bound SQLite plans a SEARCH of the partial index; with 'c2'
     // the same text is re-planned as a full scan
     const sql = "SELECT id FROM pi WHERE cat = ? AND name = ?";
@@ -159,7 +162,7 @@ describe("PointReader on a file", () => {
   });
 
   it("does not use a verdict whose plan was made on a schema committed after the read's snapshot", () => {
-    writer.exec("CREATE TABLE late (id INTEGER PRIMARY KEY, tag TEXT); INSERT INTO late SELECT value, 't' || value FROM generate_series(1, 300)");
+    writer.exec("CREATE TABLE late (id INTEGER PRIMARY KEY, tag TEXT); INSERT INTO late WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 300) SELECT value, 't' || value FROM s");
     const sql = "SELECT id FROM late WHERE tag = ?";
     // the index appears between the read's snapshot and the plan check: the
     // read's own statement is compiled on the old schema (a full scan)
@@ -172,7 +175,7 @@ describe("PointReader on a file", () => {
   });
 
   it("never scans through a plan whose index was dropped: the read finds nothing before it falls back", () => {
-    writer.exec("CREATE TABLE big (id INTEGER PRIMARY KEY, tag TEXT); INSERT INTO big SELECT value, 't' || value FROM generate_series(1, 1000000)");
+    writer.exec("CREATE TABLE big (id INTEGER PRIMARY KEY, tag TEXT); INSERT INTO big WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 1000000) SELECT value, 't' || value FROM s");
     const sql = "SELECT id FROM big WHERE tag = ?";
     const ms = (f: () => void) => {
       const t0 = performance.now();
@@ -188,9 +191,9 @@ describe("PointReader on a file", () => {
       guarded.push(ms(() => expect(read(sql, ["t1000000"])).toBeUndefined()));
       expect(read(sql, ["t1000000"])).toBeUndefined(); // re-checked: a scan, left to the engine
     }
-    const scan = new Database(path);
+    const scan = new DatabaseSync(path);
     const st = scan.prepare(sql);
-    const scans = [0, 1, 2].map(() => ms(() => expect(st.all(["t1000000"])).toHaveLength(1)));
+    const scans = [0, 1, 2].map(() => ms(() => expect(st.all("t1000000")).toHaveLength(1)));
     scan.close();
     // a full scan of a million rows against a failed schema check
     expect(Math.min(...guarded)).toBeLessThan(Math.min(...scans) / 4);
@@ -198,14 +201,16 @@ describe("PointReader on a file", () => {
 
   it("leaves no read snapshot behind: the WAL checkpoints right after a first (classifying) read", () => {
     const file = join(dir, "ck.sqlite");
-    const w = new Database(file);
+    const w = new DatabaseSync(file);
     const own = new PointReader();
     try {
       w.exec("PRAGMA journal_mode = WAL");
       w.exec("CREATE TABLE ck (id INTEGER PRIMARY KEY, v TEXT); INSERT INTO ck VALUES (1, 'a')");
       const checkpoint = () => {
         w.prepare("UPDATE ck SET v = v || 'x' WHERE id = 1").run();
-        return w.prepare("PRAGMA wal_checkpoint(PASSIVE)").raw(true).get([]) as number[];
+        const st = w.prepare("PRAGMA wal_checkpoint(PASSIVE)");
+        st.setReturnArrays(true);
+        return st.get() as unknown as number[];
       };
       checkpoint();
       const sql = "SELECT v FROM ck WHERE id = ?";
@@ -259,7 +264,7 @@ describe("point reads through the service", () => {
     const tooMany = await h.query(other, "SELECT id FROM many WHERE tag = 't'");
     expect(tooMany.results[0]!.error).toMatch(/more than 50 rows/);
     // a commit through another connection (another server process, a tool)
-    const direct = new Database(join(h.dataDir, (await h.module.manager.get(id)).filePath!));
+    const direct = new DatabaseSync(join(h.dataDir, (await h.module.manager.get(id)).filePath!));
     try {
       direct.prepare("UPDATE many SET tag = 'u' WHERE id = 7").run();
     } finally {
@@ -296,8 +301,8 @@ describe("point reads through the service", () => {
     expect((await openHere()).length).toBeGreaterThan(0);
     await h.module.manager.unlink(id, other);
     await h.module.manager.delete(id);
-    // libsql releases a closed connection's files with its last statement
-    // object, at garbage collection
+    // (node:sqlite closes at once; gc() would also release statements a
+    // binding kept alive)
     gc();
     await new Promise((r) => setTimeout(r, 20));
     expect(await openHere()).toEqual([]);

@@ -66,7 +66,11 @@ describe("CMS REST fast path", () => {
         expect(again.status, p).toBe(200);
         expect(await again.text(), p).toBe(firstBody);
         if (!origin) expect(stable(again), p).toEqual(stable(first));
-        else expect(again.headers.get("vary"), p).toBe("Origin, X-App-Key");
+        else {
+          // any origin (the default): "*" for all, so only the app key varies
+          expect(again.headers.get("vary"), p).toBe("X-App-Key");
+          expect(again.headers.get("access-control-allow-origin"), p).toBe("*");
+        }
       }
       expect(first.headers.get("content-type")).toBe("application/json; charset=utf-8");
       expect(first.headers.get("cache-control")).toBe("public, max-age=3600");

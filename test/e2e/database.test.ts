@@ -115,6 +115,32 @@ describe("POST /api/db/query and /api/db/batch over REST", () => {
     expect((await post("/api/db/query", { sql: "SELECT 1 AS one" })).status).toBe(200);
   });
 
+  it("gives each of many concurrent point reads its own row, request id and errors (answers are batched per loop turn)", async () => {
+    await post("/api/db/query", { sql: "CREATE TABLE kv (id INTEGER PRIMARY KEY, v TEXT)" });
+    await post("/api/db/query", { sql: "INSERT INTO kv (id, v) SELECT value, 'v' || value FROM generate_series(1, 200)" });
+    // undici opens several connections: many requests land in one loop turn
+    const ids = Array.from({ length: 120 }, (_, i) => i + 1);
+    const sends = ids.map((id) => (id % 10 === 0
+      ? post("/api/db/query", { sql: "SELECT id, v FROM kv WHERE id = ?", params: [id] }, "not-a-token")
+      : post("/api/db/query", { sql: "SELECT id, v FROM kv WHERE id = ?", params: [id] })));
+    const answers = await Promise.all(sends.map(async (p) => {
+      const r = await p;
+      return { status: r.status, header: r.headers.get("x-request-id"), body: await r.json() };
+    }));
+    answers.forEach((a, i) => {
+      const id = ids[i]!;
+      if (id % 10 === 0) {
+        expect(a.status).toBe(401);
+        expect(a.body.error).toBe("unauthenticated");
+        return;
+      }
+      expect(a.status).toBe(200);
+      expect(a.body.results[0].rows).toEqual([[id, `v${id}`]]);
+      expect(a.body.request_id).toBe(a.header);
+    });
+    expect(new Set(answers.map((a) => a.header)).size).toBe(ids.length);
+  });
+
   it("is reachable over Connect with the same results", async () => {
     const client = createClient(DatabaseService, createConnectTransport({ baseUrl: s.httpsUrl, httpVersion: "2", nodeOptions: { rejectUnauthorized: false } }));
     const r = await client.query({ sql: "SELECT count(*) AS n FROM notes" }, { headers: { authorization: `Bearer ${token}` } });

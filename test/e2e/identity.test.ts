@@ -345,12 +345,38 @@ describe("operator API", () => {
   });
 });
 
-it("answers CORS preflights and exposes X-Request-Id", async () => {
+it("answers CORS preflights for any origin by default and exposes X-Request-Id", async () => {
   const res = await s.fetch("/api/session/start", { method: "OPTIONS", headers: { origin: "https://app.example", "access-control-request-method": "POST", "access-control-request-headers": "authorization" } });
   expect(res.status).toBe(204);
-  expect(res.headers.get("access-control-allow-origin")).toBe("https://app.example");
+  // any origin, no credentials: the one answer for every origin, so no Vary
+  expect(res.headers.get("access-control-allow-origin")).toBe("*");
+  expect(res.headers.get("access-control-allow-headers")).toBe("authorization");
+  expect(res.headers.get("access-control-allow-methods")).toContain("POST");
   const r = await s.fetch("/api/session/start", { method: "POST", headers: { origin: "https://app.example" } });
+  expect(r.headers.get("access-control-allow-origin")).toBe("*");
   expect(r.headers.get("access-control-expose-headers")).toContain("x-request-id");
+});
+
+describe("CORS with a list of allowed origins (PULSEBASE_CORS_ORIGINS)", () => {
+  let limited: TestServer;
+  beforeAll(async () => {
+    limited = await startTestServer({ env: { PULSEBASE_CORS_ORIGINS: "https://app.example,https://admin.example" } });
+  });
+  afterAll(() => limited?.close());
+
+  it("reflects an allowed origin, says the answer varies by Origin, and leaves others without access", async () => {
+    const pre = (origin: string) => limited.fetch("/api/session/start", { method: "OPTIONS", headers: { origin, "access-control-request-method": "POST" } });
+    const ok = await pre("https://admin.example");
+    expect(ok.status).toBe(204);
+    expect(ok.headers.get("access-control-allow-origin")).toBe("https://admin.example");
+    expect(ok.headers.get("vary")).toMatch(/origin/i);
+    const other = await pre("https://evil.example");
+    expect(other.headers.get("access-control-allow-origin")).toBeNull();
+    const r = await limited.fetch("/api/session/start", { method: "POST", headers: { origin: "https://evil.example" } });
+    expect(r.status).toBe(401); // CORS is the browser's check; the request itself still needs a token
+    expect(r.headers.get("access-control-allow-origin")).toBeNull();
+    expect(r.headers.get("vary")).toMatch(/origin/i);
+  });
 });
 
 it("keeps app ids apart", () => {
