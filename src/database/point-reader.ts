@@ -17,7 +17,7 @@
 // SQLite tracks POSIX locks per process inside the library, and two copies
 // of it on one file in one process could each think the other's locks are
 // theirs (https://sqlite.org/howtocorrupt.html, 2.2.1). The engines are
-// other processes; provisioning (libsql) is done before any read. A file
+// other processes; provisioning uses node:sqlite as well. A file
 // this library cannot read (a libSQL-only schema feature) is simply not
 // served here.
 //
@@ -89,9 +89,30 @@ export function pointReadShape(tokens: readonly Token[]): PointShape | undefined
   if (word("LIMIT") && !value()) return undefined;
   if (i !== t.length) return undefined;
   // tokens joined by spaces: the same statement (a string or quoted name is
-  // one token), and a trailing comment cannot swallow the LIMIT added to it
-  const head = t.slice(0, end).map((x) => x.text).join(" ");
-  return { table, conditions, head, limit: end < t.length ? t[t.length - 1]!.text : undefined };
+  // one token), and a trailing comment cannot swallow the LIMIT added to it.
+  // Named parameters become ?NNN with SQLite's own numbering (the values
+  // arrive as a positional list, and node:sqlite binds a list to nameless
+  // parameters only).
+  const text = numberedParams(t);
+  const head = text.slice(0, end).join(" ");
+  return { table, conditions, head, limit: end < t.length ? text[t.length - 1] : undefined };
+}
+
+/** Token texts, named parameters (:a, @a, $a) rewritten to the ?NNN SQLite gives them. */
+function numberedParams(tokens: readonly Token[]): string[] {
+  let max = 0;
+  const byName = new Map<string, number>();
+  return tokens.map((x) => {
+    if (x.kind !== "param") return x.text;
+    if (x.text === "?") max += 1;
+    else if (x.text.startsWith("?")) max = Math.max(max, Number(x.text.slice(1)));
+    else {
+      let n = byName.get(x.text);
+      if (n === undefined) byName.set(x.text, (n = ++max));
+      return `?${n}`;
+    }
+    return x.text;
+  });
 }
 
 // Words that are never a plain column or table name here.
@@ -265,17 +286,21 @@ function classify(path: string, s: EngineStatement, shape: PointShape): { point:
   // every check reads one snapshot: the version, the plan and the table's
   // definition belong to the same schema
   let open = false;
+  // a failure after the version is known keeps that version: the "not a
+  // point read" verdict then holds until the schema changes, instead of
+  // being made again on every request
+  let version = -1;
   try {
     db.exec("BEGIN");
     open = true;
-    const version = Number(all("PRAGMA schema_version", [])[0]![0]);
+    version = Number(all("PRAGMA schema_version", [])[0]![0]);
     const no = { point: false, single: false, version };
     // Statistics (after ANALYZE) can make the plan depend on the bound values
     // (stat4) or differ between connections (stat1): none of that here.
     if (all("SELECT 1 FROM main.sqlite_schema WHERE name IN ('sqlite_stat1', 'sqlite_stat4')", []).length > 0) return no;
     let plan: unknown[][];
     try {
-      plan = all(`EXPLAIN QUERY PLAN ${s.sql}`, bindable(s.args));
+      plan = all(`EXPLAIN QUERY PLAN ${shape.head}${shape.limit === undefined ? "" : ` LIMIT ${shape.limit}`}`, bindable(s.args));
     } catch {
       return no; // not compilable: the engine reports the error
     }
@@ -300,7 +325,7 @@ function classify(path: string, s: EngineStatement, shape: PointShape): { point:
     if (guarded.length !== 1 || guarded[0] !== String(plan[0]![3])) return no;
     return { point: true, single: m[2] === "rowid=?", version };
   } catch {
-    return { point: false, single: false, version: -1 };
+    return { point: false, single: false, version };
   } finally {
     try {
       if (open) db.exec("COMMIT");

@@ -3,18 +3,22 @@
 // pragmas; a remote one must answer a query with the given token.
 import { mkdir, rm } from "node:fs/promises";
 import { dirname } from "node:path";
+import { DatabaseSync } from "node:sqlite";
 import { createClient } from "@libsql/client";
-import Database from "libsql";
 
 export async function provisionEmbedded(absPath: string): Promise<void> {
   await mkdir(dirname(absPath), { recursive: true });
-  const db = new Database(absPath);
+  // Through node:sqlite, like the service process's point reader: one SQLite
+  // library per file in this process (point-reader.ts). It closes at once
+  // (libsql kept the files open until its statements were garbage-collected),
+  // and the engines open the file with libsql in their own processes.
+  const db = new DatabaseSync(absPath);
   try {
     // journal_mode and auto_vacuum are stored in the file; the per-connection
     // pragmas (busy_timeout, synchronous, foreign_keys) are set by the engine.
     db.exec("PRAGMA auto_vacuum = INCREMENTAL");
     db.exec("PRAGMA journal_mode = WAL");
-    const mode = (db.prepare("PRAGMA journal_mode").raw(true).get([]) as unknown[])[0];
+    const mode = (db.prepare("PRAGMA journal_mode").get() as { journal_mode?: unknown } | undefined)?.journal_mode;
     if (String(mode).toLowerCase() !== "wal") throw new Error(`could not enable WAL (journal_mode=${String(mode)})`);
     db.exec("CREATE TABLE IF NOT EXISTS _pb_probe (x); DROP TABLE _pb_probe"); // the file is writable
     db.exec("PRAGMA wal_checkpoint(TRUNCATE)");

@@ -172,7 +172,7 @@ function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<t
     try {
       fastAnswer(req, reply);
     } catch (err) {
-      sendError(reply, route.iface, err);
+      fail(reply, route, err);
     }
   };
   return function restFastHandler(req: FastifyRequest, reply: FastifyReply): void {
@@ -192,7 +192,7 @@ function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<t
         return;
       }
     }
-    void generic.handler(req, reply);
+    generic.handler(req, reply).catch((err: unknown) => fail(reply, route, err));
   }
 }
 
@@ -205,9 +205,10 @@ function jsonHandler(route: RestRoute, json: RestJsonPath, generic: ReturnType<t
   const send = (reply: FastifyReply, text: string) => reply.code(route.status).type("application/json; charset=utf-8").send(text);
   const answer = (req: FastifyRequest, reply: FastifyReply) => {
     try {
-      void jsonAnswer(req, reply);
+      const r = jsonAnswer(req, reply);
+      if (r instanceof Promise) r.catch((err: unknown) => fail(reply, route, err));
     } catch (err) {
-      sendError(reply, route.iface, err);
+      fail(reply, route, err);
     }
   };
   return function restJsonHandler(req: FastifyRequest, reply: FastifyReply): void {
@@ -235,6 +236,24 @@ function jsonHandler(route: RestRoute, json: RestJsonPath, generic: ReturnType<t
       (text) => (text !== undefined ? send(reply, text) : generic.handler(req, reply)),
       (err: unknown) => sendError(reply, route.iface, err),
     );
+  }
+}
+
+/**
+ * The error answer of a batched task that threw or rejected (Fastify's own
+ * net for returned promises does not reach work done after the handler
+ * returned): the interface's envelope, or a bare 500 if even that fails.
+ */
+function fail(reply: FastifyReply, route: RestRoute, err: unknown): void {
+  if (reply.sent) {
+    reply.log.error({ err }, "gateway: failure after the answer was sent");
+    return;
+  }
+  try {
+    void sendError(reply, route.iface, err);
+  } catch (e) {
+    reply.log.error({ err: e }, "gateway: could not send the error envelope");
+    if (!reply.sent) reply.code(500).send();
   }
 }
 

@@ -54,6 +54,9 @@ describe("the point-read shape", () => {
   it("keeps the statement up to its LIMIT without comments, and the LIMIT value as written", () => {
     expect(shape("SELECT name FROM kv /* note */ WHERE id = ? -- trailing")).toMatchObject({ head: "SELECT name FROM kv WHERE id = ?", limit: undefined });
     expect(shape('SELECT "k"."name" FROM "k" WHERE a = ? AND b = \'x;y\' LIMIT ?2')).toMatchObject({ head: 'SELECT "k" . "name" FROM "k" WHERE a = ? AND b = \'x;y\'', limit: "?2" });
+    // named parameters take SQLite's numbers (values arrive as a positional list)
+    expect(shape("SELECT name FROM kv WHERE id = :id AND cat = @c LIMIT :id")).toMatchObject({ head: "SELECT name FROM kv WHERE id = ?1 AND cat = ?2", limit: "?1" });
+    expect(shape("SELECT name FROM kv WHERE a = ?3 AND b = $b")).toMatchObject({ head: "SELECT name FROM kv WHERE a = ?3 AND b = ?4" });
   });
 
   it.each([
@@ -119,6 +122,11 @@ describe("PointReader on a file", () => {
       rowsWritten: 0,
     });
     expect(read("SELECT name FROM kv WHERE id = ?", [100000])?.rows).toEqual([]);
+  });
+
+  it("serves reads with named parameters (bound as the positional list the service builds)", () => {
+    expect(read("SELECT name FROM kv WHERE id = :id", [7])?.rows).toEqual([["n7"]]);
+    expect(read("SELECT id FROM kv WHERE cat = @c LIMIT $n", ["c1", 2])?.rows).toEqual([[1], [4]]);
   });
 
   it("answers an index equality read and stops at the row limit", () => {
