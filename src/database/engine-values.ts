@@ -37,7 +37,6 @@ export function tooManyBytes(maxBytes: number): LimitError {
   return new LimitError(`result too large: more than ${maxBytes} bytes in this response; select fewer rows or columns`);
 }
 
-
 export interface ReadBudget {
   /** Bytes the response may still take. */
   bytes: number;

@@ -38,6 +38,7 @@ import { existsSync } from "node:fs";
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import type { EngineResult, EngineStatement, EngineValue } from "./engine-protocol.js";
 import { bindable, encode, LimitError, readRows, sizeOf, tooManyBytes, type ReadBudget } from "./engine-values.js";
+import { paramSlots } from "./sql-params.js";
 import type { Token } from "./sql-tokenizer.js";
 
 type Db = DatabaseSync;
@@ -100,18 +101,11 @@ export function pointReadShape(tokens: readonly Token[]): PointShape | undefined
 
 /** Token texts, named parameters (:a, @a, $a) rewritten to the ?NNN SQLite gives them. */
 function numberedParams(tokens: readonly Token[]): string[] {
-  let max = 0;
-  const byName = new Map<string, number>();
+  const slots = paramSlots(tokens);
+  const byName = new Map(typeof slots === "string" ? [] : [...slots.names].map(([n, name]) => [name, n]));
   return tokens.map((x) => {
-    if (x.kind !== "param") return x.text;
-    if (x.text === "?") max += 1;
-    else if (x.text.startsWith("?")) max = Math.max(max, Number(x.text.slice(1)));
-    else {
-      let n = byName.get(x.text);
-      if (n === undefined) byName.set(x.text, (n = ++max));
-      return `?${n}`;
-    }
-    return x.text;
+    const n = x.kind === "param" ? byName.get(x.text) : undefined;
+    return n === undefined ? x.text : `?${n}`;
   });
 }
 

@@ -168,18 +168,7 @@ function messageHandler(route: RestRoute, call: Call, opts: GatewayOptions) {
  */
 function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<typeof messageHandler>, later: TurnBatch) {
   const noQuery: Record<string, string> = {};
-  const answer = (req: FastifyRequest, reply: FastifyReply) => {
-    try {
-      fastAnswer(req, reply);
-    } catch (err) {
-      fail(reply, route, err);
-    }
-  };
-  return function restFastHandler(req: FastifyRequest, reply: FastifyReply): void {
-    later(() => answer(req, reply));
-  };
-
-  function fastAnswer(req: FastifyRequest, reply: FastifyReply) {
+  return batched(route, later, function fastAnswer(req, reply) {
     const h = req.headers;
     if (h["content-type"] === undefined && h["transfer-encoding"] === undefined && !Number(h["content-length"] ?? 0)) {
       const query = route.rawQueryField ? rawQuery(req) : noQuery;
@@ -187,13 +176,12 @@ function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<t
       if (answer) {
         const body = generic.encode(answer.message);
         for (const [k, v] of answer.headers) setHeader(reply, k, v);
-        if (answer.notModified) reply.code(304).send();
-        else reply.code(route.status).type("application/json; charset=utf-8").send(body);
-        return;
+        if (answer.notModified) return reply.code(304).send();
+        return reply.code(route.status).type("application/json; charset=utf-8").send(body);
       }
     }
-    generic.handler(req, reply).catch((err: unknown) => fail(reply, route, err));
-  }
+    return generic.handler(req, reply);
+  });
 }
 
 /**
@@ -203,47 +191,42 @@ function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<t
  */
 function jsonHandler(route: RestRoute, json: RestJsonPath, generic: ReturnType<typeof messageHandler>, opts: GatewayOptions, later: TurnBatch) {
   const send = (reply: FastifyReply, text: string) => reply.code(route.status).type("application/json; charset=utf-8").send(text);
-  const answer = (req: FastifyRequest, reply: FastifyReply) => {
+  // Without a promise when neither the principal nor the answer needs one
+  // (a known token, a point read): a PK read then runs start to end in one
+  // call.
+  return batched(route, later, function jsonAnswer(req, reply) {
+    const body = req.body;
+    if (!isPlainObject(body)) return generic.handler(req, reply);
+    const consumer = opts.authenticate(req.headers.authorization);
+    const answer = consumer instanceof Promise
+      ? consumer.then((c) => json({ body, appId: c.appId, requestId: String(req.id) }))
+      : json({ body, appId: consumer.appId, requestId: String(req.id) });
+    if (typeof answer === "string") return send(reply, answer);
+    if (answer === undefined) return generic.handler(req, reply);
+    return answer.then((text) => (text !== undefined ? send(reply, text) : generic.handler(req, reply)));
+  });
+}
+
+/**
+ * A handler that answers at the end of the loop turn (turn-batch.ts). What
+ * the answer throws or rejects with is written by fail(): Fastify's own net
+ * for returned promises does not reach work done after the handler returned.
+ */
+function batched(route: RestRoute, later: TurnBatch, answer: (req: FastifyRequest, reply: FastifyReply) => unknown) {
+  const run = (req: FastifyRequest, reply: FastifyReply) => {
     try {
-      const r = jsonAnswer(req, reply);
+      const r = answer(req, reply);
       if (r instanceof Promise) r.catch((err: unknown) => fail(reply, route, err));
     } catch (err) {
       fail(reply, route, err);
     }
   };
-  return function restJsonHandler(req: FastifyRequest, reply: FastifyReply): void {
-    later(() => answer(req, reply));
+  return function batchedHandler(req: FastifyRequest, reply: FastifyReply): void {
+    later(() => run(req, reply));
   };
-
-  // Without a promise when neither the principal nor the answer needs one
-  // (a known token, a point read): a PK read then runs start to end in one
-  // call.
-  function jsonAnswer(req: FastifyRequest, reply: FastifyReply): FastifyReply | Promise<FastifyReply> {
-    const body = req.body;
-    if (!isPlainObject(body)) return generic.handler(req, reply);
-    let answer: string | undefined | Promise<string | undefined>;
-    try {
-      const consumer = opts.authenticate(req.headers.authorization);
-      answer = consumer instanceof Promise
-        ? consumer.then((c) => json({ body, appId: c.appId, requestId: String(req.id) }))
-        : json({ body, appId: consumer.appId, requestId: String(req.id) });
-    } catch (err) {
-      return sendError(reply, route.iface, err);
-    }
-    if (typeof answer === "string") return send(reply, answer);
-    if (answer === undefined) return generic.handler(req, reply);
-    return answer.then(
-      (text) => (text !== undefined ? send(reply, text) : generic.handler(req, reply)),
-      (err: unknown) => sendError(reply, route.iface, err),
-    );
-  }
 }
 
-/**
- * The error answer of a batched task that threw or rejected (Fastify's own
- * net for returned promises does not reach work done after the handler
- * returned): the interface's envelope, or a bare 500 if even that fails.
- */
+/** The error answer of a batched task: the interface's envelope, or a bare 500 if even that fails. */
 function fail(reply: FastifyReply, route: RestRoute, err: unknown): void {
   if (reply.sent) {
     reply.log.error({ err }, "gateway: failure after the answer was sent");
