@@ -13,6 +13,7 @@ import { cmsScenarios } from "./scenarios/cms-http.js";
 import { functionsScenarios } from "./scenarios/functions-http.js";
 import { analyticsScenarios } from "./scenarios/analytics-http.js";
 import { cmsLargeScenarios } from "./scenarios/cms-large.js";
+import { observabilityScenarios } from "./scenarios/observability.js";
 import { randomBytes } from "node:crypto";
 import { deleteStreamsWithPrefix } from "../src/queue/nats-streams.js";
 import type { DescService } from "@bufbuild/protobuf";
@@ -39,6 +40,8 @@ export interface BenchContext {
   baseline(name: string): LoadResult;
   /** A new app and one registered consumer. */
   newConsumer(name: string): Promise<{ appKey: string; appId: bigint; teamId: bigint; token: string; consumerId: number }>;
+  /** A second service process with extra environment (same core, same PostgreSQL and NATS), for A/B rows. */
+  variant(env: Record<string, string>): Promise<{ ctx: BenchContext; stop(): Promise<void> }>;
 }
 
 
@@ -50,9 +53,10 @@ const suites: Record<string, Suite> = {
   functions: functionsScenarios,
   cms: cmsScenarios,
   "cms-large": cmsLargeScenarios,
+  observability: observabilityScenarios,
 };
 /** Suites run when --only is not given (cms-large seeds 1M rows: opt-in). */
-const DEFAULT_SUITES = ["identity", "database", "analytics", "functions", "cms"];
+const DEFAULT_SUITES = ["identity", "database", "analytics", "functions", "cms", "observability"];
 
 const { values } = parseArgs({
   options: {
@@ -67,12 +71,14 @@ pinSelf();
 const base = await startServer<{ https: number }>("bench/servers/baseline-server.ts");
 const natsUrl = process.env.NATS_URL || "nats://127.0.0.1:4222";
 const natsNamespace = `bench${randomBytes(4).toString("hex")}`;
-const pb = await startServer<{ https: number; admin: number; operatorToken: string; dataDir: string; schema: string }>("bench/servers/pulsebase-server.ts", {
+type ServerInfo = { https: number; admin: number; operatorToken: string; dataDir: string; schema: string };
+const serviceEnv = {
   NATS_URL: natsUrl,
   PULSEBASE_NATS_NAMESPACE: natsNamespace,
   // Batch workers run as separate processes in the analytics scenario.
   PULSEBASE_IN_PROCESS_WORKERS: "false",
-});
+};
+const pb = await startServer<ServerInfo>("bench/servers/pulsebase-server.ts", serviceEnv);
 const rows: Row[] = [];
 try {
   const baseUrl = `https://127.0.0.1:${base.info.https}`;
@@ -82,19 +88,34 @@ try {
   rows.push({ scenario: "bare Fastify GET", transport: "REST h1", result: await h1Load({ url: `${baseUrl}/baseline`, durationSec }) });
   rows.push({ scenario: "bare Fastify POST, 1 in flight", transport: "REST h1", result: await seqLoad({ url: `${baseUrl}/baseline`, method: "POST", headers: { "content-type": "application/json" }, body, durationSec }) });
 
-  const https = `https://127.0.0.1:${pb.info.https}`;
-  const adminUrl = `http://127.0.0.1:${pb.info.admin}`;
+  const ctx = contextFor(pb.info);
+  for (const name of only) {
+    const suite = suites[name];
+    if (!suite) throw new Error(`unknown suite ${name}; one of ${Object.keys(suites).join(", ")}`);
+    console.error(`running ${name} ...`);
+    rows.push(...(await suite(ctx)));
+  }
+} finally {
+  await stopServer(pb.child);
+  await stopServer(base.child);
+  await deleteStreamsWithPrefix(natsUrl, natsNamespace.toUpperCase()).catch(() => {});
+}
+printTable(rows);
+
+function contextFor(info: ServerInfo): BenchContext {
+  const https = `https://127.0.0.1:${info.https}`;
+  const adminUrl = `http://127.0.0.1:${info.admin}`;
   const adminTransport = createConnectTransport({
     baseUrl: adminUrl, httpVersion: "1.1",
-    interceptors: [(next) => (req) => { req.header.set("authorization", `Bearer ${pb.info.operatorToken}`); return next(req); }],
+    interceptors: [(next) => (req) => { req.header.set("authorization", `Bearer ${info.operatorToken}`); return next(req); }],
   });
   const admin = createClient(IdentityService, adminTransport);
-  const ctx: BenchContext = {
-    https, adminUrl, operatorToken: pb.info.operatorToken, durationSec, admin,
+  return {
+    https, adminUrl, operatorToken: info.operatorToken, durationSec, admin,
     adminClient: (service) => createClient(service, adminTransport),
-    dataDir: pb.info.dataDir,
+    dataDir: info.dataDir,
     databaseUrl: process.env.DATABASE_URL || "postgres://root@127.0.0.1:5432/test",
-    schema: pb.info.schema,
+    schema: info.schema,
     natsUrl,
     natsNamespace,
     baseline(name) {
@@ -112,16 +133,10 @@ try {
       const c = (await res.json()) as { id: number; token: string };
       return { appKey: app.appKey, appId: app.id, teamId: team.id, token: c.token, consumerId: c.id };
     },
+    async variant(env) {
+      const v = await startServer<ServerInfo>("bench/servers/pulsebase-server.ts", { ...serviceEnv, ...env });
+      return { ctx: contextFor(v.info), stop: () => stopServer(v.child) };
+    },
   };
-  for (const name of only) {
-    const suite = suites[name];
-    if (!suite) throw new Error(`unknown suite ${name}; one of ${Object.keys(suites).join(", ")}`);
-    console.error(`running ${name} ...`);
-    rows.push(...(await suite(ctx)));
-  }
-} finally {
-  await stopServer(pb.child);
-  await stopServer(base.child);
-  await deleteStreamsWithPrefix(natsUrl, natsNamespace.toUpperCase()).catch(() => {});
 }
-printTable(rows);
+

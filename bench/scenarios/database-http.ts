@@ -13,8 +13,9 @@ import type { BenchContext } from "../run.js";
 
 const SEED = 10_000;
 
-export async function databaseScenarios(ctx: BenchContext): Promise<Row[]> {
-  const { token, appId, teamId } = await ctx.newConsumer("database");
+/** An app with a linked database holding `kv` (SEED rows) and a device token for it. */
+export async function seedPkTable(ctx: BenchContext, name = "database") {
+  const { token, appId, teamId } = await ctx.newConsumer(name);
   const dbs = ctx.adminClient(AdminDatabaseService);
   const db = await dbs.createDatabase({ teamId, name: "bench" });
   await dbs.linkDatabase({ databaseId: db.id, appId });
@@ -25,10 +26,14 @@ export async function databaseScenarios(ctx: BenchContext): Promise<Row[]> {
     await q({ transaction: true, statements: [{ sql: "INSERT INTO kv (id, v) SELECT value, 'value-' || value FROM json_each(?)", params: [JSON.stringify(Array.from({ length: 1000 }, (_, k) => i + k + 1))] }] });
   }
   const file = join(ctx.dataDir, "databases", (await dbs.getDatabase({ id: db.id })).filePath.split("/").pop()!);
+  return { token, auth, file, select: { sql: "SELECT id, v FROM kv WHERE id = ?", params: [4242] } };
+}
+
+export async function databaseScenarios(ctx: BenchContext): Promise<Row[]> {
+  const { token, auth, file, select } = await seedPkTable(ctx);
   const bare = createLibsql({ url: `file:${file}` });
   const d = ctx.durationSec;
   const rows: Row[] = [];
-  const select = { sql: "SELECT id, v FROM kv WHERE id = ?", params: [4242] };
 
   // One request at a time: the per-request overhead of the HTTP path.
   rows.push({ scenario: "SELECT by PK, 1 in flight", transport: "@libsql/client in process", result: await inProcessLoad(() => bare.execute({ sql: select.sql, args: [4242] }), 1, d) });

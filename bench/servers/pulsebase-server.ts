@@ -1,13 +1,16 @@
 // The service under test for the bench runner: the real app (build + the
 // capability modules) on real PostgreSQL (DATABASE_URL, default the local
-// test database) in a fresh schema, and NATS when NATS_URL is set.
-import { mkdtemp } from "node:fs/promises";
+// test database) in a fresh schema, and NATS when NATS_URL is set. It logs
+// as `npm start` does (info, an access line per request, synchronous writes)
+// into <data dir>/server.log (BENCH_LOG_LEVEL to change the level).
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
 import { build } from "../../src/app/build.js";
 import { loadOrCreateTls } from "../../src/app/tls.js";
 import { loadConfig } from "../../src/config/config.js";
+import { logSerializers } from "../../src/app/logger.js";
 import { loadOrCreateKeys } from "../../src/identity/token-keys.js";
 import { migrate } from "../../src/storage/migrate.js";
 import { createPgSql } from "../../src/storage/pg-sql.js";
@@ -24,7 +27,7 @@ const config = loadConfig({
   PULSEBASE_HTTPS_PORT: "0",
   PULSEBASE_HTTP_PORT: "0",
   PULSEBASE_ADMIN_PORT: "0",
-  PULSEBASE_LOG_LEVEL: "warn",
+  PULSEBASE_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "info",
   DATABASE_URL: url,
 });
 const sql = createPgSql({ connectionString: url, schema, max: 16 });
@@ -35,7 +38,7 @@ const app = await build(config, {
   signingKeys: await loadOrCreateKeys(join(dataDir, "jwt-keys.json"), true),
   operatorToken,
   tls: await loadOrCreateTls({ dataDir }),
-  logger: pino({ level: "warn" }),
+  logger: pino({ level: config.logLevel, serializers: logSerializers }, pino.destination({ dest: join(dataDir, "server.log"), sync: true })),
   modules: createModules,
 });
 const ports = await app.listen();
@@ -44,5 +47,6 @@ process.on("SIGTERM", async () => {
   await app.close();
   await sql.close();
   await dropScratchSchema(url, schema);
+  await rm(join(dataDir, "server.log"), { force: true });
   process.exit(0);
 });

@@ -7,6 +7,7 @@ import type { Logger } from "pino";
 import { AnalyticsService as AdminAnalyticsService } from "../../gen/pulsebase/admin/v1/analytics_pb.js";
 import { AnalyticsService } from "../../gen/pulsebase/platform/v1/analytics_pb.js";
 import { binding, type PulsebaseModule } from "../app/module.js";
+import { registerQueueMetrics } from "../app/metrics.js";
 import { createDirBlobStore } from "../blobs/dir-blob-store.js";
 import { createBatchQueue } from "../queue/create-queue.js";
 import type { Sql } from "../storage/sql.js";
@@ -37,6 +38,9 @@ export function createAnalyticsModule(deps: AnalyticsModuleDeps): PulsebaseModul
     name: "analytics",
     device: [binding(AnalyticsService, createAnalyticsServiceImpl({ sql: deps.sql, queue, blobs }))],
     admin: [binding(AdminAnalyticsService, createAdminAnalyticsServiceImpl({ sql: deps.sql, queue, blobs }))],
+    registerMetrics(registry) {
+      registerQueueMetrics(registry, "analytics", queue, (err) => deps.logger.warn({ err }, "metrics: analytics queue statistics unavailable"));
+    },
     async start() {
       if (deps.workers) workers = startWorkers({ sql: deps.sql, queue, logger: deps.logger });
     },

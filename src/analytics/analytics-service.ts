@@ -12,7 +12,7 @@ import {
   type Event,
   type Log,
 } from "../../gen/pulsebase/platform/v1/analytics_pb.js";
-import { appError, Violations } from "../internal/errors.js";
+import { appError, errorDetail, Violations } from "../internal/errors.js";
 import { consumerOf, type ConsumerPrincipal } from "../internal/principal.js";
 import type { Sql } from "../storage/sql.js";
 import type { BlobStore } from "../blobs/blob-store.js";
@@ -33,6 +33,9 @@ import {
   type ItemContext,
   type ValidLog,
 } from "./validation.js";
+
+/** A 503 after the single event's COMMIT: stored, not read back (do not resend). */
+export const STORED_NOT_READ_MESSAGE = "The change was stored, but the database became unreachable before it could be read back.";
 
 export interface AnalyticsServiceDeps {
   sql: Sql;
@@ -124,7 +127,11 @@ export function createAnalyticsServiceImpl(deps: AnalyticsServiceDeps): ServiceI
     try {
       records = await read(sql, ids);
     } catch (err) {
-      throw new CommittedError(err);
+      // Stored already: say so, so that a client does not count it as lost.
+      const e = errorDetail(err)?.code === "unavailable"
+        ? appError("unavailable", STORED_NOT_READ_MESSAGE, { cause: err, retryAfterSeconds: 1 })
+        : err;
+      throw new CommittedError(e);
     }
     return ids.map((id) => {
       const m = records.get(id);

@@ -4,7 +4,7 @@
 // its record and changes nothing; the effects of every fresh batch commit
 // together with their records. A batch is never split across transactions.
 import type { Sql } from "../storage/sql.js";
-import { sqlState } from "../storage/pg-errors.js";
+import { isRetryableTxFailure, sqlState } from "../storage/pg-errors.js";
 import { applyBreadcrumbs, applyEvents, applyLogs, stamp, type Stamped } from "./analytics-store.js";
 import type { BatchPayload, BreadcrumbRow, EventRow, LogRow } from "./batch-payload.js";
 
@@ -50,14 +50,21 @@ export async function applyBatches(sql: Sql, batches: BatchPayload[]): Promise<A
   );
 }
 
-/** Retries a transaction that lost a deadlock or serialization race. */
+/**
+ * Retries a transaction that lost a deadlock or serialization race, or whose
+ * connection was lost before COMMIT (the server rolled it back; a fresh
+ * connection from the pool runs it again). A connection lost during COMMIT
+ * is not retried here: its outcome is unknown (the queue redelivers a batch
+ * and the processed-batch record makes that safe).
+ */
 export async function withTxRetry<T>(fn: () => Promise<T>, attempts = 4): Promise<T> {
   for (let i = 1; ; i++) {
     try {
       return await fn();
     } catch (err) {
       const state = sqlState(err);
-      if (i >= attempts || (state !== "40P01" && state !== "40001")) throw err;
+      const race = state === "40P01" || state === "40001";
+      if (i >= attempts || (!race && !isRetryableTxFailure(err))) throw err;
       await new Promise((r) => setTimeout(r, 5 * i + Math.random() * 10));
     }
   }

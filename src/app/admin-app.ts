@@ -1,30 +1,40 @@
 // The admin listener: the pulsebase.admin.v1 Connect services behind the
-// operator token (Connect and gRPC-Web over HTTP/1.1; bound to 127.0.0.1 by
-// default). A device token never works here.
+// operator token (Connect and gRPC-Web over HTTP/1.1, and gRPC too over
+// cleartext HTTP/2 with prior knowledge on the same port; bound to 127.0.0.1
+// by default). A device token never works here. gRPC health is open (load
+// balancers probe it without credentials); reflection needs the token.
 import { createContextValues } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import Fastify, { LogController, type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
+import { errorLogInterceptor } from "../connect/error-log.js";
+import { registerGrpcInfra } from "../connect/grpc-infra.js";
 import { operatorAuthInterceptor } from "../connect/interceptors.js";
 import { sendError } from "../http/envelopes.js";
 import { appError } from "../internal/errors.js";
 import { kRequestId } from "../internal/principal.js";
+import { h2cServerFactory } from "./h2c-server.js";
 import type { ServiceBinding } from "./module.js";
 import { requestIdOf } from "./public-app.js";
 
 export async function buildAdminApp(opts: {
   logger: Logger;
+  /** Fastify's per-request log hooks (access log and request metrics, access-log.ts). */
+  logController?: LogController;
   operatorToken: string;
   services: ServiceBinding[];
   bodyLimitBytes: number;
+  /** The readiness probe behind grpc.health.v1 (always serving when absent). */
+  ready?(): Promise<void>;
   extraRoutes?: ((app: FastifyInstance) => Promise<void> | void)[];
 }): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: opts.logger,
     bodyLimit: opts.bodyLimitBytes,
     genReqId: (req) => requestIdOf(req.headers["x-request-id"]),
-    logController: new LogController({ disableRequestLogging: true }),
+    logController: opts.logController ?? new LogController({ disableRequestLogging: true }),
     forceCloseConnections: "idle",
+    serverFactory: h2cServerFactory,
   }) as unknown as FastifyInstance;
   app.addHook("onRequest", async (req, reply) => {
     reply.header("x-request-id", req.id);
@@ -36,8 +46,14 @@ export async function buildAdminApp(opts: {
     routes: (router) => {
       for (const s of opts.services) router.service(s.service, s.impl as never);
     },
-    interceptors: [operatorAuthInterceptor(opts.operatorToken)],
+    interceptors: [errorLogInterceptor(opts.logger), operatorAuthInterceptor(opts.operatorToken)],
     contextValues: (req) => createContextValues().set(kRequestId, String(req.id)),
+    readMaxBytes: opts.bodyLimitBytes,
+  });
+  await registerGrpcInfra(app, {
+    services: opts.services,
+    ready: opts.ready ?? (async () => {}),
+    reflectionInterceptors: [operatorAuthInterceptor(opts.operatorToken)],
     readMaxBytes: opts.bodyLimitBytes,
   });
   return app;

@@ -4,11 +4,15 @@
 import { join } from "node:path";
 import type { FastifyInstance } from "fastify";
 import type { AddressInfo } from "node:net";
-import pino, { type Logger } from "pino";
+import type { Logger } from "pino";
 import type { Config } from "../config/config.js";
 import { createIdentityModule } from "../identity/identity-module.js";
+import { PlanChanges } from "../identity/plan.js";
 import type { Sql } from "../storage/sql.js";
+import { ObservedLogController } from "./access-log.js";
 import { buildAdminApp } from "./admin-app.js";
+import { createLogger, withErrorSerializers } from "./logger.js";
+import { createMetrics, registerMetricsRoute, registerPgPoolMetrics, type Metrics } from "./metrics.js";
 import type { PulsebaseModule } from "./module.js";
 import { buildPlainApp } from "./plain-app.js";
 import { buildPublicApp } from "./public-app.js";
@@ -39,6 +43,8 @@ export interface Shared {
   identity: IdentityStore;
   auth: Authenticator;
   tokens: TokenService;
+  /** SetAppPlan tells the modules caching plans (identity/plan.ts). */
+  plans: PlanChanges;
 }
 
 export interface Pulsebase {
@@ -47,41 +53,63 @@ export interface Pulsebase {
   public: FastifyInstance;
   admin: FastifyInstance;
   plain?: FastifyInstance;
+  metrics: Metrics;
   modules: PulsebaseModule[];
   listen(): Promise<{ https: number; http?: number; admin: number }>;
   close(): Promise<void>;
 }
 
 export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
-  const logger = deps.logger ?? pino({ level: config.logLevel });
+  // Errors log as {type, message, code, stack, cause} whatever logger was given (logger.ts).
+  const logger = withErrorSerializers(deps.logger ?? createLogger(config.logLevel));
+  // Per server, not prom-client's global registry: tests build several servers in one process.
+  // (The process defaults are collected once per process: metrics.ts.)
+  const metrics = createMetrics();
+  const observed = (listener: string) =>
+    new ObservedLogController({ listener, metrics: metrics.http, accessLog: config.accessLog ? logger.child({ listener }) : undefined });
   const identity = new IdentityStore(deps.sql);
   const tokens = new TokenService(deps.signingKeys, config.tokenTtlSeconds);
   const auth = new Authenticator(identity, tokens);
-  const shared: Shared = { config, sql: deps.sql, logger, identity, auth, tokens };
+  const shared: Shared = { config, sql: deps.sql, logger, identity, auth, tokens, plans: new PlanChanges() };
   const modules = [createIdentityModule(shared), ...((await deps.modules?.(shared)) ?? [])];
 
+  // Readiness: the storage answers (/readyz and grpc.health.v1 on both listeners).
+  const ready = async () => {
+    await deps.sql.query("SELECT 1");
+  };
   const authenticate = (h: string | undefined) => auth.known(h) ?? auth.fromAuthorization(h);
+  const publicLog = observed("public");
   const { app: publicApp } = await buildPublicApp({
     logger,
+    logController: publicLog,
     tls: deps.tls,
     bodyLimitBytes: config.bodyLimitBytes,
+    idleTimeoutMs: config.idleTimeoutSeconds * 1000,
     maxFileBytes: MAX_FILE_BYTES,
     trustedProxies: config.trustedProxies,
     corsOrigins: config.corsOrigins,
     services: modules.flatMap((m) => m.device ?? []),
     authenticate,
-    ready: async () => {
-      await deps.sql.query("SELECT 1");
-    },
+    ready,
     extraRoutes: modules.flatMap((m) => (m.publicRoutes ? [m.publicRoutes.bind(m)] : [])),
   });
   const admin = await buildAdminApp({
     logger,
+    logController: observed("admin"),
     operatorToken: deps.operatorToken,
     services: modules.flatMap((m) => m.admin ?? []),
     bodyLimitBytes: config.bodyLimitBytes,
+    ready,
+    extraRoutes: [(app) => registerMetricsRoute(app, metrics, { metricsToken: config.metricsToken, operatorToken: deps.operatorToken })],
   });
-  const plain = config.httpPort > 0 || deps.tls ? buildPlainApp({ logger, httpsPort: config.httpsPort }) : undefined;
+  const plain = config.httpPort > 0 || deps.tls ? buildPlainApp({ logger, httpsPort: config.httpsPort, logController: observed("http") }) : undefined;
+  const poolStats = deps.sql.poolStats?.bind(deps.sql);
+  if (poolStats) registerPgPoolMetrics(metrics.registry, poolStats);
+  for (const m of modules) m.registerMetrics?.(metrics.registry);
+  // The access log and request metrics read Fastify internals: a Fastify
+  // that no longer matches fails here, not by silently labelling every
+  // request "(unmatched)". (Readies the public app: nothing is added to it later.)
+  await publicLog.selfCheck(publicApp, "/healthz");
 
   let started = false;
   return {
@@ -89,6 +117,7 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     shared,
     public: publicApp,
     admin,
+    metrics,
     plain,
     modules,
     async listen() {

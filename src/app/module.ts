@@ -3,6 +3,7 @@
 // background work that starts and stops with the process.
 import type { DescService } from "@bufbuild/protobuf";
 import type { FastifyInstance } from "fastify";
+import type { Registry } from "prom-client";
 import type { AnyImpl } from "../http/gateway.js";
 
 export interface ServiceBinding {
@@ -18,6 +19,8 @@ export interface PulsebaseModule {
   publicRoutes?(app: FastifyInstance): Promise<void> | void;
   start?(): Promise<void>;
   stop?(): Promise<void>;
+  /** Adds the module's scrape-time gauges (queue lag, pool sizes) to the server's registry. */
+  registerMetrics?(registry: Registry): void;
 }
 
 export function binding<S extends DescService>(service: S, impl: unknown): ServiceBinding {

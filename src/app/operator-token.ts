@@ -4,17 +4,35 @@ import { randomBytes, timingSafeEqual } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 
+export function operatorTokenFile(dataDir: string): string {
+  return join(dataDir, "operator-token");
+}
+
+/** The token generated into the data directory, or undefined when there is none. */
+export async function readOperatorToken(dataDir: string): Promise<string | undefined> {
+  try {
+    return (await readFile(operatorTokenFile(dataDir), "utf8")).trim();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw err;
+  }
+}
+
 export async function loadOrCreateOperatorToken(configured: string | undefined, dataDir: string): Promise<{ token: string; created: boolean; file?: string }> {
   if (configured) return { token: configured, created: false };
-  const file = join(dataDir, "operator-token");
-  try {
-    return { token: (await readFile(file, "utf8")).trim(), created: false, file };
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
-  }
+  const file = operatorTokenFile(dataDir);
+  const existing = await readOperatorToken(dataDir);
+  if (existing) return { token: existing, created: false, file };
   const token = "op_" + randomBytes(32).toString("base64url");
   await mkdir(dirname(file), { recursive: true });
-  await writeFile(file, token + "\n", { mode: 0o600 });
+  try {
+    // wx: of two servers starting at once on a new directory, one writes and
+    // the other reads what it wrote.
+    await writeFile(file, token + "\n", { mode: 0o600, flag: "wx" });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    return { token: (await readOperatorToken(dataDir)) ?? token, created: false, file };
+  }
   return { token, created: true, file };
 }
 

@@ -7,8 +7,9 @@ import type { Logger } from "pino";
 import { sendError } from "../http/envelopes.js";
 import { ifaceOf } from "../http/fastify-errors.js";
 import { appError } from "../internal/errors.js";
+import { observeUnrouted } from "./access-log.js";
 
-export function buildPlainApp(opts: { logger: Logger; httpsPort: number }): FastifyInstance {
+export function buildPlainApp(opts: { logger: Logger; httpsPort: number; logController?: LogController }): FastifyInstance {
   const refuse = (req: FastifyRequest, reply: FastifyReply) => {
     reply.header("x-request-id", req.id);
     if (ifaceOf(req.url) === "cms" && (req.method === "GET" || req.method === "HEAD")) {
@@ -21,11 +22,14 @@ export function buildPlainApp(opts: { logger: Logger; httpsPort: number }): Fast
   const app = Fastify({
     loggerInstance: opts.logger,
     genReqId: () => randomUUID(),
-    logController: new LogController({ disableRequestLogging: true }),
+    logController: opts.logController ?? new LogController({ disableRequestLogging: true }),
     forceCloseConnections: "idle",
     // Malformed URL encoding or an over-long segment is refused by the router
     // before any route: refuse it the same way (not in Fastify's own format).
-    frameworkErrors: (_err, req, reply) => refuse(req, reply),
+    frameworkErrors: (_err, req, reply) => {
+      observeUnrouted(reply);
+      return refuse(req, reply);
+    },
   }) as unknown as FastifyInstance;
   // Nothing is parsed: the request is refused whatever it carries.
   app.removeAllContentTypeParsers();

@@ -6,10 +6,13 @@ import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import cors from "@fastify/cors";
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from "fastify";
 import type { Logger } from "pino";
+import { observeUnrouted } from "./access-log.js";
 import { lazyChildLogger } from "./lazy-child-logger.js";
+import { errorLogInterceptor } from "../connect/error-log.js";
+import { registerGrpcInfra } from "../connect/grpc-infra.js";
 import { consumerAuthInterceptor } from "../connect/interceptors.js";
 import { sendError } from "../http/envelopes.js";
-import { ifaceOf, installErrorHandlers, installJsonParser } from "../http/fastify-errors.js";
+import { answerClientError, ifaceOf, installErrorHandlers, installJsonParser } from "../http/fastify-errors.js";
 import { registerGateway, type AnyImpl } from "../http/gateway.js";
 import { buildOpenApi } from "../http/openapi.js";
 import { RouteTable } from "../http/route-table.js";
@@ -20,8 +23,12 @@ import type { TlsMaterial } from "./tls.js";
 
 export interface PublicAppOptions {
   logger: Logger;
+  /** Fastify's per-request log hooks (access log and request metrics, access-log.ts). */
+  logController?: LogController;
   tls?: TlsMaterial;
   bodyLimitBytes: number;
+  /** Inactivity limit of a connection (no bytes either way), 0 for none. */
+  idleTimeoutMs?: number;
   maxFileBytes: number;
   trustedProxies: string[];
   corsOrigins: string[];
@@ -46,10 +53,15 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
     loggerInstance: opts.logger,
     bodyLimit: opts.bodyLimitBytes,
     genReqId: (req) => requestIdOf(req.headers["x-request-id"]),
-    logController: new LogController({ disableRequestLogging: true }),
+    logController: opts.logController ?? new LogController({ disableRequestLogging: true }),
     childLoggerFactory: lazyChildLogger,
     return503OnClosing: true,
     forceCloseConnections: "idle",
+    // Socket inactivity limit (HTTP/1.1 and HTTP/2 sessions alike): a client
+    // that stops sending mid-request is cut off, not kept for ever.
+    connectionTimeout: opts.idleTimeoutMs ?? 120_000,
+    // unparseable HTTP/1 requests: 400 in the envelope (fastify-errors.ts)
+    clientErrorHandler: answerClientError,
     // req.ip is the proxy's client only for configured proxies.
     trustProxy: opts.trustedProxies.length ? opts.trustedProxies : false,
     // The router refuses malformed URL encoding and over-long path segments
@@ -57,6 +69,7 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
     // interface's envelope with X-Request-Id (DECISIONS 2, 5). An over-long
     // segment names nothing that exists (slugs, UUIDs and ids are shorter).
     frameworkErrors: (err, req, reply) => {
+      observeUnrouted(reply);
       reply.header("x-request-id", req.id);
       const iface = ifaceOf(req.url);
       const e = err.code === "FST_ERR_MAX_PARAM_LENGTH"
@@ -66,7 +79,7 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
     },
   };
   const app = (opts.tls
-    ? Fastify({ ...base, http2: true, https: { allowHTTP1: true, key: opts.tls.key, cert: opts.tls.cert } } as unknown as FastifyServerOptions)
+    ? Fastify({ ...base, http2: true, http2SessionTimeout: opts.idleTimeoutMs ?? 120_000, https: { allowHTTP1: true, key: opts.tls.key, cert: opts.tls.cert } } as unknown as FastifyServerOptions)
     : Fastify(base)) as unknown as FastifyInstance;
 
   const trusted = new Set(opts.trustedProxies);
@@ -139,10 +152,13 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
       routes: (router) => {
         for (const s of opts.services) router.service(s.service, s.impl as never);
       },
-      interceptors: [consumerAuthInterceptor(opts.authenticate)],
+      interceptors: [errorLogInterceptor(opts.logger), consumerAuthInterceptor(opts.authenticate)],
       contextValues: (req) => createContextValues().set(kRequestId, String(req.id)).set(kClientAddress, req.ip),
       readMaxBytes: opts.bodyLimitBytes,
     });
   });
+  // grpc.health.v1 and reflection, without a consumer token: the device
+  // schemas are public (like /openapi.json).
+  await registerGrpcInfra(app, { services: opts.services, ready: opts.ready, readMaxBytes: opts.bodyLimitBytes });
   return { app, table };
 }

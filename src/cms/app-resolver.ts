@@ -56,4 +56,9 @@ export class AppResolver {
   forget(): void {
     this.cache.clear();
   }
+
+  /** Drops the cached entry of one application (its plan changed). */
+  forgetApp(appId: number): void {
+    this.cache.deleteWhere((app) => app?.id === appId);
+  }
 }

@@ -23,7 +23,7 @@ export interface CmsModuleDeps {
   onChange?: CmsChangeHook;
 }
 
-export function createCmsModule(deps: CmsModuleDeps): PulsebaseModule & { invalidate(appId: number): void } {
+export function createCmsModule(deps: CmsModuleDeps): PulsebaseModule & { invalidate(appId: number): void; planChanged(appId: number): void } {
   let nc: NatsConnection | undefined;
   const SUBJECT = `${deps.natsNamespace}.cms.invalidate`;
   const cms = createCms({
@@ -44,6 +44,8 @@ export function createCmsModule(deps: CmsModuleDeps): PulsebaseModule & { invali
     device: [binding(ContentService, cms.contentService)],
     admin: [binding(CmsService, cms.adminService)],
     invalidate: (appId) => cms.invalidate(appId),
+    // The plan's CMS limits are read with the app key: drop that entry now.
+    planChanged: (appId) => cms.apps.forgetApp(appId),
     publicRoutes(app) {
       app.get(`${mediaPath}/:appKey/cms/media/:fileId`, async (req, reply) => {
         const { appKey, fileId } = req.params as { appKey: string; fileId: string };

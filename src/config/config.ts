@@ -29,6 +29,12 @@ export interface Config {
   jwtKeysFile?: string;
   tokenTtlSeconds: number;
   bodyLimitBytes: number;
+  /**
+   * A public-listener connection with no bytes in either direction for this
+   * long is closed (PULSEBASE_IDLE_TIMEOUT_SECONDS): a stalled upload or a
+   * silent client does not hold a socket for ever.
+   */
+  idleTimeoutSeconds: number;
   corsOrigins: string[];
   mediaBaseUrl?: string;
   planEnforcement: boolean;
@@ -37,9 +43,21 @@ export interface Config {
   inProcessWorkers: boolean;
   /** Cap on one PostgreSQL pool. */
   pgPoolSize: number;
+  /** One info line per request (PULSEBASE_ACCESS_LOG, default on). */
+  accessLog: boolean;
+  /**
+   * Bearer token GET /metrics on the admin listener requires
+   * (PULSEBASE_METRICS_TOKEN); unset = open to whoever reaches that listener.
+   */
+  metricsToken?: string;
 }
 
 export class ConfigError extends Error {}
+
+/** PULSEBASE_DATA_DIR as an absolute path (the server, the worker and the CLI agree on it). */
+export function dataDirOf(env: Record<string, string | undefined>): string {
+  return resolve(env.PULSEBASE_DATA_DIR?.trim() || ".data");
+}
 
 type Env = Record<string, string | undefined>;
 
@@ -107,8 +125,12 @@ export function loadConfig(env: Env = process.env): Config {
   if (operatorToken && operatorToken.length < 16) {
     throw new ConfigError("PULSEBASE_OPERATOR_TOKEN must be at least 16 characters");
   }
+  const metricsToken = env.PULSEBASE_METRICS_TOKEN?.trim() || undefined;
+  if (metricsToken && metricsToken.length < 16) {
+    throw new ConfigError("PULSEBASE_METRICS_TOKEN must be at least 16 characters");
+  }
   return {
-    dataDir: resolve(env.PULSEBASE_DATA_DIR?.trim() || ".data"),
+    dataDir: dataDirOf(env),
     host: env.PULSEBASE_HOST?.trim() || "0.0.0.0",
     httpsPort: int(env, "PULSEBASE_HTTPS_PORT", 8443, 0, 65535),
     httpPort: int(env, "PULSEBASE_HTTP_PORT", 8080, 0, 65535),
@@ -124,12 +146,15 @@ export function loadConfig(env: Env = process.env): Config {
     jwtKeysFile: env.PULSEBASE_JWT_KEYS_FILE?.trim() || undefined,
     tokenTtlSeconds: int(env, "PULSEBASE_TOKEN_TTL_SECONDS", 30 * 24 * 3600, 60, 366 * 24 * 3600),
     bodyLimitBytes: int(env, "PULSEBASE_BODY_LIMIT_BYTES", 50 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    idleTimeoutSeconds: int(env, "PULSEBASE_IDLE_TIMEOUT_SECONDS", 120, 1, 3600),
     corsOrigins: list(env, "PULSEBASE_CORS_ORIGINS", ["*"]),
     mediaBaseUrl: url(env, "PULSEBASE_MEDIA_BASE_URL", ["http:", "https:"]),
     planEnforcement: bool(env, "PULSEBASE_PLAN_ENFORCEMENT", true),
     logLevel: level,
     inProcessWorkers: bool(env, "PULSEBASE_IN_PROCESS_WORKERS", true),
     pgPoolSize: int(env, "PULSEBASE_PG_POOL_SIZE", 10, 1, 1000),
+    accessLog: bool(env, "PULSEBASE_ACCESS_LOG", true),
+    metricsToken,
   };
 }
 

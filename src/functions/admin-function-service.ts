@@ -25,6 +25,7 @@ import { listInvocations, NotFound, type FunctionRow, type FunctionStore, type S
 import type { FunctionRuntime } from "./function-runtime.js";
 import type { InvocationRecorder } from "./invocation-recorder.js";
 import type { DeadLetterStore, StoredDeadLetter } from "./events/event-transport.js";
+import type { EventWorker } from "./events/event-worker.js";
 
 export interface AdminFunctionServiceDeps {
   sql: Sql;
@@ -35,6 +36,14 @@ export interface AdminFunctionServiceDeps {
   config: FunctionsConfig;
   /** The event worker's dead letters; unset when event triggers are not configured. */
   deadLetters?: DeadLetterStore;
+  /**
+   * Installs an application's db change capture now (the event worker's
+   * syncApp); unset when event triggers are not configured (then db triggers
+   * are stored but nothing captures or delivers changes in this process).
+   */
+  capture?: Pick<EventWorker, "syncApp">;
+  /** Failures of best-effort work (removing the capture of a disabled or deleted trigger). */
+  onError?: (err: unknown) => void;
 }
 
 export const MAX_CODE_BYTES = 1024 * 1024;
@@ -146,6 +155,33 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
     return row.id;
   }
 
+  /**
+   * Installs the capture of an enabled db trigger on `table` before the
+   * operator API answers, so the very next write to the table is delivered.
+   * Throws a catalogue error when that is not possible (no linked or active
+   * database, the table does not exist, the database failed).
+   */
+  async function installCapture(appId: number, table: string): Promise<void> {
+    if (!deps.capture) return;
+    let missing: string[];
+    try {
+      ({ missing } = await deps.capture.syncApp(appId));
+    } catch (err) {
+      if (errorDetail(err)) throw err; // database_not_linked, database_unavailable, ...
+      const reason = err instanceof Error ? err.message : String(err);
+      throw appError("unavailable", `The change capture could not be installed in the application's database: ${reason}`, { cause: err });
+    }
+    if (missing.includes(table)) {
+      const message = `The table ${table} does not exist in the application's database; create it before the trigger.`;
+      throw appError("failed_precondition", message, { fields: { target: [message] } });
+    }
+  }
+  /** After a db trigger was disabled or deleted: drops capture nobody needs now (the event worker retries on failure). */
+  async function releaseCapture(appId: number): Promise<void> {
+    if (!deps.capture) return;
+    await deps.capture.syncApp(appId).catch((err: unknown) => deps.onError?.(err));
+  }
+
   async function mustGet(id: bigint | number): Promise<FunctionRow> {
     const row = await store.get(Number(id));
     if (!row) throw appError("not_found", "No such function.");
@@ -211,6 +247,8 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
     },
 
     async deleteFunction(req) {
+      const row = await store.get(Number(req.id));
+      const watchedDb = row ? (await store.listTriggers(row.id)).some((t) => t.kind === "event" && t.source === "db") : false;
       let versionIds: number[];
       try {
         versionIds = await store.delete(Number(req.id));
@@ -220,6 +258,7 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       }
       for (const id of versionIds) sandbox.evictVersion(id);
       runtime.invalidate();
+      if (row && watchedDb) await releaseCapture(row.app_id);
       return {};
     },
 
@@ -322,20 +361,48 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       });
       v.throwIfAny();
       const t = await store.createEventTrigger(row.id, req.source, req.target, ops, req.enabled ?? true);
-      runtime.invalidate();
-      return toTrigger(t!);
-    },
-
-    async setTriggerEnabled(req) {
-      const t = await store.setTriggerEnabled(Number(req.triggerId), req.enabled);
-      if (!t) throw appError("not_found", "No such trigger.");
+      if (!t) throw appError("not_found", "No such function.");
+      if (t.source === "db" && t.enabled) {
+        try {
+          await installCapture(t.app_id, t.target!);
+        } catch (err) {
+          // No half-created trigger: one that cannot capture is not kept. (A
+          // process that installed its capture meanwhile drops it on its next
+          // drain: the watched tables changed.)
+          await store.deleteTrigger(t.id).catch((undo: unknown) => deps.onError?.(undo));
+          throw err;
+        }
+      }
       runtime.invalidate();
       return toTrigger(t);
     },
 
-    async deleteTrigger(req) {
-      if (!(await store.deleteTrigger(Number(req.triggerId)))) throw appError("not_found", "No such trigger.");
+    async setTriggerEnabled(req) {
+      const before = await store.getTrigger(Number(req.triggerId));
+      if (!before) throw appError("not_found", "No such trigger.");
+      const t = await store.setTriggerEnabled(before.id, req.enabled);
+      if (!t) throw appError("not_found", "No such trigger.");
       runtime.invalidate();
+      if (t.kind === "event" && t.source === "db") {
+        if (!t.enabled) await releaseCapture(t.app_id);
+        else {
+          try {
+            // Also when it was enabled already: enabling (re)installs the capture at once.
+            await installCapture(t.app_id, t.target!);
+          } catch (err) {
+            if (!before.enabled) await store.setTriggerEnabled(t.id, false).catch((undo: unknown) => deps.onError?.(undo));
+            throw err;
+          }
+        }
+      }
+      return toTrigger(t);
+    },
+
+    async deleteTrigger(req) {
+      const t = await store.getTrigger(Number(req.triggerId));
+      if (!t || !(await store.deleteTrigger(t.id))) throw appError("not_found", "No such trigger.");
+      runtime.invalidate();
+      if (t.kind === "event" && t.source === "db") await releaseCapture(t.app_id);
       return {};
     },
 

@@ -39,6 +39,9 @@ export interface RunRequest {
 }
 
 const CODE_CACHE_MAX = 512;
+const appBucket = (appId: number) => `app:${appId}`;
+/** 404 not_found, the platform's code for anything absent (DECISIONS 5): unknown, disabled or malformed slugs alike. */
+const NO_SUCH_SLUG = "No enabled HTTP trigger matches this slug.";
 const RESOLVE_CACHE_MAX = 10_000;
 
 export function createFunctionRuntime(deps: {
@@ -51,6 +54,10 @@ export function createFunctionRuntime(deps: {
   const { store, sandbox, limiter, recorder, config } = deps;
   const codeCache = new Map<number, string>();
   const httpCache = new Map<string, { at: number; row: ResolvedRow | undefined }>();
+  // Bumped by every invalidation: a lookup that started before one may have
+  // read the old state, so its row serves its own request but is not cached
+  // (it would otherwise bring the old plan or trigger back for resolveCacheMs).
+  let generation = 0;
 
   // Versions are immutable, so their code is cached by version id for good.
   async function codeOf(versionId: number): Promise<string> {
@@ -73,7 +80,9 @@ export function createFunctionRuntime(deps: {
     const hit = httpCache.get(key);
     const now = Date.now();
     if (hit && now - hit.at < config.resolveCacheMs) return hit.row;
+    const started = generation;
     const row = await store.resolveHttp(appId, slug);
+    if (started !== generation) return row;
     if (httpCache.size >= RESOLVE_CACHE_MAX) httpCache.clear();
     httpCache.set(key, { at: now, row });
     return row;
@@ -88,7 +97,7 @@ export function createFunctionRuntime(deps: {
 
   async function checkRate(r: ResolvedRow, appId: number): Promise<void> {
     const taken = await limiter.take([
-      { key: `app:${appId}`, perMinute: r.plan.functionInvocationsPerMinute },
+      { key: appBucket(appId), perMinute: r.plan.functionInvocationsPerMinute },
       { key: `fn:${r.function_id}`, perMinute: r.invocations_per_minute },
     ]);
     if (!taken.allowed) {
@@ -156,8 +165,8 @@ export function createFunctionRuntime(deps: {
 
   return {
     /**
-     * The HTTP trigger. Checks in order: 402 plan (when enforced), 404 no
-     * enabled trigger, 503 no active version, 429 rate limit; then runs:
+     * The HTTP trigger. Checks in order: 402 plan (when enforced), 404
+     * not_found (no enabled trigger), 503 no active version, 429 rate limit; then runs:
      * 500 when the function failed, 504 past its timeout.
      */
     async invokeHttp(
@@ -168,9 +177,9 @@ export function createFunctionRuntime(deps: {
       requestId: string,
     ): Promise<ShapedResponse> {
       const r = await resolveHttp(consumer.appId, slug);
-      if (!r) throw appError("function_not_found");
+      if (!r) throw appError("not_found", NO_SUCH_SLUG);
       if (config.enforcePlan && !r.plan.functionsEnabled) throw appError("plan_required");
-      if (r.function_id === null) throw appError("function_not_found");
+      if (r.function_id === null) throw appError("not_found", NO_SUCH_SLUG);
       if (r.version_id === null) throw appError("no_active_version");
       const req = await buildReq();
       await checkRate(r, consumer.appId);
@@ -218,6 +227,18 @@ export function createFunctionRuntime(deps: {
 
     /** Forgets cached resolutions (after any change made through this process). */
     invalidate(): void {
+      generation++;
+      httpCache.clear();
+    },
+
+    /**
+     * An application's plan changed in this process: cached resolutions
+     * (which carry the plan) go, also those of lookups still in flight, so
+     * the next invocation is judged by the new plan. Tokens leased under the
+     * old limit are not spent under the new one (rate-limiter.ts).
+     */
+    planChanged(): void {
+      generation++;
       httpCache.clear();
     },
   };

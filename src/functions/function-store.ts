@@ -216,6 +216,11 @@ export function createFunctionStore(sql: Sql) {
       return r.rows[0];
     },
 
+    async getTrigger(triggerId: number): Promise<TriggerRow | undefined> {
+      const r = await sql.query<TriggerRow>(`SELECT ${TRIGGER_COLS} FROM function_triggers WHERE id = $1`, [triggerId]);
+      return r.rows[0];
+    },
+
     async setTriggerEnabled(triggerId: number, enabled: boolean): Promise<TriggerRow | undefined> {
       const r = await sql.query<TriggerRow>(
         `UPDATE function_triggers SET enabled = $2 WHERE id = $1 RETURNING ${TRIGGER_COLS}`,

@@ -56,6 +56,13 @@ export interface FunctionsModule {
    * or event triggers are not configured).
    */
   emitCmsChange(appId: number, change: CmsChange): Promise<void>;
+  /**
+   * The application's plan changed (SetAppPlan in this process): cached
+   * resolutions are dropped (also those of lookups in flight), so the next
+   * invocation runs under the new plan; rate-limit tokens leased under the
+   * old limit are not spent under the new one.
+   */
+  planChanged(appId: number): void;
   /** Stops the event worker, flushes invocation records and releases every isolate. */
   close(): Promise<void>;
 }
@@ -72,7 +79,7 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
     : undefined;
   return {
     invokeService: createFunctionInvokeServiceImpl({ runtime }),
-    adminService: createAdminFunctionServiceImpl({ sql: deps.sql, store, sandbox, runtime, recorder, config, deadLetters: events }),
+    adminService: createAdminFunctionServiceImpl({ sql: deps.sql, store, sandbox, runtime, recorder, config, deadLetters: events, capture: events, onError: deps.onError }),
     runtime,
     store,
     sandbox,
@@ -81,6 +88,7 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
     config,
     events,
     emitCmsChange: (appId, change) => (events ? events.emitCmsChange(appId, change) : Promise.resolve()),
+    planChanged: () => runtime.planChanged(),
     async close() {
       await events?.stop();
       deps.events?.capture.close?.();

@@ -4,6 +4,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { FunctionService } from "../../gen/pulsebase/platform/v1/functions_pb.js";
+import { registerIsolateMetrics } from "../app/metrics.js";
 import { binding, type PulsebaseModule } from "../app/module.js";
 import type { CmsChange as CmsAuthoringChange } from "../cms/index.js";
 import type { DatabaseModule } from "../database/database-module.js";
@@ -52,6 +53,9 @@ export function createFunctionsServerModule(deps: FunctionsServerModuleDeps): Pu
     admin: [binding(AdminFunctionService, functions.adminService)],
     onCmsChange: (appId, c) =>
       functions.emitCmsChange(appId, { collection: c.collection, operation: CMS_OPS[c.operation], before: c.before, after: c.after }),
+    registerMetrics(registry) {
+      registerIsolateMetrics(registry, () => functions.sandbox.stats());
+    },
     async start() {
       await functions.events?.start();
     },

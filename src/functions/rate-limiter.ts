@@ -23,7 +23,10 @@ export interface RateLimiter {
 // holds across processes: a token is only ever spent after the bucket gave
 // it. Leased tokens not used within LEASE_MS are dropped (never returned),
 // so with several processes the effective limit can be slightly lower than
-// configured, never higher.
+// configured, never higher. A lease remembers the limit it was claimed under
+// and serves only takes under that same limit: once a plan or a function's
+// setting changes, tokens leased under the old limit (also by a claim that
+// was still in flight at the change) are never spent under the new one.
 
 const LEASE_MS = 1000;
 
@@ -38,6 +41,7 @@ WHERE b.key = s.key
 RETURNING LEAST(floor(s.avail), $3::float8)::float8 AS granted, s.avail::float8 AS avail`;
 
 interface Lease {
+  perMinute: number;
   tokens: number;
   expiresAt: number;
 }
@@ -60,26 +64,31 @@ export function createLeasedRateLimiter(sql: Sql): RateLimiter {
     const r = await sql.query<{ granted: number; avail: number }>(CLAIM_SQL, [key, perMinute, want]);
     const row = r.rows[0] ?? { granted: 0, avail: 0 };
     if (row.granted > 0) {
-      const l = live(key);
-      leases.set(key, { tokens: (l?.tokens ?? 0) + row.granted, expiresAt: Date.now() + LEASE_MS });
+      // A lease under another limit is replaced (its tokens are dropped).
+      const l = live(key, perMinute);
+      leases.set(key, { perMinute, tokens: (l?.tokens ?? 0) + row.granted, expiresAt: Date.now() + LEASE_MS });
     }
     return row;
   }
 
-  function live(key: string): Lease | undefined {
+  /** The key's unexpired lease, if it was claimed under this limit. */
+  function live(key: string, perMinute: number): Lease | undefined {
     const l = leases.get(key);
     if (l && l.expiresAt < Date.now()) {
       leases.delete(key);
       return undefined;
     }
-    return l;
+    return l?.perMinute === perMinute ? l : undefined;
   }
 
+  // Callers under the same limit share a claim; one under another limit
+  // (during a change of limit) claims on its own.
   function claimOnce(key: string, perMinute: number) {
-    let p = inflight.get(key);
+    const id = `${key}\u0000${perMinute}`;
+    let p = inflight.get(id);
     if (!p) {
-      p = claim(key, perMinute).finally(() => inflight.delete(key));
-      inflight.set(key, p);
+      p = claim(key, perMinute).finally(() => inflight.delete(id));
+      inflight.set(id, p);
     }
     return p;
   }
@@ -93,9 +102,9 @@ export function createLeasedRateLimiter(sql: Sql): RateLimiter {
       for (;;) {
         let worst: { key: string; retryAfterSeconds: number } | undefined;
         for (const b of active) {
-          while (!((live(b.key)?.tokens ?? 0) >= 1)) {
+          while (!((live(b.key, b.perMinute)?.tokens ?? 0) >= 1)) {
             const r = await claimOnce(b.key, b.perMinute);
-            if (r.granted === 0 && !((live(b.key)?.tokens ?? 0) >= 1)) {
+            if (r.granted === 0 && !((live(b.key, b.perMinute)?.tokens ?? 0) >= 1)) {
               const wait = Math.max(1, Math.ceil(((1 - r.avail) * 60) / b.perMinute));
               if (!worst || wait > worst.retryAfterSeconds) worst = { key: b.key, retryAfterSeconds: wait };
               break;
@@ -104,8 +113,8 @@ export function createLeasedRateLimiter(sql: Sql): RateLimiter {
         }
         if (worst) return { allowed: false, ...worst };
         // Spend only when every bucket has a token now (no await since the check).
-        if (active.every((b) => (live(b.key)?.tokens ?? 0) >= 1)) {
-          for (const b of active) live(b.key)!.tokens -= 1;
+        if (active.every((b) => (live(b.key, b.perMinute)?.tokens ?? 0) >= 1)) {
+          for (const b of active) live(b.key, b.perMinute)!.tokens -= 1;
           return { allowed: true };
         }
       }

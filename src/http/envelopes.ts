@@ -52,7 +52,8 @@ function cmsCodeFor(status: number): string {
 export function sendError(reply: FastifyReply, iface: Iface, err: unknown): FastifyReply {
   const e = toAppError(err);
   const { status, body, retryAfter } = errorBody(iface, e);
-  if (status >= 500) reply.log.error({ err: e.cause ?? e, code: e.code }, "request failed");
+  // The translated error with its cause chain (down to the driver error, each with its stack; logger.ts).
+  if (status >= 500) reply.log.error({ err: e, status }, "request failed");
   if (retryAfter) reply.header("retry-after", String(retryAfter));
   return reply.code(status).type("application/json; charset=utf-8").send(body);
 }

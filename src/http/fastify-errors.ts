@@ -1,9 +1,11 @@
 // Fastify-level failures (body parsing, limits, unknown routes, wrong
 // methods) answered in the envelope of the interface the path belongs to,
 // never as a 500 or an HTML page.
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { appError } from "../internal/errors.js";
-import { sendError, type Iface } from "./envelopes.js";
+import { errorBody, sendError, type Iface } from "./envelopes.js";
 import type { RouteTable } from "./route-table.js";
 
 export function ifaceOf(url: string): Iface {
@@ -69,4 +71,55 @@ export function installJsonParser(app: FastifyInstance): void {
       done(null, value);
     });
   });
+}
+
+const answeredClientErrors = new WeakSet<Socket>();
+
+/**
+ * Node's HTTP/1 parser refuses bytes it cannot parse (control characters in a
+ * header, what is left after a body shorter than its Content-Length) before
+ * Fastify sees a request. As Fastify's `clientErrorHandler`: answer 400 in
+ * the platform (or CMS) envelope instead of Fastify's own JSON, then close
+ * the connection, since nothing after the error can be parsed. A complete
+ * request still being answered on the connection keeps its own answer,
+ * written in full, and the connection closes after it.
+ */
+export function answerClientError(err: ConnectionError, socket: Socket): void {
+  if (err.code === "ECONNRESET" || socket.destroyed || answeredClientErrors.has(socket)) return;
+  // Node calls again for every later chunk on a connection whose parser failed.
+  answeredClientErrors.add(socket);
+  const inFlight = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
+  if (inFlight) {
+    // A body cut short (the client closed, or what followed could not be
+    // parsed) can never complete: drop the connection as Node does, which
+    // aborts the request (nothing of it is processed).
+    if (!inFlight.req.complete) {
+      socket.destroy();
+      return;
+    }
+    // A complete request before the unparseable bytes gets its answer.
+    if (!inFlight.headersSent) inFlight.shouldKeepAlive = false;
+    inFlight.once("finish", () => socket.destroySoon());
+    return;
+  }
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  // (400 for all: the catalogue has no 408 or 431)
+  const message = err.code === "HPE_HEADER_OVERFLOW"
+    ? "The request headers are too large."
+    : err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? "The request did not arrive in time." : "Malformed HTTP request.";
+  // (typed as the JSON of a Buffer, it is the Buffer the parser was given)
+  const raw = err.rawPacket as unknown;
+  const head = Buffer.isBuffer(raw) ? raw.toString("latin1", 0, 2048) : "";
+  const path = /^[A-Z]+ (\S+) HTTP\//.exec(head)?.[1] ?? "";
+  const { status, body } = errorBody(ifaceOf(path), appError("bad_request", message));
+  const text = JSON.stringify(body);
+  socket.write(
+    `HTTP/1.1 ${status} Bad Request\r\nContent-Type: application/json; charset=utf-8\r\n`
+      + `Content-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
+  );
+  // end, then destroy once the answer is flushed (not before: it would be lost)
+  socket.destroySoon();
 }

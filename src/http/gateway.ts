@@ -11,10 +11,10 @@ import { appError, Violations } from "../internal/errors.js";
 import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../internal/principal.js";
 import { sendError } from "./envelopes.js";
 import { REST_FAST_PATH, REST_JSON_PATH, type RestFastPath, type RestFastPaths, type RestJsonPath, type RestJsonPaths } from "./fast-path.js";
-import { FormBuilder } from "./form-fields.js";
 import { RestHandlerContext } from "./handler-context.js";
+import { readMultipart } from "./multipart-body.js";
 import { turnBatch, type TurnBatch } from "./turn-batch.js";
-import { decodeRest, encodeRest, isPlainObject, type UploadedFile } from "./rest-json.js";
+import { decodeRest, encodeRest, isPlainObject } from "./rest-json.js";
 import type { RestRoute, RouteTable } from "./route-table.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -326,45 +326,6 @@ async function readGetBody(req: FastifyRequest, limit: number): Promise<unknown>
   } catch {
     throw appError("bad_request", "Malformed JSON body.");
   }
-}
-
-async function readMultipart(req: FastifyRequest, v: Violations, opts: GatewayOptions): Promise<Record<string, unknown>> {
-  const form = new FormBuilder(v);
-  let total = 0;
-  try {
-    for await (const part of req.parts({ limits: { fileSize: opts.maxFileBytes, files: 200, fields: 20_000, parts: 20_000 } })) {
-      const path = part.fieldname.replace(/\[(\w*)\]/g, ".$1").replace(/\.$/, "");
-      if (part.type === "file") {
-        const data = await part.toBuffer();
-        total += data.length;
-        if (part.file.truncated) {
-          v.add(path, `The file must not be greater than ${Math.floor(opts.maxFileBytes / 1024)} kilobytes.`);
-          continue;
-        }
-        const file: UploadedFile = { __file: true, filename: part.filename, contentType: part.mimetype, data };
-        form.add(part.fieldname, file);
-      } else {
-        total += part.fieldname.length + String(part.value).length;
-        if (part.valueTruncated) v.add(path, "The field value is too long.");
-        else form.add(part.fieldname, part.value);
-      }
-      if (total > opts.bodyLimitBytes) throw appError("payload_too_large");
-    }
-  } catch (err) {
-    const code = (err as { code?: string }).code;
-    if (code === "FST_PARTS_LIMIT" || code === "FST_FILES_LIMIT" || code === "FST_FIELDS_LIMIT") {
-      throw appError("payload_too_large", "Too many form parts.");
-    }
-    if (code === "FST_REQ_FILE_TOO_LARGE") throw appError("payload_too_large");
-    if (typeof code === "string" && code.startsWith("FST_")) throw appError("bad_request", "Malformed multipart body.", { cause: err });
-    if ((err as Error).message?.includes("Unexpected end of form") || (err as Error).message?.includes("Malformed")) {
-      throw appError("bad_request", "Malformed multipart body.", { cause: err });
-    }
-    throw err;
-  }
-  const out = form.build();
-  // Free-form object fields may arrive as JSON text in a form (context={"a":1}).
-  return out;
 }
 
 function passthroughHandler(route: RestRoute, call: (req: Message, ctx: RestHandlerContext) => unknown, opts: GatewayOptions) {

@@ -14,7 +14,7 @@ import { appError, Violations } from "../internal/errors.js";
 import { nextToken, pageOf } from "../internal/paging.js";
 import type { Authenticator } from "./authenticator.js";
 import type { AppRow, IdentityStore } from "./identity-store.js";
-import { FREE_PLAN, normalisePlan, type PlanLimits } from "./plan.js";
+import { FREE_PLAN, normalisePlan, type PlanChanges, type PlanLimits } from "./plan.js";
 
 const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
@@ -44,7 +44,7 @@ function requireName(v: Violations, field: string, value: string, max = 200): vo
   else if (value.length > max) v.add(field, `The ${field} field must not be longer than ${max} characters.`);
 }
 
-export function createAdminIdentityServiceImpl({ store, auth }: { store: IdentityStore; auth: Authenticator }): ServiceImpl<typeof IdentityService> {
+export function createAdminIdentityServiceImpl({ store, auth, plans }: { store: IdentityStore; auth: Authenticator; plans?: PlanChanges }): ServiceImpl<typeof IdentityService> {
   async function mustApp(id: bigint): Promise<AppRow> {
     const app = await store.getApp(Number(id));
     if (!app) throw appError("not_found", "Application not found.");
@@ -96,7 +96,10 @@ export function createAdminIdentityServiceImpl({ store, auth }: { store: Identit
       await mustApp(req.appId);
       if (!req.plan) throw appError("validation_failed", "The plan field is required.", { fields: { plan: ["The plan field is required."] } });
       const row = await store.updateApp(Number(req.appId), { plan: planFromMessage(req.plan) });
-      return toApp(row!);
+      if (!row) throw appError("not_found", "Application not found.");
+      // This process's cached plans go now, so the next request uses the new one.
+      plans?.changed(row.id);
+      return toApp(row);
     },
     async updateAppSettings(req) {
       await mustApp(req.appId);

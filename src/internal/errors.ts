@@ -38,7 +38,6 @@ export const catalogue = {
   query_error: { grpc: Code.Internal, http: 500, message: "The database backend failed." },
   // functions (platform-api.md section 7)
   plan_required: { grpc: Code.FailedPrecondition, http: 402, message: "The application's plan does not include functions." },
-  function_not_found: { grpc: Code.NotFound, http: 404, message: "No enabled HTTP trigger matches this slug." },
   function_error: { grpc: Code.Internal, http: 500, message: "The function failed." },
   no_active_version: { grpc: Code.Unavailable, http: 503, message: "The function has no active version." },
   function_timeout: { grpc: Code.DeadlineExceeded, http: 504, message: "The function exceeded its timeout." },

@@ -16,13 +16,16 @@ export interface H2LoadOptions {
   streams: number;
   durationMs: number;
   insecure?: boolean;
-  /** Called once a second with the requests completed so far. */
-  onTick?: (s: { elapsedMs: number; done: number; errors: number }) => void;
+  /** A request without a complete answer after this long fails; also bounds connecting (default 10 s). */
+  requestTimeoutMs?: number;
+  /** Called once a second with the counts so far. */
+  onTick?: (s: { elapsedMs: number; done: number; errors: number; failed: number; unsent: number }) => void;
   /** Accept a response status as success (default 200). */
   ok?: (status: number) => boolean;
 }
 
 export interface LoadResult {
+  /** Successful requests (the latencies are theirs). */
   requests: number;
   errors: number;
   durationMs: number;
@@ -30,6 +33,15 @@ export interface LoadResult {
   p50Ms: number;
   p99Ms: number;
   statuses: Record<string, number>;
+}
+
+export interface H2LoadResult extends LoadResult {
+  /** Sent but not successful: a status `ok` refuses, a stream error or reset, or no answer in time. */
+  failed: number;
+  /** Never sent: the connection could not be made (or was gone), one per stream slot and attempt. */
+  unsent: number;
+  /** Why requests failed or were not sent ("status 500", "timeout", "ECONNREFUSED", ...) and how often. */
+  reasons: Record<string, number>;
 }
 
 export function summarise(latenciesUs: number[], errors: number, durationMs: number, statuses: Record<string, number>): LoadResult {
@@ -46,52 +58,111 @@ export function summarise(latenciesUs: number[], errors: number, durationMs: num
   };
 }
 
-export async function h2Load(o: H2LoadOptions): Promise<LoadResult> {
+const reasonOf = (err: unknown): string => {
+  const e = err as { code?: unknown; message?: unknown };
+  return typeof e?.code === "string" ? e.code : typeof e?.message === "string" ? e.message : String(err);
+};
+
+export async function h2Load(o: H2LoadOptions): Promise<H2LoadResult> {
   const ok = o.ok ?? ((s: number) => s === 200);
+  const timeoutMs = o.requestTimeoutMs ?? 10_000;
   const lat: number[] = [];
   const statuses: Record<string, number> = {};
-  let errors = 0;
+  const reasons: Record<string, number> = {};
+  let failed = 0;
+  let unsent = 0;
+  const fail = (reason: string) => {
+    failed++;
+    reasons[reason] = (reasons[reason] ?? 0) + 1;
+  };
+  const notSent = (reason: string, n: number) => {
+    unsent += n;
+    reasons[reason] = (reasons[reason] ?? 0) + n;
+  };
   const start = performance.now();
   const end = start + o.durationMs;
   const headers = { ":method": o.method ?? "POST", ":path": o.path, ...o.headers };
   const ticker = o.onTick
-    ? setInterval(() => o.onTick!({ elapsedMs: performance.now() - start, done: lat.length, errors }), 1000)
+    ? setInterval(() => o.onTick!({ elapsedMs: performance.now() - start, done: lat.length, errors: failed + unsent, failed, unsent }), 1000)
     : undefined;
 
-  async function connection(): Promise<void> {
-    const session = http2.connect(o.url, { rejectUnauthorized: !o.insecure });
-    session.on("error", () => {});
-    await new Promise<void>((res, rej) => {
-      session.once("connect", () => res());
-      session.once("error", rej);
-    });
-    const stream = () =>
-      new Promise<void>((resolve) => {
-        const loop = () => {
-          if (performance.now() >= end || session.closed || session.destroyed) return resolve();
-          const t0 = performance.now();
-          const req = session.request(headers);
-          let status = 0;
-          req.on("response", (h) => {
-            status = Number(h[":status"]);
-          });
-          req.on("data", () => {});
-          req.on("end", () => {
-            statuses[status] = (statuses[status] ?? 0) + 1;
-            if (ok(status)) lat.push((performance.now() - t0) * 1000);
-            else errors++;
-            loop();
-          });
-          req.on("error", () => {
-            errors++;
-            loop();
-          });
-          req.end(o.body ? Buffer.from(o.body) : undefined);
-        };
-        loop();
+  const connect = () =>
+    new Promise<http2.ClientHttp2Session>((resolve, reject) => {
+      const session = http2.connect(o.url, { rejectUnauthorized: !o.insecure });
+      const timer = setTimeout(() => {
+        session.destroy();
+        reject(Object.assign(new Error("connect timeout"), { code: "connect timeout" }));
+      }, Math.max(1, Math.min(timeoutMs, end - performance.now())));
+      session.once("connect", () => {
+        clearTimeout(timer);
+        // Later session errors surface on the streams (counted there).
+        session.on("error", () => {});
+        resolve(session);
       });
-    await Promise.all(Array.from({ length: o.streams }, stream));
-    session.close();
+      session.once("error", (err) => {
+        clearTimeout(timer);
+        session.destroy();
+        reject(err);
+      });
+    });
+
+  /** One request; false when it could not be sent because the session is gone. */
+  const request = (session: http2.ClientHttp2Session) =>
+    new Promise<boolean>((resolve) => {
+      const t0 = performance.now();
+      let req: http2.ClientHttp2Stream;
+      try {
+        req = session.request(headers);
+      } catch (err) {
+        notSent(reasonOf(err), 1);
+        return resolve(false);
+      }
+      let status = 0;
+      let settled = false;
+      const settle = (reason?: string) => {
+        if (settled) return;
+        settled = true;
+        if (reason === undefined) lat.push((performance.now() - t0) * 1000);
+        else fail(reason);
+        resolve(true);
+      };
+      req.setTimeout(timeoutMs, () => {
+        settle("timeout");
+        req.close(http2.constants.NGHTTP2_CANCEL);
+      });
+      req.on("response", (h) => {
+        status = Number(h[":status"]);
+      });
+      req.on("data", () => {});
+      req.on("end", () => {
+        statuses[status] = (statuses[status] ?? 0) + 1;
+        settle(ok(status) ? undefined : `status ${status}`);
+      });
+      req.on("error", (err) => settle(reasonOf(err)));
+      // A reset stream may close without an error event.
+      req.on("close", () => settle(status ? `status ${status} (incomplete)` : "stream closed"));
+      req.end(o.body ? Buffer.from(o.body) : undefined);
+    });
+
+  async function connection(): Promise<void> {
+    // Reconnects when the connection fails or is lost, until the time is up.
+    while (performance.now() < end) {
+      let session: http2.ClientHttp2Session;
+      try {
+        session = await connect();
+      } catch (err) {
+        notSent(reasonOf(err), o.streams);
+        await new Promise((r) => setTimeout(r, Math.max(0, Math.min(250, end - performance.now()))));
+        continue;
+      }
+      const stream = async () => {
+        while (performance.now() < end && !session.closed && !session.destroyed) {
+          if (!(await request(session))) return;
+        }
+      };
+      await Promise.all(Array.from({ length: o.streams }, stream));
+      session.close();
+    }
   }
 
   try {
@@ -99,5 +170,5 @@ export async function h2Load(o: H2LoadOptions): Promise<LoadResult> {
   } finally {
     if (ticker) clearInterval(ticker);
   }
-  return summarise(lat, errors, performance.now() - start, statuses);
+  return { ...summarise(lat, failed + unsent, performance.now() - start, statuses), failed, unsent, reasons };
 }

@@ -23,6 +23,7 @@ import {
   backoffMs,
   defaultRetryPolicy,
   errorText,
+  isTransient,
   PermanentError,
   Semaphore,
   sleep,
@@ -211,7 +212,7 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
           m.ack();
           return;
         }
-        if (err instanceof PermanentError || attempt >= policy.maxAttempts) {
+        if (err instanceof PermanentError || (attempt >= policy.maxAttempts && !isTransient(err))) {
           try {
             const h = headers();
             h.set("Pb-Msg-Id", m.headers?.get("Nats-Msg-Id") ?? String(m.seq));

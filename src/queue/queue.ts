@@ -4,6 +4,7 @@
 // publish resolves only once the message is stored, consumers share the
 // work, a failed message is retried with backoff and, after maxAttempts
 // deliveries, moved to a dead-letter store that operators list and replay.
+import { errorDetail } from "../internal/errors.js";
 
 export interface QueueMessage {
   /** The publisher's message id (the batch id). */
@@ -16,6 +17,16 @@ export interface QueueMessage {
 /** Thrown by a handler for a message that can never succeed (bad payload). */
 export class PermanentError extends Error {
   override readonly name = "PermanentError";
+}
+
+/**
+ * A failure of a dependency rather than of the message: the database (or
+ * another backend) answered `unavailable`. Such a message is retried with
+ * backoff for as long as the outage lasts and never dead-lettered, so an
+ * outage longer than maxAttempts backoffs loses nothing.
+ */
+export function isTransient(err: unknown): boolean {
+  return errorDetail(err)?.code === "unavailable";
 }
 
 export type MessageHandler = (msg: QueueMessage) => Promise<void>;

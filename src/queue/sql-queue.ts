@@ -10,6 +10,7 @@ import {
   backoffMs,
   defaultRetryPolicy,
   errorText,
+  isTransient,
   PermanentError,
   Semaphore,
   type BatchQueue,
@@ -76,7 +77,7 @@ export function createSqlQueue(opts: SqlQueueOptions): BatchQueue {
       const settle = async (row: ClaimedRow, err: unknown) => {
         if (err === undefined) {
           await sql.query("DELETE FROM analytics_queue WHERE id = $1", [row.id]);
-        } else if (err instanceof PermanentError || row.attempts >= policy.maxAttempts) {
+        } else if (err instanceof PermanentError || (row.attempts >= policy.maxAttempts && !isTransient(err))) {
           await sql.query(
             "UPDATE analytics_queue SET status = 'dead', dead_at = now(), last_error = $2 WHERE id = $1",
             [row.id, errorText(err)],

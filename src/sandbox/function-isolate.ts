@@ -276,6 +276,11 @@ export class FunctionIsolate {
     return this.heapBytes;
   }
 
+  /** The last heap reading of heapUsed(), without reading again. */
+  get heapSampled(): number {
+    return this.heapBytes;
+  }
+
   dispose(): void {
     const hs = this.handles;
     this.handles = [];

@@ -38,6 +38,8 @@ export class IsolatePool {
   private sweeper: NodeJS.Timeout;
   private closed = false;
   private seq = 0;
+  /** Isolates handed out and not yet released (for stats: the pool otherwise tracks only idle ones). */
+  private leased = new Set<FunctionIsolate>();
 
   constructor(
     private readonly maxIsolates: number,
@@ -85,6 +87,7 @@ export class IsolatePool {
     const warm = s.idle.pop();
     if (warm) {
       warm.busy = true;
+      this.leased.add(warm);
       return Promise.resolve({ isolate: warm, cold: false });
     }
     if (s.count >= this.perKey) return undefined;
@@ -94,6 +97,7 @@ export class IsolatePool {
     return create().then(
       (isolate) => {
         isolate.busy = true;
+        this.leased.add(isolate);
         return { isolate, cold: true };
       },
       (err: unknown) => {
@@ -105,6 +109,7 @@ export class IsolatePool {
 
   /** Returns a leased isolate; a disposed one is dropped. */
   release(key: string, isolate: FunctionIsolate): void {
+    this.leased.delete(isolate);
     isolate.busy = false;
     isolate.lastUsed = Date.now();
     if (isolate.disposed || this.closed) {
@@ -121,6 +126,7 @@ export class IsolatePool {
       if (q!.length === 0) this.waiters.delete(key);
       w.cancel();
       isolate.busy = true;
+      this.leased.add(isolate);
       w.resolve({ isolate, cold: false });
       return;
     }
@@ -219,10 +225,22 @@ export class IsolatePool {
     this.pump();
   }
 
-  stats(): { total: number; idle: number; keys: number } {
+  /**
+   * Counts for metrics. heapBytes: idle isolates are read now (cheap, they
+   * run nothing), busy ones as last sampled (reading a running isolate's
+   * heap would wait for it).
+   */
+  stats(): { total: number; idle: number; keys: number; waiting: number; heapBytes: number } {
     let idle = 0;
-    for (const s of this.slots.values()) idle += s.idle.length;
-    return { total: this.total, idle, keys: this.slots.size };
+    let heapBytes = 0;
+    for (const s of this.slots.values()) {
+      idle += s.idle.length;
+      for (const iso of s.idle) heapBytes += iso.heapUsed();
+    }
+    for (const iso of this.leased) heapBytes += iso.heapSampled;
+    let waiting = 0;
+    for (const q of this.waiters.values()) waiting += q.length;
+    return { total: this.total, idle, keys: this.slots.size, waiting, heapBytes };
   }
 
   close(): void {
@@ -235,6 +253,7 @@ export class IsolatePool {
       }
     }
     this.waiters.clear();
+    this.leased.clear();
     for (const s of this.slots.values()) for (const iso of s.idle) iso.dispose();
     this.slots.clear();
     this.total = 0;

@@ -20,7 +20,7 @@ export interface Sandbox {
   check(code: string, memoryMb: number): Promise<void>;
   /** Releases the idle isolates of a version (after it stops being active). */
   evictVersion(versionId: number): void;
-  stats(): { total: number; idle: number; keys: number; slowVersions: number };
+  stats(): { total: number; idle: number; keys: number; waiting: number; heapBytes: number; slowVersions: number };
   close(): void;
 }
 

@@ -1,191 +1,207 @@
 // `npx pulsebase <command>`: the operator CLI over the admin Connect API, and
 // a load generator that drives the binary protocol against a deployment.
-import { parseArgs } from "node:util";
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
-import { createClient, type Client } from "@connectrpc/connect";
+import { parseArgs, type ParseArgsConfig } from "node:util";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { toJson, type DescMessage, type Message } from "@bufbuild/protobuf";
-import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
-import { rotateKeys } from "../identity/token-keys.js";
-import { runLoad } from "./load.js";
+import type { Transport } from "@connectrpc/connect";
+import { CliError, describeAdminError, operatorToken, resolveAdminUrl } from "./admin-target.js";
+import { COMMANDS, Outcome, type Command, type Flags } from "./cli-commands.js";
+import { LoadError, runLoad } from "./load.js";
 
-const HELP = `pulsebase <command> [options]
+const OPTIONS = {
+  "admin-url": { type: "string" },
+  token: { type: "string" },
+  data: { type: "string" },
+  file: { type: "string" },
+  name: { type: "string" },
+  email: { type: "string" },
+  member: { type: "string", multiple: true },
+  team: { type: "string" },
+  id: { type: "string" },
+  key: { type: "string" },
+  app: { type: "string" },
+  consumer: { type: "string" },
+  function: { type: "string" },
+  trigger: { type: "string" },
+  database: { type: "string" },
+  event: { type: "string" },
+  log: { type: "string" },
+  breadcrumb: { type: "string" },
+  occurrence: { type: "string" },
+  slug: { type: "string" },
+  type: { type: "string" },
+  env: { type: "string", multiple: true },
+  activate: { type: "string" },
+  enabled: { type: "string" },
+  publish: { type: "boolean" },
+  version: { type: "string" },
+  payload: { type: "string" },
+  "timeout-ms": { type: "string" },
+  "memory-mb": { type: "string" },
+  source: { type: "string" },
+  target: { type: "string" },
+  operations: { type: "string", multiple: true },
+  ids: { type: "string", multiple: true },
+  kind: { type: "string" },
+  "auth-token": { type: "string" },
+  "include-deleted": { type: "boolean" },
+  "content-type": { type: "string" },
+  filename: { type: "string" },
+  "file-id": { type: "string" },
+  from: { type: "string" },
+  to: { type: "string" },
+  "page-size": { type: "string" },
+  "page-token": { type: "string" },
+  "plan-name": { type: "string" },
+  "functions-enabled": { type: "string" },
+  "invocations-per-minute": { type: "string" },
+  "cms-requests-per-day": { type: "string" },
+  "cms-requests-per-second": { type: "string" },
+  "function-max-timeout-ms": { type: "string" },
+  "function-max-memory-mb": { type: "string" },
+  "strict-token-mode": { type: "string" },
+  url: { type: "string" },
+  "app-key": { type: "string" },
+  rpc: { type: "string" },
+  duration: { type: "string" },
+  concurrency: { type: "string" },
+  "request-timeout": { type: "string" },
+  insecure: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+} satisfies ParseArgsConfig["options"];
 
-Operator commands (admin API; --admin-url, default http://127.0.0.1:8444, and
-the operator token from --token, PULSEBASE_OPERATOR_TOKEN or <data dir>/operator-token):
-  users create --name N --email E
-  teams create --name N [--member USER_ID ...]
-  apps create --name N [--team TEAM_ID]     (no --team: a new team named after the app)
-  apps list [--team TEAM_ID]
-  apps get (--id ID | --key APP_KEY)
-  apps rotate-key --id ID
-  apps plan --id ID [--plan-name N] [--functions-enabled true|false]
-            [--invocations-per-minute N] [--cms-requests-per-day N] [--cms-requests-per-second N]
-  apps settings --id ID [--strict-token-mode true|false]
-  consumers list --app ID
-  consumers delete --id ID
-  sessions list --consumer ID
-  keys rotate [--file PATH]                 (adds a JWT signing key; restart to use it)
+const LOAD_USAGE = "--url https://HOST:8443 --app-key KEY [--rpc session.start|consumer.create] [--duration 10] [--concurrency 32]\n" +
+  "              [--request-timeout 10] [--insecure]";
 
-Load test (Connect binary protocol over HTTP/2):
-  load --url https://127.0.0.1:8443 --app-key KEY [--rpc session.start|consumer.create]
-       [--duration 10] [--concurrency 32] [--insecure]
-`;
-
-function transport(adminUrl: string, token: string) {
-  return createConnectTransport({
-    baseUrl: adminUrl,
-    httpVersion: "1.1",
-    useBinaryFormat: true,
-    interceptors: [(next) => (req) => {
-      req.header.set("authorization", `Bearer ${token}`);
-      return next(req);
-    }],
-  });
+function help(): string {
+  const lines = [
+    "pulsebase <command> [options]        (every command prints JSON)",
+    "",
+    "Operator commands talk to the admin listener with the operator token. The listener is, first found:",
+    "--admin-url URL, PULSEBASE_ADMIN_URL (e.g. http://10.0.0.5:8444), PULSEBASE_ADMIN_PORT (on 127.0.0.1, or",
+    "PULSEBASE_ADMIN_HOST), else http://127.0.0.1:8444. The token: --token, PULSEBASE_OPERATOR_TOKEN, else",
+    "<PULSEBASE_DATA_DIR or .data>/operator-token. Ids are numbers; --id names the object of the command.",
+    "",
+  ];
+  let group = "";
+  for (const c of COMMANDS) {
+    const g = c.name.split(" ")[0]!;
+    if (g !== group) {
+      if (group) lines.push("");
+      group = g;
+    }
+    lines.push(`  ${c.name} ${c.usage}`.trimEnd(), `              ${c.summary}`);
+  }
+  lines.push(
+    "",
+    "Load test (Connect binary protocol over HTTP/2; exit status 1 when any request failed or was not sent):",
+    `  load ${LOAD_USAGE}`,
+    "",
+    "  help         this list",
+  );
+  return lines.join("\n");
 }
 
-async function operatorToken(flag: string | undefined): Promise<string> {
-  if (flag) return flag;
-  if (process.env.PULSEBASE_OPERATOR_TOKEN) return process.env.PULSEBASE_OPERATOR_TOKEN;
-  const dir = process.env.PULSEBASE_DATA_DIR || ".data";
+/** The command named by the leading words (the longest match: "functions triggers create" before "functions"). */
+function findCommand(words: string[]): { command: Command; args: string[] } | undefined {
+  for (let n = Math.min(words.length, 3); n >= 1; n--) {
+    const name = words.slice(0, n).join(" ");
+    const command = COMMANDS.find((c) => c.name === name);
+    if (command) return { command, args: words.slice(n) };
+  }
+  return undefined;
+}
+
+const printJson = (v: unknown) => console.log(JSON.stringify(v, null, 2));
+
+export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  let parsed;
   try {
-    return (await readFile(join(dir, "operator-token"), "utf8")).trim();
-  } catch {
-    throw new Error("no operator token: pass --token or set PULSEBASE_OPERATOR_TOKEN");
+    parsed = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
+  } catch (err) {
+    console.error(`error: ${(err as Error).message}\nRun \`pulsebase help\` for the commands and their options.`);
+    return 2;
   }
-}
-
-function print(schema: DescMessage, msg: Message): void {
-  console.log(JSON.stringify(toJson(schema, msg, { alwaysEmitImplicit: true }), null, 2));
-}
-
-const bool = (s: string | undefined) => (s === undefined ? undefined : s === "true" || s === "1");
-const big = (s: string | undefined) => (s === undefined ? 0n : BigInt(s));
-
-export async function main(argv: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      "admin-url": { type: "string", default: process.env.PULSEBASE_ADMIN_URL ?? "http://127.0.0.1:8444" },
-      token: { type: "string" },
-      name: { type: "string" },
-      email: { type: "string" },
-      member: { type: "string", multiple: true },
-      team: { type: "string" },
-      id: { type: "string" },
-      key: { type: "string" },
-      app: { type: "string" },
-      consumer: { type: "string" },
-      file: { type: "string" },
-      "plan-name": { type: "string" },
-      "functions-enabled": { type: "string" },
-      "invocations-per-minute": { type: "string" },
-      "cms-requests-per-day": { type: "string" },
-      "cms-requests-per-second": { type: "string" },
-      "strict-token-mode": { type: "string" },
-      url: { type: "string" },
-      "app-key": { type: "string" },
-      rpc: { type: "string", default: "session.start" },
-      duration: { type: "string", default: "10" },
-      concurrency: { type: "string", default: "32" },
-      insecure: { type: "boolean", default: false },
-      help: { type: "boolean", short: "h" },
-    },
-  });
-  const [group, action] = positionals;
-  if (!group || values.help) {
-    console.log(HELP);
-    return;
+  const { values, positionals } = parsed;
+  if (!positionals.length || positionals[0] === "help" || values.help) {
+    console.log(help());
+    return 0;
   }
-  if (group === "load") {
-    if (!values.url || !values["app-key"]) throw new Error("load needs --url and --app-key");
-    await runLoad({
-      url: values.url,
-      appKey: values["app-key"],
-      rpc: values.rpc!,
-      durationSec: Number(values.duration),
-      concurrency: Number(values.concurrency),
-      insecure: values.insecure!,
-    });
-    return;
-  }
-  if (group === "keys" && action === "rotate") {
-    const file = values.file ?? join(process.env.PULSEBASE_DATA_DIR || ".data", "jwt-keys.json");
-    console.log(`new signing key ${await rotateKeys(file)} in ${file}; restart the server to sign with it`);
-    return;
-  }
-  const id: Client<typeof IdentityService> = createClient(IdentityService, transport(values["admin-url"]!, await operatorToken(values.token)));
-  const key = `${group} ${action ?? ""}`.trim();
-  switch (key) {
-    case "users create": {
-      const u = await id.createUser({ name: values.name ?? "", email: values.email ?? "" });
-      return console.log(JSON.stringify({ id: Number(u.id), name: u.name, email: u.email }, null, 2));
+  if (positionals[0] === "load") {
+    if (!values.url || !values["app-key"]) {
+      console.error(`error: load needs --url and --app-key\nusage: pulsebase load ${LOAD_USAGE}`);
+      return 2;
     }
-    case "teams create": {
-      const t = await id.createTeam({ name: values.name ?? "", memberUserIds: (values.member ?? []).map(BigInt) });
-      return console.log(JSON.stringify({ id: Number(t.id), name: t.name }, null, 2));
-    }
-    case "apps create": {
-      let teamId = big(values.team);
-      if (!teamId) teamId = (await id.createTeam({ name: values.name ?? "" })).id;
-      const app = await id.createApp({ teamId, name: values.name ?? "" });
-      return console.log(JSON.stringify({ id: Number(app.id), team_id: Number(app.teamId), name: app.name, app_key: app.appKey }, null, 2));
-    }
-    case "apps list": {
-      const r = await id.listApps({ teamId: big(values.team), pageSize: 500 });
-      return console.log(JSON.stringify(r.apps.map((a) => ({ id: Number(a.id), team_id: Number(a.teamId), name: a.name, app_key: a.appKey, plan: a.plan?.name })), null, 2));
-    }
-    case "apps get": {
-      const { AppSchema } = await import("../../gen/pulsebase/admin/v1/identity_pb.js");
-      const app = await id.getApp({ key: values.key ? { case: "appKey", value: values.key } : { case: "id", value: big(values.id) } });
-      return print(AppSchema, app);
-    }
-    case "apps rotate-key": {
-      const app = await id.rotateAppKey({ appId: big(values.id) });
-      return console.log(JSON.stringify({ id: Number(app.id), app_key: app.appKey }, null, 2));
-    }
-    case "apps plan": {
-      const { AppSchema } = await import("../../gen/pulsebase/admin/v1/identity_pb.js");
-      const cur = await id.getApp({ key: { case: "id", value: big(values.id) } });
-      const p = cur.plan!;
-      const app = await id.setAppPlan({
-        appId: big(values.id),
-        plan: {
-          ...p,
-          name: values["plan-name"] ?? p.name,
-          functionsEnabled: bool(values["functions-enabled"]) ?? p.functionsEnabled,
-          functionInvocationsPerMinute: values["invocations-per-minute"] ? Number(values["invocations-per-minute"]) : p.functionInvocationsPerMinute,
-          cmsRequestsPerDay: values["cms-requests-per-day"] ? BigInt(values["cms-requests-per-day"]) : p.cmsRequestsPerDay,
-          cmsRequestsPerSecond: values["cms-requests-per-second"] ? Number(values["cms-requests-per-second"]) : p.cmsRequestsPerSecond,
-        },
+    try {
+      const summary = await runLoad({
+        url: values.url,
+        appKey: values["app-key"],
+        rpc: values.rpc ?? "session.start",
+        durationSec: Number(values.duration ?? 10),
+        concurrency: Number(values.concurrency ?? 32),
+        requestTimeoutMs: Number(values["request-timeout"] ?? 10) * 1000,
+        insecure: values.insecure ?? false,
       });
-      return print(AppSchema, app);
+      printJson(summary);
+      return summary.failed + summary.unsent > 0 ? 1 : 0;
+    } catch (err) {
+      console.error(`error: ${err instanceof LoadError || err instanceof CliError ? err.message : describeAdminError(err, { url: values.url, from: "--url" })}`);
+      return 1;
     }
-    case "apps settings": {
-      const { AppSchema } = await import("../../gen/pulsebase/admin/v1/identity_pb.js");
-      return print(AppSchema, await id.updateAppSettings({ appId: big(values.id), strictTokenMode: bool(values["strict-token-mode"]) }));
+  }
+  const found = findCommand(positionals);
+  if (!found) {
+    console.error(`error: unknown command: ${positionals.join(" ")}\nRun \`pulsebase help\` for the commands.`);
+    return 2;
+  }
+  let target: { url: string; from: string } | undefined;
+  let transport: Transport | undefined;
+  try {
+    const result = await found.command.run({
+      flags: values as Flags,
+      args: found.args,
+      env,
+      transport: async () => {
+        if (!transport) {
+          target = resolveAdminUrl(values["admin-url"], env);
+          const token = await operatorToken(values.token, env);
+          transport = createConnectTransport({
+            baseUrl: target.url,
+            httpVersion: "1.1",
+            useBinaryFormat: true,
+            // A listener that accepts the connection but never answers must not hang the CLI.
+            defaultTimeoutMs: 120_000,
+            interceptors: [(next) => (req) => {
+              req.header.set("authorization", `Bearer ${token}`);
+              return next(req);
+            }],
+          });
+        }
+        return transport;
+      },
+    });
+    if (result instanceof Outcome) {
+      printJson(result.output);
+      return result.failed ? 1 : 0;
     }
-    case "consumers list": {
-      const { ListConsumersResponseSchema } = await import("../../gen/pulsebase/admin/v1/identity_pb.js");
-      return print(ListConsumersResponseSchema, await id.listConsumers({ appId: big(values.app), pageSize: 500 }));
+    printJson(result);
+    return 0;
+  } catch (err) {
+    if (err instanceof CliError) {
+      console.error(`error: ${err.message}`);
+      return err.exitCode;
     }
-    case "consumers delete":
-      await id.deleteConsumer({ consumerId: big(values.id) });
-      return console.log("deleted");
-    case "sessions list": {
-      const { ListSessionsResponseSchema } = await import("../../gen/pulsebase/admin/v1/identity_pb.js");
-      return print(ListSessionsResponseSchema, await id.listSessions({ consumerId: big(values.consumer), pageSize: 500 }));
-    }
-    default:
-      console.error(`unknown command: ${key}\n`);
-      console.log(HELP);
-      process.exitCode = 2;
+    console.error(`error: ${target ? describeAdminError(err, target) : err instanceof Error ? err.message : String(err)}`);
+    return 1;
   }
 }
 
-main(process.argv.slice(2)).catch((err: Error) => {
-  console.error(`error: ${err.message}`);
-  process.exit(1);
-});
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    // Only a bug gets here; still no stack trace for the operator.
+    console.error(`error: ${err instanceof Error ? err.message : String(err)}`);
+    process.exitCode = 1;
+  },
+);

@@ -53,6 +53,11 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
     },
     onChange: (appId, change) => functions.onCmsChange(appId, change),
   });
+  // SetAppPlan in this process: the plan caches of functions and CMS drop the app at once.
+  shared.plans.subscribe((appId) => {
+    functions.functions.planChanged(appId);
+    cms.planChanged(appId);
+  });
   const analytics = createAnalyticsModule({
     sql,
     dataDir: config.dataDir,

@@ -1,18 +1,34 @@
 // Entry point: `npm start`. Reads the configuration once, opens storage,
 // builds the app and listens; SIGINT/SIGTERM drain and stop.
 import { join } from "node:path";
-import pino from "pino";
 import { build } from "../app/build.js";
+import { createLogger } from "../app/logger.js";
 import { loadOrCreateOperatorToken } from "../app/operator-token.js";
 import { loadOrCreateTls } from "../app/tls.js";
 import { loadConfigOrExit } from "../config/config.js";
 import { loadOrCreateKeys } from "../identity/token-keys.js";
+import { DataDirLockedError, lockDataDir } from "./data-lock.js";
 import { createModules } from "./modules.js";
 import { openStorage } from "./storage.js";
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
-  const logger = pino({ level: config.logLevel });
+  const logger = createLogger(config.logLevel);
+  // One server per embedded database (data-lock.ts). With DATABASE_URL the
+  // directory holds only files that servers on one host may share (keys,
+  // certificate, libSQL files, which SQLite locks itself).
+  const lock = config.databaseUrl
+    ? undefined
+    : await lockDataDir(config.dataDir, {
+        onLost: (err) => {
+          logger.fatal({ err }, "another server took over the data directory: stopping");
+          process.kill(process.pid, "SIGTERM");
+        },
+      }).catch((err: unknown) => {
+        if (!(err instanceof DataDirLockedError)) throw err;
+        console.error(`pulsebase: ${err.message}`);
+        process.exit(1);
+      });
   const sql = await openStorage(config);
   const signingKeys = await loadOrCreateKeys(config.jwtKeysFile ?? join(config.dataDir, "jwt-keys.json"), !config.jwtKeysFile);
   const op = await loadOrCreateOperatorToken(config.operatorToken, config.dataDir);
@@ -35,6 +51,7 @@ async function main(): Promise<void> {
     force.unref();
     await app.close();
     await sql.close();
+    await lock?.release();
     process.exit(0);
   };
   process.on("SIGINT", () => void stop("SIGINT"));

@@ -1,7 +1,7 @@
 // `npm run worker`: batch workers as their own process (scale-out). Needs
 // PostgreSQL (DATABASE_URL); several worker processes share the work, with
 // either queue backend (JetStream with NATS_URL, else the table queue).
-import pino from "pino";
+import { createLogger } from "../app/logger.js";
 import { loadConfigOrExit } from "../config/config.js";
 import { createBatchQueue } from "../queue/create-queue.js";
 import { startWorkers } from "../workers/start-workers.js";
@@ -14,8 +14,9 @@ async function main(): Promise<void> {
     console.error("configuration error: DATABASE_URL must be set for a separate worker process (the embedded database runs its workers inside the server)");
     process.exit(2);
   }
-  const logger = pino({ level: config.logLevel });
-  const sql = await openStorage(config);
+  const logger = createLogger(config.logLevel);
+  const sql = await openStorage(config, "worker", (err, attempt, retryInMs) =>
+    logger.warn({ err, attempt, retryInMs }, "PostgreSQL unavailable at start-up, retrying"));
   const queue = createBatchQueue({ sql, natsUrl: config.natsUrl, jetstream: analyticsStreams(config.natsNamespace) });
   const workers = startWorkers({ sql, queue, logger });
   logger.info({ queue: queue.backend }, "pulsebase workers running");

@@ -1,7 +1,8 @@
 // Sql over node-postgres with a pool (the scale-out backend).
 import pg from "pg";
+import { appError } from "../internal/errors.js";
 import type { QueryResult, Sql } from "./sql.js";
-import { translatePgError } from "./pg-errors.js";
+import { isConnectionLoss, markRetryableTx, translatePgError } from "./pg-errors.js";
 
 // BIGINT ids and counters fit in a JS number (< 2^53) in this service.
 pg.types.setTypeParser(20, (v) => Number(v));
@@ -28,6 +29,12 @@ export interface PgSqlOptions {
   schema?: string;
   max?: number;
   statementTimeoutMs?: number;
+  /**
+   * application_name of every connection (shown in pg_stat_activity, lets an
+   * operator tell servers from workers). An application_name in the
+   * connection string wins.
+   */
+  applicationName?: string;
 }
 
 export function createPgSql(opts: PgSqlOptions): Sql {
@@ -38,13 +45,34 @@ export function createPgSql(opts: PgSqlOptions): Sql {
     connectionString: opts.connectionString,
     max: opts.max ?? 10,
     options: options.length ? options.join(" ") : undefined,
+    application_name: opts.applicationName,
     connectionTimeoutMillis: 5000,
     idleTimeoutMillis: 30000,
   });
   // An idle client losing its connection must not crash the process.
   pool.on("error", () => {});
+  // Nor a lent-out one: the pool detaches its own listener while a client
+  // is checked out, and a server's FATAL can arrive in the very chunk that
+  // completes the connection, before the borrower can listen. The failure
+  // reaches the statement as a rejection; the pool discards a client that
+  // is no longer queryable when it comes back.
+  pool.on("connect", (client) => client.on("error", () => {}));
   return wrapPool(pool);
 }
+
+// A statement that only reads: when its connection is lost it is run again,
+// once, on a fresh one (a failover then costs a read nothing). Anything that
+// may write is not, since whether it committed is unknown.
+const sideEffects = /\b(nextval|setval|pg_advisory\w*|pg_try_advisory\w*|pg_notify|pg_terminate_backend|pg_cancel_backend)\b/i;
+function isPlainRead(text: string): boolean {
+  return /^\s*SELECT\b/i.test(text) && !sideEffects.test(text);
+}
+
+/** A 503 whose write may have been stored: the connection died during COMMIT. */
+export const COMMIT_UNKNOWN_MESSAGE = "The database connection was lost while committing; the change may or may not have been stored.";
+
+// node-postgres' refusal to send anything on a client whose connection failed.
+const notSent = /is not queryable/;
 
 function wrapClient(client: pg.PoolClient): Sql {
   const sql: Sql = {
@@ -74,12 +102,17 @@ function wrapClient(client: pg.PoolClient): Sql {
 function wrapPool(pool: pg.Pool): Sql {
   return {
     kind: "postgres",
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+    maxConnections: pool.options.max,
     async query<R>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
-      try {
-        const r = await pool.query(statement(text, params as unknown[]));
-        return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
-      } catch (err) {
-        throw translatePgError(err);
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const r = await pool.query(statement(text, params as unknown[]));
+          return { rows: r.rows as R[], rowCount: r.rowCount ?? 0 };
+        } catch (err) {
+          if (attempt === 1 && isConnectionLoss(err) && isPlainRead(text)) continue;
+          throw translatePgError(err);
+        }
       }
     },
     async exec(text: string): Promise<void> {
@@ -96,21 +129,57 @@ function wrapPool(pool: pg.Pool): Sql {
       } catch (err) {
         throw translatePgError(err);
       }
+      // While a client is checked out the pool's own 'error' listener is
+      // detached: a connection that dies now (restart, failover,
+      // pg_terminate_backend) emits 'error' on the client, an uncaught
+      // exception without this listener. The statement in flight (or the
+      // next one) fails with the loss and is handled below.
+      let lost: Error | undefined;
+      const onError = (err: Error) => {
+        lost ??= err;
+      };
+      client.on("error", onError);
       let broken = false;
+      let committing = false;
       try {
         await client.query("BEGIN");
         const out = await fn(wrapClient(client));
+        // Lost already: COMMIT would not even be sent.
+        if (lost) throw lost;
+        committing = true;
         await client.query("COMMIT");
         return out;
       } catch (err) {
-        try {
-          await client.query("ROLLBACK");
-        } catch {
-          broken = true;
+        // The failure itself is the lost connection (a failure of fn's own,
+        // on a connection that also died, is reported as it is).
+        const connectionLost = isConnectionLoss(err);
+        if (connectionLost || lost) broken = true;
+        else {
+          try {
+            await client.query("ROLLBACK");
+          } catch {
+            broken = true;
+          }
         }
-        throw translatePgError(err);
+        const e = translatePgError(err);
+        if (!connectionLost) throw e;
+        // A client already known to be broken refuses to send COMMIT.
+        if (committing && !notSent.test((err as Error | undefined)?.message ?? "")) {
+          // COMMIT was sent: the server may have committed before the
+          // connection went. Not retryable; the caller must not assume
+          // either outcome.
+          throw appError("unavailable", COMMIT_UNKNOWN_MESSAGE, {
+            cause: err,
+            retryAfterSeconds: 1,
+          });
+        }
+        // The server rolls back a session that ends inside a transaction.
+        throw markRetryableTx(e);
       } finally {
-        client.release(broken);
+        client.removeListener("error", onError);
+        // release(err) makes the pool discard the connection instead of
+        // lending it out again (it re-attaches its idle listener first).
+        client.release(lost ?? broken);
       }
     },
     close: () => pool.end(),

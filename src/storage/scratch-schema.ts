@@ -5,6 +5,9 @@ import pg from "pg";
 
 async function run(url: string, text: string): Promise<void> {
   const c = new pg.Client({ connectionString: url });
+  // A connection lost between statements emits 'error' (uncaught without a
+  // listener); the statement's own promise reports the failure.
+  c.on("error", () => {});
   await c.connect();
   try {
     await c.query(text);

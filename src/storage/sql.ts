@@ -9,11 +9,21 @@ export interface QueryResult<R> {
 
 export interface Sql {
   readonly kind: "postgres" | "pglite";
-  /** Runs one statement with $1..$n parameters. */
+  /**
+   * Runs one statement with $1..$n parameters. On PostgreSQL a statement
+   * starting with SELECT whose connection is lost is run once more on a
+   * fresh connection (pg-sql.ts, isPlainRead): a SELECT must therefore not
+   * write. Only this service's own SQL comes here; a function with side
+   * effects called from a SELECT must be added to pg-sql.ts's list.
+   */
   query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
   /** Runs a script of several statements without parameters (migrations). */
   exec(text: string): Promise<void>;
   /** Runs fn inside BEGIN/COMMIT on one connection; rolls back when fn throws. */
   transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>;
   close(): Promise<void>;
+  /** Connection pool counts, for metrics (node-postgres; PGlite has no pool). */
+  poolStats?(): { total: number; idle: number; waiting: number };
+  /** The pool's connection limit (node-postgres); unset when there is no pool (PGlite, a transaction's connection). */
+  readonly maxConnections?: number;
 }

@@ -23,3 +23,19 @@ describe("configuration", () => {
     expect(() => loadConfig(env as Record<string, string>)).toThrow(re);
   });
 });
+
+describe("observability settings", () => {
+  it("logs every request unless PULSEBASE_ACCESS_LOG turns it off; /metrics is open unless a token is set", () => {
+    expect(loadConfig({}).accessLog).toBe(true);
+    expect(loadConfig({ PULSEBASE_ACCESS_LOG: "off" }).accessLog).toBe(false);
+    expect(loadConfig({}).metricsToken).toBeUndefined();
+    expect(loadConfig({ PULSEBASE_METRICS_TOKEN: " scrape_token_0123456789 " }).metricsToken).toBe("scrape_token_0123456789");
+  });
+
+  it.each([
+    [{ PULSEBASE_ACCESS_LOG: "sometimes" }, /PULSEBASE_ACCESS_LOG must be true or false/],
+    [{ PULSEBASE_METRICS_TOKEN: "short" }, /PULSEBASE_METRICS_TOKEN must be at least 16 characters/],
+  ])("refuses %o naming the variable", (env, re) => {
+    expect(() => loadConfig(env as Record<string, string>)).toThrow(re);
+  });
+});

@@ -44,8 +44,7 @@ it("delivers inserts and updates to the watching function in order, without NATS
     }`,
   });
   await fns.createEventTrigger({ functionId: fn.id, source: "db", target: "orders", operations: ["insert", "update"] });
-  // Capture is installed by the worker's next drain pass.
-  await new Promise((r) => setTimeout(r, 1500));
+  // No wait: the capture is installed before CreateEventTrigger answers.
   await q("INSERT INTO orders (id, item) VALUES (1, 'apple')");
   await q("UPDATE orders SET item = 'pear' WHERE id = 1");
   let rows: unknown[] = [];
@@ -67,7 +66,6 @@ it("retries a failing function and then dead-letters the change", async () => {
   const fn = await fns.createFunction({ appId, name: "always-fails" });
   await fns.deployVersion({ functionId: fn.id, activate: true, code: `export default async function () { throw new Error("nope"); }` });
   await fns.createEventTrigger({ functionId: fn.id, source: "db", target: "jobs", operations: ["insert"] });
-  await new Promise((r) => setTimeout(r, 1500));
   await q("INSERT INTO jobs (name) VALUES ('x')");
   let dead: { attempts: number; error: string }[] = [];
   const end = Date.now() + 30_000;

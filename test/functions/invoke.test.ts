@@ -70,10 +70,10 @@ describe("HTTP trigger statuses", () => {
   });
 
   it("404 for an unknown slug, a disabled trigger, and another application's slug", async () => {
-    expect(await failure(call("nope"))).toMatchObject({ http: 404, code: "function_not_found" });
+    expect(await failure(call("nope"))).toMatchObject({ http: 404, code: "not_found" });
     const { triggerId } = await deployHttp(h, appId, "toggled", `export default () => 1`);
     await h.admin.setTriggerEnabled({ triggerId, enabled: false });
-    expect(await failure(call("toggled"))).toMatchObject({ http: 404, code: "function_not_found" });
+    expect(await failure(call("toggled"))).toMatchObject({ http: 404, code: "not_found" });
     await h.admin.setTriggerEnabled({ triggerId, enabled: true });
     expect((await call("toggled")).status).toBe(200);
     const stranger = await createApp(db.sql);

@@ -31,7 +31,9 @@ export async function createTestDb(kind: "postgres" | "pglite" = "postgres"): Pr
     return { sql, kind, drop: () => sql.close() };
   }
   const schema = await createScratchSchema(TEST_DATABASE_URL, "pb");
-  const sql = createPgSql({ connectionString: TEST_DATABASE_URL, schema, max: 8 });
+  // application_name = the schema: a fault test can find (and terminate)
+  // exactly this file's connections in pg_stat_activity.
+  const sql = createPgSql({ connectionString: TEST_DATABASE_URL, schema, max: 8, applicationName: schema });
   await migrate(sql);
   return {
     sql,

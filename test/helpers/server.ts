@@ -48,6 +48,8 @@ export async function startTestServer(opts: {
   kind?: "postgres" | "pglite";
   env?: Record<string, string>;
   modules?: Deps["modules"];
+  /** The server's logger (default: silent), e.g. one writing to a stream the test reads. */
+  logger?: Deps["logger"];
 } = {}): Promise<TestServer> {
   const db = await createTestDb(opts.kind ?? "postgres");
   const dataDir = await mkdtemp(join(tmpdir(), "pulsebase-test-"));
@@ -69,7 +71,7 @@ export async function startTestServer(opts: {
     signingKeys,
     operatorToken: OPERATOR,
     tls,
-    logger: pino({ level: "silent" }),
+    logger: opts.logger ?? pino({ level: "silent" }),
     modules: opts.modules,
   });
   const ports = await app.listen();

@@ -2,7 +2,6 @@
 // private nats-server for the outage tests.
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
-import { createServer } from "node:net";
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { uniqueName } from "../helpers/db.js";
@@ -26,16 +25,7 @@ export async function deleteStreams(servers: string, stream: string): Promise<vo
   }
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-    srv.on("error", reject);
-  });
-}
+export { freePort } from "../helpers/ports.js";
 
 /** Starts `nats-server -js -p port -sd dir` and waits until it accepts connections. */
 export async function startNatsServer(port: number, storeDir: string): Promise<ChildProcess> {

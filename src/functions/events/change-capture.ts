@@ -12,6 +12,15 @@ import type { FunctionDbResult, FunctionDbStatement } from "../function-db.js";
 export interface ChangeCaptureDb {
   /** Runs the statements as the service, in one transaction, in order. */
   serviceBatch(appId: number, statements: FunctionDbStatement[]): Promise<FunctionDbResult[]>;
+  /**
+   * Looks up where the application's statements go (its linked database)
+   * now and returns a ChangeCaptureDb for it whose serviceBatch needs no
+   * service-database connection. A capture sync calls it before taking its
+   * lock, which holds a service-database connection: the sync then never
+   * waits for a second one (PULSEBASE_PG_POOL_SIZE may be 1). Unset when
+   * serviceBatch itself needs no service-database connection.
+   */
+  pin?(appId: number): Promise<ChangeCaptureDb>;
   /** Releases connections (remote clients); called when the functions module closes. */
   close?(): void;
 }

@@ -9,10 +9,10 @@
 import { join } from "node:path";
 import { appError } from "../../internal/errors.js";
 import { DEFAULT_DATABASE_LIMITS } from "../../database/database-config.js";
-import type { DatabaseStore } from "../../database/database-store.js";
+import type { DatabaseStore, LinkedDatabase } from "../../database/database-store.js";
 import type { EnginePool } from "../../database/engine-pool.js";
 import type { EngineValue } from "../../database/engine-protocol.js";
-import type { FunctionDbResult } from "../function-db.js";
+import type { FunctionDbResult, FunctionDbStatement } from "../function-db.js";
 import type { ChangeCaptureDb } from "./change-capture.js";
 import { createLibsqlCaptureExecutor, type LibsqlCaptureExecutor } from "./libsql-capture.js";
 
@@ -30,40 +30,50 @@ export function changeCaptureFromDatabase(deps: {
 }): ChangeCaptureDb & { close(): void } {
   const maxDatabaseBytes = deps.maxDatabaseBytes ?? DEFAULT_DATABASE_LIMITS.maxDatabaseBytes;
   const remote = deps.remote ?? createLibsqlCaptureExecutor();
+  async function linked(appId: number): Promise<LinkedDatabase> {
+    const db = await deps.store.linkedTo(appId);
+    if (!db) throw appError("database_not_linked");
+    if (db.status !== "active") throw appError("database_unavailable");
+    return db;
+  }
+  async function runOn(db: LinkedDatabase, statements: FunctionDbStatement[]): Promise<FunctionDbResult[]> {
+    if (db.kind === "remote") {
+      if (!db.url) throw appError("database_unavailable");
+      return remote.run({ id: db.id, url: db.url, authToken: db.authToken ?? "" }, statements);
+    }
+    if (!db.filePath) throw appError("database_unavailable");
+    const results = await deps.pool.run(
+      {
+        path: join(deps.dataDir, db.filePath),
+        statements: statements.map((s) => ({
+          sql: s.sql,
+          args: (Array.isArray(s.params) ? s.params : []) as EngineValue[],
+          verb: (/^\s*([A-Za-z]+)/.exec(s.sql)?.[1] ?? "").toUpperCase(),
+        })),
+        transaction: true,
+        mayUseTemp: false,
+        maxDatabaseBytes,
+        ...LIMITS,
+      },
+      db.id,
+    );
+    return results.map(
+      (r): FunctionDbResult => ({
+        columns: r.columns,
+        rows: r.rows,
+        rows_read: r.rowsRead,
+        rows_written: r.rowsWritten,
+        ...(r.error !== undefined ? { error: r.error } : {}),
+      }),
+    );
+  }
   return {
     async serviceBatch(appId, statements) {
-      const db = await deps.store.linkedTo(appId);
-      if (!db) throw appError("database_not_linked");
-      if (db.status !== "active") throw appError("database_unavailable");
-      if (db.kind === "remote") {
-        if (!db.url) throw appError("database_unavailable");
-        return remote.run({ id: db.id, url: db.url, authToken: db.authToken ?? "" }, statements);
-      }
-      if (!db.filePath) throw appError("database_unavailable");
-      const results = await deps.pool.run(
-        {
-          path: join(deps.dataDir, db.filePath),
-          statements: statements.map((s) => ({
-            sql: s.sql,
-            args: (Array.isArray(s.params) ? s.params : []) as EngineValue[],
-            verb: (/^\s*([A-Za-z]+)/.exec(s.sql)?.[1] ?? "").toUpperCase(),
-          })),
-          transaction: true,
-          mayUseTemp: false,
-          maxDatabaseBytes,
-          ...LIMITS,
-        },
-        db.id,
-      );
-      return results.map(
-        (r): FunctionDbResult => ({
-          columns: r.columns,
-          rows: r.rows,
-          rows_read: r.rowsRead,
-          rows_written: r.rowsWritten,
-          ...(r.error !== undefined ? { error: r.error } : {}),
-        }),
-      );
+      return runOn(await linked(appId), statements);
+    },
+    async pin(appId) {
+      const db = await linked(appId);
+      return { serviceBatch: (_appId, statements) => runOn(db, statements) };
     },
     close() {
       if (!deps.remote) remote.close();

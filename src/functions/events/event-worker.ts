@@ -1,6 +1,9 @@
 // Event triggers. Two halves, both started by start() and stopped by stop():
 //   - the drainer: for every application with an enabled db event trigger,
-//     keeps the capture triggers installed (change-capture.ts) and moves the
+//     keeps the capture triggers installed (change-capture.ts: re-installed
+//     every resyncMs and when the triggers change, also those changed by
+//     another process; the operator API installs them itself through
+//     syncApp before it answers, so it never waits for this) and moves the
 //     captured changes, oldest first, into the transport (event-transport.ts:
 //     JetStream, or a PostgreSQL table without NATS; id "db:<app>:<seq>", so
 //     a change published twice is stored once);
@@ -27,6 +30,7 @@ import type { Sql } from "../../storage/sql.js";
 import type { FunctionStore } from "../function-store.js";
 import type { FunctionRuntime } from "../function-runtime.js";
 import { deleteChanges, readChanges, syncCapture, type ChangeCaptureDb, type Operation } from "./change-capture.js";
+import { errorDetail } from "../../internal/errors.js";
 
 export interface EventWorkerConfig {
   /** JetStream stream (default PB_FUNCTION_EVENTS) and subject prefix (default pulsebase.fn). */
@@ -105,9 +109,21 @@ export interface EventWorker extends DeadLetterStore {
   emitCmsChange(appId: number, change: CmsChange): Promise<void>;
   /** One drain pass now, waiting for it (and for drains already in flight). */
   drainOnce(): Promise<void>;
+  /**
+   * Makes the application's capture triggers match its enabled db event
+   * triggers now (read from the service database under the app's capture
+   * lock), so a write committed after this resolves is captured. Rejects
+   * when the database cannot be reached; `missing` lists watched tables that
+   * do not exist. The operator API calls it before answering.
+   */
+  syncApp(appId: number): Promise<{ missing: string[] }>;
 }
 
 const MISSING_RETRY_MS = 2_000;
+/** Class key of the per-application capture lock (pg_advisory_xact_lock(class, app)). */
+const CAPTURE_LOCK_CLASS = 7_022;
+/** Locked capture syncs at once, at most: each holds a pool connection while it talks to the app's database. */
+const MAX_LOCKED_SYNCS = 4;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 /** After a failed drain of an application (database down, not linked) it is skipped this long, doubling up to 30 s. */
 const FAILURE_BACKOFF_MS = 500;
@@ -132,6 +148,8 @@ export function createEventWorker(deps: {
   let draining: Promise<void> = Promise.resolve();
   let dispatchLoops: Promise<void>[] = [];
   const installed = new Map<number, { signature: string; at: number; missing: boolean }>();
+  /** Applications whose last capture sync failed (retried by the drainer even when nobody watches them). */
+  const unsynced = new Set<number>();
   const failures = new Map<number, { count: number; until: number }>();
   const inFlight = new Map<number, Promise<void>>();
   const lastStarted = new Map<number, number>();
@@ -142,10 +160,12 @@ export function createEventWorker(deps: {
     await transport.publish(event, eventLane(cfg.partitions, event));
   }
 
-  /** Applications with enabled db triggers and what they watch, in one query. */
-  async function watchedDbTables(): Promise<Map<number, Map<string, Set<Operation>>>> {
-    const r = await sql.query<{ app_id: number; target: string; operations: string[] }>(
-      "SELECT app_id, target, operations FROM function_triggers WHERE kind = 'event' AND source = 'db' AND enabled ORDER BY app_id, target",
+  /** Applications with enabled db triggers and what they watch, in one query (all applications, or one; on `q`, default the pool). */
+  async function watchedDbTables(onlyApp?: number, q: Sql = sql): Promise<Map<number, Map<string, Set<Operation>>>> {
+    const r = await q.query<{ app_id: number; target: string; operations: string[] }>(
+      `SELECT app_id, target, operations FROM function_triggers WHERE kind = 'event' AND source = 'db' AND enabled
+       ${onlyApp === undefined ? "" : "AND app_id = $1"} ORDER BY app_id, target`,
+      onlyApp === undefined ? [] : [onlyApp],
     );
     const out = new Map<number, Map<string, Set<Operation>>>();
     for (const row of r.rows) {
@@ -159,15 +179,89 @@ export function createEventWorker(deps: {
     return out;
   }
 
+  const signatureOf = (watch: Map<string, Set<Operation>>) => JSON.stringify([...watch].map(([t, ops]) => [t, [...ops].sort()]));
+
+  /**
+   * Runs fn holding the application's capture lock: in this process a queue
+   * per application, across processes (PostgreSQL) a transaction-scoped
+   * advisory lock. A sync reads the watched tables inside the lock, so one
+   * working from a list read before a trigger was added can never run after
+   * (and undo) the sync that installed it. fn gets the connection to read
+   * them on: the lock's transaction (PostgreSQL), so a sync holds exactly
+   * one pool connection and never waits for a second (with a pool of one
+   * it would wait forever); the pool on PGlite, which is one process: the
+   * queue is enough (and a PGlite transaction would block other queries).
+   */
+  const appLocks = new Map<number, Promise<void>>();
+  // A locked sync holds its connection while it talks to the app's database
+  // (maybe remote and slow): at most half the pool (1 to MAX_LOCKED_SYNCS)
+  // is held by syncs, the rest stays for requests.
+  const maxLockedSyncs = Math.max(1, Math.min(MAX_LOCKED_SYNCS, Math.floor((sql.maxConnections ?? 2 * MAX_LOCKED_SYNCS) / 2)));
+  let lockedSyncs = 0;
+  const slotWaiters: (() => void)[] = [];
+  async function withCaptureLock<T>(appId: number, fn: (q: Sql) => Promise<T>): Promise<T> {
+    const prev = appLocks.get(appId) ?? Promise.resolve();
+    let release!: () => void;
+    const mine = new Promise<void>((r) => (release = r));
+    const tail = prev.then(() => mine);
+    appLocks.set(appId, tail);
+    await prev;
+    try {
+      if (sql.kind !== "postgres") return await fn(sql);
+      while (lockedSyncs >= maxLockedSyncs) await new Promise<void>((r) => slotWaiters.push(r));
+      lockedSyncs++;
+      try {
+        return await sql.transaction(async (tx) => {
+          await tx.query("SELECT pg_advisory_xact_lock($1, ($2::bigint % 2147483647)::int)", [CAPTURE_LOCK_CLASS, appId]);
+          return fn(tx);
+        });
+      } finally {
+        lockedSyncs--;
+        slotWaiters.shift()?.();
+      }
+    } finally {
+      release();
+      if (appLocks.get(appId) === tail) appLocks.delete(appId);
+    }
+  }
+
+  async function syncApp(appId: number): Promise<{ missing: string[] }> {
+    try {
+      // The app's database is looked up before the lock (that lookup needs
+      // a pool connection of its own); inside it only the app's database is
+      // reached, besides the lock's own connection.
+      const target = (await capture.pin?.(appId)) ?? capture;
+      return await withCaptureLock(appId, async (q) => {
+        const watch = (await watchedDbTables(appId, q)).get(appId) ?? new Map<string, Set<Operation>>();
+        const { missing } = await syncCapture(target, appId, watch);
+        installed.set(appId, { signature: signatureOf(watch), at: Date.now(), missing: missing.length > 0 });
+        failures.delete(appId);
+        unsynced.delete(appId);
+        return { missing };
+      });
+    } catch (err) {
+      // The drainer tries again (with its backoff), also when nobody
+      // watches the app now: capture triggers left behind would fill the
+      // change table. Without a linked database there is nothing to reach.
+      if (errorDetail(err)?.code === "database_not_linked") unsynced.delete(appId);
+      else unsynced.add(appId);
+      throw err;
+    }
+  }
+
   async function drainApp(appId: number, watch: Map<string, Set<Operation>>): Promise<void> {
-    const signature = JSON.stringify([...watch].map(([t, ops]) => [t, [...ops].sort()]));
     const prev = installed.get(appId);
     const age = prev ? Date.now() - prev.at : Infinity;
     // A watched table that does not exist yet is looked for again after MISSING_RETRY_MS.
-    if (!prev || prev.signature !== signature || age > cfg.resyncMs || (prev.missing && age > MISSING_RETRY_MS)) {
-      const { missing } = await syncCapture(capture, appId, watch);
-      installed.set(appId, { signature, at: Date.now(), missing: missing.length > 0 });
+    if (!prev || prev.signature !== signatureOf(watch) || age > cfg.resyncMs || (prev.missing && age > MISSING_RETRY_MS)) {
+      await syncApp(appId);
     }
+    await drainChanges(appId);
+    // Nobody watches it any more: its capture triggers are gone and what they captured is published.
+    if (watch.size === 0 && installed.get(appId)?.signature === signatureOf(watch)) installed.delete(appId);
+  }
+
+  async function drainChanges(appId: number): Promise<void> {
     for (;;) {
       const changes = await readChanges(capture, appId, cfg.drainBatch);
       if (changes.length === 0) return;
@@ -197,6 +291,11 @@ export function createEventWorker(deps: {
   async function startDrains(): Promise<Promise<void>[]> {
     await ensure();
     const watched = await watchedDbTables();
+    // Applications whose capture this process installed (or failed to sync)
+    // and that nobody watches now (triggers disabled or deleted, perhaps
+    // elsewhere): one last pass drops their capture triggers and publishes
+    // what was captured.
+    for (const appId of [...installed.keys(), ...unsynced]) if (!watched.has(appId)) watched.set(appId, new Map());
     const now = Date.now();
     const due = [...watched]
       .filter(([appId]) => !inFlight.has(appId) && (failures.get(appId)?.until ?? 0) <= now)
@@ -324,6 +423,7 @@ export function createEventWorker(deps: {
     },
 
     drainOnce,
+    syncApp,
 
     async listDeadLetters(q) {
       await ensure();

@@ -25,7 +25,7 @@ export const FunctionService: GenService<{
    * caller's application. A passthrough method: the gateway fills
    * HttpRequest (path_params["slug"], method, query, headers, raw body,
    * content_type) and writes the returned status, headers and body as is.
-   * Errors (402 plan_required, 404 function_not_found, 429 rate_limited,
+   * Errors (402 plan_required, 404 not_found, 429 rate_limited,
    * 500 function_error, 503 no_active_version, 504 function_timeout) use the
    * platform error envelope.
    *
