@@ -1,7 +1,8 @@
 // The operator token protecting the admin listener: configured, or generated
 // into the data directory on first start of the embedded default.
 import { randomBytes, timingSafeEqual } from "node:crypto";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
+import { writeFileOnce } from "../internal/write-once.js";
 import { dirname, join } from "node:path";
 
 export function operatorTokenFile(dataDir: string): string {
@@ -25,14 +26,9 @@ export async function loadOrCreateOperatorToken(configured: string | undefined, 
   if (existing) return { token: existing, created: false, file };
   const token = "op_" + randomBytes(32).toString("base64url");
   await mkdir(dirname(file), { recursive: true });
-  try {
-    // wx: of two servers starting at once on a new directory, one writes and
-    // the other reads what it wrote.
-    await writeFile(file, token + "\n", { mode: 0o600, flag: "wx" });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-    return { token: (await readOperatorToken(dataDir)) ?? token, created: false, file };
-  }
+  // Of two servers starting at once on a new directory, one writes and the
+  // other reads what it wrote.
+  if (!(await writeFileOnce(file, token + "\n"))) return { token: (await readOperatorToken(dataDir)) ?? token, created: false, file };
   return { token, created: true, file };
 }
 

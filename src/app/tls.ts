@@ -1,6 +1,7 @@
 // TLS material: from configured files, or (embedded default) a self-signed
 // certificate generated into the data directory on first start.
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
+import { writeFileOnce } from "../internal/write-once.js";
 import { join } from "node:path";
 import { generate } from "selfsigned";
 
@@ -36,7 +37,21 @@ export async function loadOrCreateTls(opts: { certFile?: string; keyFile?: strin
     ],
   });
   await mkdir(dir, { recursive: true });
-  await writeFile(certFile, pems.cert);
-  await writeFile(keyFile, pems.private, { mode: 0o600 });
-  return { cert: pems.cert, key: pems.private };
+  // The key file decides which of two servers starting at once on a new
+  // directory generates the pair; only its winner writes the certificate, and
+  // the other waits for it, so both serve the same pair.
+  if (await writeFileOnce(keyFile, pems.private)) {
+    await writeFileOnce(certFile, pems.cert, 0o644);
+    return { cert: pems.cert, key: pems.private };
+  }
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      return { cert: await readFile(certFile, "utf8"), key: await readFile(keyFile, "utf8") };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    }
+    if (Date.now() > deadline) throw new Error(`${keyFile} exists without ${certFile}: remove the ${dir} directory to generate a new pair`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }

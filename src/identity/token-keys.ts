@@ -4,6 +4,7 @@
 // device out. The embedded default generates the file in the data directory.
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { writeFileOnce } from "../internal/write-once.js";
 import { dirname } from "node:path";
 
 export interface SigningKey {
@@ -34,7 +35,9 @@ export async function loadOrCreateKeys(file: string, create: boolean): Promise<S
     }
     parsed = { keys: [newKey()] };
     await mkdir(dirname(file), { recursive: true });
-    await writeFile(file, JSON.stringify(parsed, null, 2), { mode: 0o600 });
+    // Another server starting at the same moment may have written its own
+    // first: then that file's keys are everyone's.
+    if (!(await writeFileOnce(file, JSON.stringify(parsed, null, 2)))) parsed = JSON.parse(await readFile(file, "utf8")) as KeyFile;
   }
   if (!Array.isArray(parsed.keys) || parsed.keys.length === 0) {
     throw new Error(`JWT keys file ${file} has no keys`);
