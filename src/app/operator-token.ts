@@ -28,7 +28,11 @@ export async function loadOrCreateOperatorToken(configured: string | undefined, 
   await mkdir(dirname(file), { recursive: true });
   // Of two servers starting at once on a new directory, one writes and the
   // other reads what it wrote.
-  if (!(await writeFileOnce(file, token + "\n"))) return { token: (await readOperatorToken(dataDir)) ?? token, created: false, file };
+  if (!(await writeFileOnce(file, token + "\n"))) {
+    const theirs = await readOperatorToken(dataDir);
+    if (!theirs) throw new Error(`${file} is empty: remove it to generate a new operator token`);
+    return { token: theirs, created: false, file };
+  }
   return { token, created: true, file };
 }
 

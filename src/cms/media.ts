@@ -31,7 +31,8 @@ export const MEDIA_TYPES: Readonly<Record<string, string>> = {
   "text/plain": "txt",
   "text/csv": "csv",
 };
-const TYPE_OF_EXT = new Map(Object.entries(MEDIA_TYPES).map(([t, e]) => [e, t]));
+/** Content type by file extension (lower case, no dot), for stored files and uploads from a path. */
+export const TYPE_OF_EXT: ReadonlyMap<string, string> = new Map([...Object.entries(MEDIA_TYPES).map(([t, e]) => [e, t] as const), ["jpeg", "image/jpeg"]]);
 
 export const DEFAULT_MAX_MEDIA_BYTES = 10 * 1024 * 1024;
 

@@ -52,6 +52,9 @@ export interface Config {
   metricsToken?: string;
 }
 
+/** The admin listener's port when PULSEBASE_ADMIN_PORT is unset (the CLI's default too). */
+export const DEFAULT_ADMIN_PORT = 8444;
+
 export class ConfigError extends Error {}
 
 /** PULSEBASE_DATA_DIR as an absolute path (the server, the worker and the CLI agree on it). */
@@ -135,7 +138,7 @@ export function loadConfig(env: Env = process.env): Config {
     httpsPort: int(env, "PULSEBASE_HTTPS_PORT", 8443, 0, 65535),
     httpPort: int(env, "PULSEBASE_HTTP_PORT", 8080, 0, 65535),
     adminHost: env.PULSEBASE_ADMIN_HOST?.trim() || "127.0.0.1",
-    adminPort: int(env, "PULSEBASE_ADMIN_PORT", 8444, 0, 65535),
+    adminPort: int(env, "PULSEBASE_ADMIN_PORT", DEFAULT_ADMIN_PORT, 0, 65535),
     operatorToken,
     databaseUrl: url(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
     natsUrl: url(env, "NATS_URL", ["nats:", "tls:", "ws:", "wss:"]),

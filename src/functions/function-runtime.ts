@@ -58,6 +58,10 @@ export function createFunctionRuntime(deps: {
   // read the old state, so its row serves its own request but is not cached
   // (it would otherwise bring the old plan or trigger back for resolveCacheMs).
   let generation = 0;
+  function invalidate(): void {
+    generation++;
+    httpCache.clear();
+  }
 
   // Versions are immutable, so their code is cached by version id for good.
   async function codeOf(versionId: number): Promise<string> {
@@ -226,10 +230,7 @@ export function createFunctionRuntime(deps: {
     },
 
     /** Forgets cached resolutions (after any change made through this process). */
-    invalidate(): void {
-      generation++;
-      httpCache.clear();
-    },
+    invalidate,
 
     /**
      * An application's plan changed in this process: cached resolutions
@@ -237,10 +238,7 @@ export function createFunctionRuntime(deps: {
      * the next invocation is judged by the new plan. Tokens leased under the
      * old limit are not spent under the new one (rate-limiter.ts).
      */
-    planChanged(): void {
-      generation++;
-      httpCache.clear();
-    },
+    planChanged: invalidate,
   };
 }
 

@@ -19,7 +19,7 @@ export interface H2LoadOptions {
   /** A request without a complete answer after this long fails; also bounds connecting (default 10 s). */
   requestTimeoutMs?: number;
   /** Called once a second with the counts so far. */
-  onTick?: (s: { elapsedMs: number; done: number; errors: number; failed: number; unsent: number }) => void;
+  onTick?: (s: { elapsedMs: number; done: number; failed: number; unsent: number }) => void;
   /** Accept a response status as success (default 200). */
   ok?: (status: number) => boolean;
 }
@@ -83,7 +83,7 @@ export async function h2Load(o: H2LoadOptions): Promise<H2LoadResult> {
   const end = start + o.durationMs;
   const headers = { ":method": o.method ?? "POST", ":path": o.path, ...o.headers };
   const ticker = o.onTick
-    ? setInterval(() => o.onTick!({ elapsedMs: performance.now() - start, done: lat.length, errors: failed + unsent, failed, unsent }), 1000)
+    ? setInterval(() => o.onTick!({ elapsedMs: performance.now() - start, done: lat.length, failed, unsent }), 1000)
     : undefined;
 
   const connect = () =>

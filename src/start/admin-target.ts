@@ -1,6 +1,6 @@
 // Where the operator CLI finds the admin listener and its token, and how it
 // words the errors an operator sees (never a stack trace).
-import { dataDirOf } from "../config/config.js";
+import { DEFAULT_ADMIN_PORT, dataDirOf } from "../config/config.js";
 import { operatorTokenFile, readOperatorToken } from "../app/operator-token.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorDetailSchema } from "../../gen/pulsebase/common/v1/error_pb.js";
@@ -12,7 +12,6 @@ export class CliError extends Error {
   }
 }
 
-export const DEFAULT_ADMIN_PORT = 8444;
 
 /**
  * The admin base URL, first found wins: --admin-url, PULSEBASE_ADMIN_URL,

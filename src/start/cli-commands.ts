@@ -13,6 +13,7 @@ import { FunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
 import { encodeRest } from "../http/rest-json.js";
 import { dataDirOf } from "../config/config.js";
+import { TYPE_OF_EXT } from "../cms/media.js";
 import { rotateKeys } from "../identity/token-keys.js";
 import { CliError } from "./admin-target.js";
 
@@ -165,11 +166,6 @@ function rpc(name: string, usage: string, summary: string, service: DescService,
 const page = (f: Flags, dflt?: number) => ({ page_size: str(f, "page-size") ?? dflt, page_token: str(f, "page-token") });
 const PAGE = "[--page-size N] [--page-token T]";
 
-const MEDIA_TYPES: Record<string, string> = {
-  ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp",
-  ".svg": "image/svg+xml", ".avif": "image/avif", ".pdf": "application/pdf", ".mp4": "video/mp4", ".webm": "video/webm",
-  ".mp3": "audio/mpeg", ".txt": "text/plain", ".json": "application/json", ".csv": "text/csv",
-};
 
 // ---------------------------------------------------------------- commands
 
@@ -420,7 +416,7 @@ export const COMMANDS: Command[] = [
       }
       const method = methodOf(CmsService, "UploadMedia");
       const req = create(method.input, {
-        ...(request(method, clean({ app_id: str(f, "app"), filename: str(f, "filename") ?? basename(path), content_type: str(f, "content-type") ?? MEDIA_TYPES[extname(path).toLowerCase()] ?? "application/octet-stream" })) as object),
+        ...(request(method, clean({ app_id: str(f, "app"), filename: str(f, "filename") ?? basename(path), content_type: str(f, "content-type") ?? TYPE_OF_EXT.get(extname(path).slice(1).toLowerCase()) ?? "application/octet-stream" })) as object),
         data: new Uint8Array(data),
       } as never);
       return invoke(ctx, CmsService, "UploadMedia", req);

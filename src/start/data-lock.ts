@@ -17,9 +17,10 @@
 // must stop.
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, readlinkSync, unlinkSync } from "node:fs";
-import { link, mkdir, readFile, realpath, rename, stat, unlink, utimes, writeFile } from "node:fs/promises";
+import { link, mkdir, readFile, realpath, rename, stat, unlink, utimes } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
+import { writeFileOnce } from "../internal/write-once.js";
 
 export const LOCK_FILE = "pulsebase.lock";
 
@@ -89,13 +90,11 @@ export async function lockDataDir(dataDir: string, opts: LockOptions = {}): Prom
   const already = heldHere.get(key);
   if (already) throw new DataDirLockedError(dataDir, already, staleMs);
   heldHere.set(key, me);
-  const tmp = `${file}.${me.pid}.${me.nonce}.tmp`;
   try {
-    await writeFile(tmp, JSON.stringify(me) + "\n", { mode: 0o644 });
     // A few rounds: each either takes the lock, refuses, or clears a dead
     // holder's lock (or sees it vanish) and tries again.
     for (let round = 0; round < 5; round++) {
-      if (await create(tmp, file, me)) return hold(file, key, me, heartbeatMs, opts.onLost);
+      if (await writeFileOnce(file, JSON.stringify(me) + "\n", 0o644)) return hold(file, key, me, heartbeatMs, opts.onLost);
       const current = await readHolder(file);
       if (current === "gone") continue;
       if (!(await isDead(file, current, staleMs))) throw new DataDirLockedError(dataDir, current, staleMs);
@@ -105,34 +104,11 @@ export async function lockDataDir(dataDir: string, opts: LockOptions = {}): Prom
   } catch (err) {
     forget(key, me);
     throw err;
-  } finally {
-    await unlink(tmp).catch(() => undefined);
   }
 }
 
 function forget(key: string, me: LockHolder): void {
   if (heldHere.get(key) === me) heldHere.delete(key);
-}
-
-/** Creates the lock file with our content in one step; false if it exists. */
-async function create(tmp: string, file: string, me: LockHolder): Promise<boolean> {
-  try {
-    await link(tmp, file);
-    return true;
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === "EEXIST") return false;
-    if (code !== "EPERM" && code !== "ENOTSUP" && code !== "ENOSYS") throw err;
-  }
-  // A filesystem without hard links: exclusive create (a reader may see it
-  // empty for an instant, and then counts it as held).
-  try {
-    await writeFile(file, JSON.stringify(me) + "\n", { flag: "wx", mode: 0o644 });
-    return true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "EEXIST") return false;
-    throw err;
-  }
 }
 
 /** The holder, undefined when unreadable (being written, foreign), "gone" when there is no lock. */

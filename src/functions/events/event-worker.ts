@@ -31,6 +31,7 @@ import type { FunctionStore } from "../function-store.js";
 import type { FunctionRuntime } from "../function-runtime.js";
 import { deleteChanges, readChanges, syncCapture, type ChangeCaptureDb, type Operation } from "./change-capture.js";
 import { errorDetail } from "../../internal/errors.js";
+import { Semaphore } from "../../queue/queue.js";
 
 export interface EventWorkerConfig {
   /** JetStream stream (default PB_FUNCTION_EVENTS) and subject prefix (default pulsebase.fn). */
@@ -196,9 +197,7 @@ export function createEventWorker(deps: {
   // A locked sync holds its connection while it talks to the app's database
   // (maybe remote and slow): at most half the pool (1 to MAX_LOCKED_SYNCS)
   // is held by syncs, the rest stays for requests.
-  const maxLockedSyncs = Math.max(1, Math.min(MAX_LOCKED_SYNCS, Math.floor((sql.maxConnections ?? 2 * MAX_LOCKED_SYNCS) / 2)));
-  let lockedSyncs = 0;
-  const slotWaiters: (() => void)[] = [];
+  const lockedSyncs = new Semaphore(Math.max(1, Math.min(MAX_LOCKED_SYNCS, Math.floor((sql.maxConnections ?? 2 * MAX_LOCKED_SYNCS) / 2))));
   async function withCaptureLock<T>(appId: number, fn: (q: Sql) => Promise<T>): Promise<T> {
     const prev = appLocks.get(appId) ?? Promise.resolve();
     let release!: () => void;
@@ -208,16 +207,14 @@ export function createEventWorker(deps: {
     await prev;
     try {
       if (sql.kind !== "postgres") return await fn(sql);
-      while (lockedSyncs >= maxLockedSyncs) await new Promise<void>((r) => slotWaiters.push(r));
-      lockedSyncs++;
+      await lockedSyncs.acquire();
       try {
         return await sql.transaction(async (tx) => {
           await tx.query("SELECT pg_advisory_xact_lock($1, ($2::bigint % 2147483647)::int)", [CAPTURE_LOCK_CLASS, appId]);
           return fn(tx);
         });
       } finally {
-        lockedSyncs--;
-        slotWaiters.shift()?.();
+        lockedSyncs.release();
       }
     } finally {
       release();
