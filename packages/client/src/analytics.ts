@@ -10,7 +10,7 @@ import type { PulsebaseClient } from "./client.js";
 import { isRetryable, ValidationError, type PulsebaseError } from "./errors.js";
 import { backoff } from "./http.js";
 import { randomId } from "./ids.js";
-import { then } from "./storage.js";
+import { after } from "./storage.js";
 
 export type Kind = "events" | "logs" | "breadcrumbs";
 
@@ -90,8 +90,8 @@ export interface Analytics {
 // s: local id, t: start, l: last activity, e: end, v: server id, c: consumer, d: server has its end, r: re-created once
 interface Session { i: string; t: number; l: number; e?: number; v?: number; c?: number; d?: 1; r?: 1 }
 interface Item { s?: string; b: Record<string, unknown> }
-// k: Idempotency-Key, n: items, b: the exact body, s: local sessions it names
-interface Batch { k: string; n: number; b: string; s: string[] }
+// k: Idempotency-Key, n: items, b: the exact body, s: [local, server] ids of the sessions it names
+interface Batch { k: string; n: number; b: string; s: [string, number][] }
 interface Queue { q: Item[]; o?: Batch }
 
 const KINDS: Kind[] = ["events", "logs", "breadcrumbs"];
@@ -194,7 +194,10 @@ export function createAnalytics(client: PulsebaseClient, o: AnalyticsOptions = {
     const p = client
       .request<{ session_id: number; started_at: string }>("/api/session/start", { body: {} })
       .then((r) => {
-        S.o = Date.parse(r.data.started_at) - (t0 + Date.now()) / 2;
+        const at = Date.parse(r.data.started_at);
+        S.o = Math.round(at - (t0 + Date.now()) / 2);
+        // The server's start (it keeps microseconds: +1 ms), so the end sent later is never before it.
+        s.t = at + 1 - S.o;
         s.v = r.data.session_id;
         s.c = client.identity?.consumerId;
         mark("s");
@@ -203,8 +206,9 @@ export function createAnalytics(client: PulsebaseClient, o: AnalyticsOptions = {
     starting.set(s.i, p);
   }
 
-  async function syncSessions(consumer: number) {
+  async function syncSessions() {
     await Promise.all(starting.values());
+    const consumer = client.identity!.consumerId;
     for (const s of S.l) {
       // Resolved under a consumer this device no longer is (registered again): create it again.
       if (s.v !== undefined && s.c !== undefined && s.c !== consumer) {
@@ -305,7 +309,7 @@ export function createAnalytics(client: PulsebaseClient, o: AnalyticsOptions = {
           const d = backoff(attempt++, o.retryBase ?? 1000, o.retryMax ?? 60_000, (e as PulsebaseError).retryAfter);
           retryAt = Date.now() + d;
           clearTimeout(rTimer);
-          rTimer = unref(setTimeout(() => kick(), d));
+          rTimer = unref(setTimeout(() => kick(true), d));
           throw e;
         }
       };
@@ -320,11 +324,14 @@ export function createAnalytics(client: PulsebaseClient, o: AnalyticsOptions = {
 
   async function pass() {
     if (!work()) return;
-    const me = await client.ready();
-    await syncSessions(me.consumerId);
-    for (const k of KINDS) await sendKind(k);
+    await client.ready();
+    // Again when a refused batch put items back (e.g. a session to create again).
+    for (let i = 0; i < 3 && work(); i++) {
+      await syncSessions();
+      for (const k of KINDS) await sendKind(k);
+    }
     // Forget sessions the server has whole that nothing queued still names.
-    const named = new Set<string | undefined>(KINDS.flatMap((k) => [...Q[k].q.map((i) => i.s), ...(Q[k].o?.s ?? [])]));
+    const named = new Set<string | undefined>(KINDS.flatMap((k) => [...Q[k].q.map((i) => i.s), ...(Q[k].o?.s ?? []).map((x) => x[0])]));
     const before = S.l.length;
     S.l = S.l.filter((s) => !s.d || s.i === S.c || named.has(s.i));
     if (S.l.length !== before) mark("s");
@@ -335,7 +342,7 @@ export function createAnalytics(client: PulsebaseClient, o: AnalyticsOptions = {
     for (;;) {
       if (!q.o) {
         const take: Record<string, unknown>[] = [];
-        const names = new Set<string>();
+        const names = new Map<string, number>();
         const keep: Item[] = [];
         let lost = 0;
         for (const it of q.q) {
@@ -344,7 +351,7 @@ export function createAnalytics(client: PulsebaseClient, o: AnalyticsOptions = {
           else if (take.length >= lim[k] || (s && s.v === undefined)) keep.push(it);
           else {
             take.push(s ? { ...it.b, session_id: s.v } : it.b);
-            if (s) names.add(s.i);
+            if (s) names.set(s.i, s.v!);
           }
         }
         drop(k, lost, "session lost");
@@ -372,7 +379,7 @@ export function createAnalytics(client: PulsebaseClient, o: AnalyticsOptions = {
 
   function repair(k: Kind, b: Batch, e: PulsebaseError): Item[] {
     const items: (Item | undefined)[] = (JSON.parse(b.b) as Record<Kind, Record<string, unknown>[]>)[k].map((w) => ({
-      s: S.l.find((x) => x.v !== undefined && x.v === w.session_id)?.i,
+      s: b.s.find((x) => x[1] === w.session_id)?.[0],
       b: w,
     }));
     const all = items.length;
@@ -385,8 +392,10 @@ export function createAnalytics(client: PulsebaseClient, o: AnalyticsOptions = {
         if (!it) return drop(k, all, "refused"), [];
         const s = sess(it.s);
         if (m[2] === "created_at") delete it.b.created_at; // a clock ahead of the server's: server time
-        else if (m[2] === "session_id" && s && !s.r) Object.assign(s, { v: undefined, d: undefined, r: 1 }); // not this consumer's: create it again, once
-        else items[+m[1]!] = undefined;
+        else if (m[2] === "session_id" && s && !(s.r && s.v !== undefined)) {
+          // Not this consumer's (any more): create it again under the current one, once.
+          if (s.v !== undefined) Object.assign(s, { v: undefined, d: undefined, r: 1 });
+        } else items[+m[1]!] = undefined;
       }
     } else {
       return drop(k, all, "refused"), [];
@@ -439,7 +448,7 @@ export function createAnalytics(client: PulsebaseClient, o: AnalyticsOptions = {
 
   // --- loading (last: it may pump at once)
   const loads = ["s", ...KINDS].map((k) =>
-    then(st.get(pre + k), (v) => {
+    after(st.get(pre + k), (v) => {
       try {
         if (v) k === "s" ? (S = JSON.parse(v)) : (Q[k as Kind] = JSON.parse(v));
       } catch (e) {

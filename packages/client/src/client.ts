@@ -5,7 +5,7 @@
 import { PlatformError, ValidationError } from "./errors.js";
 import { send, type FetchLike, type HttpResponse, type RequestOptions } from "./http.js";
 import { randomId } from "./ids.js";
-import { defaultStorage, then, type StorageAdapter } from "./storage.js";
+import { after, defaultStorage, type StorageAdapter } from "./storage.js";
 
 export interface DeviceInfo {
   /** Stable id of this installation; generated and stored when omitted. */
@@ -108,7 +108,7 @@ export function createClient(opts: ClientOptions): PulsebaseClient {
   const save = () => storage.set(key, JSON.stringify(cur));
   const load = () =>
     (loaded ??= Promise.resolve(
-      then(storage.get(key), (v) => {
+      after(storage.get(key), (v) => {
         if (v) cur = JSON.parse(v) as Registration;
         if (!cur) {
           const d = opts.device ?? {};

@@ -95,6 +95,6 @@ export function defaultStorage(): StorageAdapter {
 }
 
 /** Runs `f` on a value that may be a promise: at once when it is not (so synchronous stores stay synchronous). */
-export function then<T, R>(v: MaybePromise<T>, f: (v: T) => MaybePromise<R>): MaybePromise<R> {
+export function after<T, R>(v: MaybePromise<T>, f: (v: T) => MaybePromise<R>): MaybePromise<R> {
   return v instanceof Promise ? v.then(f) : f(v);
 }
