@@ -65,17 +65,20 @@ async function openApp(p?: Page): Promise<Page> {
   p ??= await ctx.newPage();
   p.on("pageerror", (e) => pageErrors.push(e.message));
   await p.goto(`${dev.url}/?appKey=${appKey}&flushAt=100&flushInterval=1000&retryBase=200&retryMax=1500`);
-  await p.waitForFunction(() => (window as unknown as { pb?: unknown }).pb !== undefined);
+  await p.waitForFunction("window.pb !== undefined");
   return p;
 }
 
-const stats = (p: Page) =>
-  p.evaluate(() => (window as unknown as { pb: { analytics: { stats(): { queued: { events: number; logs: number }; sent: { events: number } } } } }).pb.analytics.stats());
+interface Stats {
+  queued: { events: number; logs: number };
+  sent: { events: number };
+}
+const stats = (p: Page) => p.evaluate("window.pb.analytics.stats()") as Promise<Stats>;
 
 /** Records `n` events in the page, in bursts, as taps would. */
 const record = (p: Page, name: string, n: number) =>
   p.evaluate(async ({ name, n }) => {
-    const a = (window as unknown as { pb: { analytics: { track(n: string, m: object): void } } }).pb.analytics;
+    const a = (globalThis as unknown as { pb: { analytics: { track(n: string, m: object): void } } }).pb.analytics;
     for (let i = 0; i < n; i++) {
       a.track(name, { i: String(i) });
       if (i % 50 === 49) await new Promise((r) => setTimeout(r, 10));
@@ -84,9 +87,9 @@ const record = (p: Page, name: string, n: number) =>
 
 describe("the example app in Chromium", () => {
   it("registers and lists the published CMS articles", async () => {
-    await page.waitForFunction(() => document.querySelectorAll("#articles article").length === 3);
+    await page.waitForFunction("document.querySelectorAll('#articles article').length === 3");
     expect(await page.locator("#articles article").allTextContents()).toEqual(["Story 2 (news)", "Story 1 (sport)", "Story 0 (news)"]);
-    await page.waitForFunction(() => /consumer \d+/.test(document.getElementById("status")!.textContent ?? ""));
+    await page.waitForFunction("/consumer \\d+/.test(document.getElementById('status').textContent)");
   });
 
   // First with a session the server knows (the page forms its batches
@@ -97,11 +100,7 @@ describe("the example app in Chromium", () => {
     it(`1,000 events recorded offline survive a reload and are stored exactly once${dropOne ? ", with one answer lost" : ""}`, async () => {
       const name = dropOne ? "offline_tap_lost_answer" : "offline_tap";
       if (!dropOne) {
-        await page.evaluate(() => {
-          const a = (window as unknown as { pb: { analytics: { track(n: string): void; flush(): Promise<void> } } }).pb.analytics;
-          a.track("online_first");
-          return a.flush();
-        });
+        await page.evaluate("window.pb.analytics.track('online_first'), window.pb.analytics.flush()");
       }
       dev.offline = true;
       const from = dev.log.length;
@@ -114,7 +113,7 @@ describe("the example app in Chromium", () => {
       expect(Boolean(firstKey)).toBe(!dropOne);
 
       await page.reload();
-      await page.waitForFunction(() => (window as unknown as { pb?: unknown }).pb !== undefined);
+      await page.waitForFunction("window.pb !== undefined");
       expect((await stats(page)).queued.events).toBe(1000); // loaded from localStorage
 
       if (dropOne) dev.dropResponse((r) => r.path === "/api/events/batch");

@@ -3,7 +3,6 @@
 // (also in strict token mode), a new registration when the consumer is gone,
 // and user changes through the update endpoint (kept while offline).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
 import { memoryStorage, NetworkError, ValidationError } from "../../packages/client/src/index.js";
 import { createModules } from "../../src/start/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
@@ -11,11 +10,10 @@ import { sdkClient } from "./sdk-fixture.js";
 
 let s: TestServer;
 let appKey: string;
-let appId: bigint;
 
 beforeAll(async () => {
   s = await startTestServer({ modules: createModules });
-  ({ appKey, appId } = await s.createApp("sdk identity"));
+  ({ appKey } = await s.createApp("sdk identity"));
 });
 afterAll(() => s.close());
 

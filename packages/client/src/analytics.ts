@@ -98,7 +98,7 @@ const KINDS: Kind[] = ["events", "logs", "breadcrumbs"];
 const PATH: Record<Kind, string> = { events: "/api/events/batch", logs: "/api/log/batch", breadcrumbs: "/api/breadcrumbs/batch" };
 
 // The server's limits (docs/analytics.md): longer strings are cut, NUL removed.
-const str = (v: unknown, max: number) => String(v ?? "").replace(/\u0000/g, "").slice(0, max);
+const str = (v: unknown, max: number) => String(v ?? "").split("\0").join("").slice(0, max);
 
 function unref<T>(t: T): T {
   (t as { unref?: () => void }).unref?.();
@@ -450,7 +450,8 @@ export function createAnalytics(client: PulsebaseClient, o: AnalyticsOptions = {
   const loads = ["s", ...KINDS].map((k) =>
     after(st.get(pre + k), (v) => {
       try {
-        if (v) k === "s" ? (S = JSON.parse(v)) : (Q[k as Kind] = JSON.parse(v));
+        if (v && k === "s") S = JSON.parse(v);
+        else if (v) Q[k as Kind] = JSON.parse(v);
       } catch (e) {
         report(e);
       }

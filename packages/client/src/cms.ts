@@ -112,11 +112,10 @@ export class CmsQuery<T> implements AsyncIterable<T & EntryBase> {
 
   /** Every page from the current one on. */
   async *pages(): AsyncGenerator<Page<T & EntryBase>> {
-    for (let p: CmsQuery<T> = this, n = Number(this.q.page ?? 1); ; n++) {
-      const page = await p.fetch();
+    for (let n = Number(this.q.page ?? 1); ; n++) {
+      const page = await this.page(n).fetch();
       yield page;
       if (n >= page.meta.last_page || !page.data.length) return;
-      p = p.page(n + 1);
     }
   }
 
