@@ -21,6 +21,8 @@ export interface ProxiedRequest {
   path: string;
   idempotencyKey?: string;
   body: string;
+  /** When it arrived (ms since the epoch). */
+  at: number;
   /** The server's status; undefined when refused (offline). */
   status?: number;
   /** The server answered but the answer was cut off. */
@@ -92,6 +94,7 @@ export async function startDevServer(opts: { upstream: string; port?: number; ho
         path: url.pathname,
         idempotencyKey: req.headers["idempotency-key"] as string | undefined,
         body: body.toString("utf8"),
+        at: Date.now(),
       };
       dev.log.push(entry);
       if (dev.offline) {
