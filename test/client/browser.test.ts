@@ -115,12 +115,18 @@ describe("the example app in Chromium", () => {
       await page.reload();
       await page.waitForFunction("window.pb !== undefined");
       expect((await stats(page)).queued.events).toBe(1000); // loaded from localStorage
+      const stored = (await page.evaluate(
+        "Object.keys(localStorage).filter((k) => k.startsWith('pb:')).reduce((n, k) => n + k.length + localStorage.getItem(k).length, 0)",
+      )) as number;
 
       if (dropOne) dev.dropResponse((r) => r.path === "/api/events/batch");
       const back = dev.log.length;
       dev.offline = false;
+      const t0 = Date.now();
+      await waitFor(() => stats(page), (st) => st.queued.events === 0, 60_000);
+      const sentMs = Date.now() - t0;
       await waitFor(() => eventCounts(s, appId, name), (c) => c.occurrences >= 1000, 60_000);
-      await waitFor(() => stats(page), (st) => st.queued.events === 0, 20_000);
+      const storedMs = Date.now() - t0;
       await new Promise((r) => setTimeout(r, 1500)); // a batch applied twice would show by now
       expect(await eventCounts(s, appId, name)).toEqual({ rows: 1000, occurrences: 1000 });
       const distinct = await s.db.sql.query<{ n: string }>(
@@ -130,6 +136,9 @@ describe("the example app in Chromium", () => {
 
       const after = dev.log.slice(back).filter((r) => r.path === "/api/events/batch");
       // The batch formed before the reload was sent after it with the same key and body.
+      console.log(`[sdk offline] ${name}: 1000 events kept in ${stored} chars of localStorage over the reload; ` +
+        `all accepted ${sentMs} ms and all stored ${storedMs} ms after the server came back, in ${after.length} batch requests ` +
+        `(${after.filter((r) => r.dropped).length} answer lost and resent)`);
       if (firstKey) expect(after.find((r) => r.idempotencyKey === firstKey.idempotencyKey)).toMatchObject({ body: firstKey.body, status: 202 });
       if (dropOne) {
         expect(dev.log.slice(back).filter((r) => r.path === "/api/session/batch").map((r) => r.status)).toContain(200);
