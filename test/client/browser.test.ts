@@ -151,6 +151,43 @@ describe("the example app in Chromium", () => {
     }, 120_000);
   }
 
+  it("hiding the page ends the session on the server", async () => {
+    await page.evaluate("window.pb.analytics.track('before_hide'), window.pb.analytics.flush()");
+    const session = ((await stats(page)) as unknown as { session: { serverId: number } }).session.serverId;
+    const ended = () => s.db.sql.query<{ ended_at: Date | null }>("SELECT ended_at FROM sessions WHERE id = $1", [session]);
+    expect((await ended()).rows[0]!.ended_at).toBeNull();
+    await page.evaluate(`
+      Object.defineProperty(document, "visibilityState", { value: "hidden", configurable: true });
+      document.dispatchEvent(new Event("visibilitychange", { bubbles: true }));
+      delete document.visibilityState;
+      document.dispatchEvent(new Event("visibilitychange", { bubbles: true }));
+    `);
+    await waitFor(ended, (r) => r.rows[0]!.ended_at !== null, 10_000);
+    expect((await ended()).rows[0]!.ended_at).not.toBeNull();
+  });
+
+  it("keeps the queue in IndexedDB with indexedDbStorage, over a reload", async () => {
+    const setup = `(async () => {
+      const m = await import("/pulsebase-client.js");
+      const client = m.createClient({ baseUrl: location.origin, appKey: "${appKey}", storage: m.indexedDbStorage("pb-idb-test") });
+      window.idb = m.createAnalytics(client, { flushAt: 1000, flushInterval: 60000, retryBase: 200, retryMax: 1000 });
+      await window.idb.loaded;
+    })()`;
+    await page.evaluate(setup);
+    await page.evaluate("window.idb.track('idb_warmup'), window.idb.flush()"); // registered, session known
+    dev.offline = true;
+    await page.evaluate("for (let i = 0; i < 50; i++) window.idb.track('idb_event', { i: String(i) })");
+    await page.evaluate("window.idb.flush().catch(() => undefined)");
+    await page.reload();
+    await page.waitForFunction("window.pb !== undefined");
+    await page.evaluate(setup);
+    expect(await page.evaluate("window.idb.stats().queued.events")).toBe(50);
+    dev.offline = false;
+    await page.evaluate("window.idb.flush()");
+    await waitFor(() => eventCounts(s, appId, "idb_event"), (c) => c.occurrences >= 50);
+    expect(await eventCounts(s, appId, "idb_event")).toEqual({ rows: 50, occurrences: 50 });
+  });
+
   it("an uncaught error becomes a crash log with its stack and breadcrumbs, sent on the next start if the page could not", async () => {
     const crashes = () =>
       s.db.sql.query<{ class_fqn: string; message: string; stack_trace: string; file_name: string; line_number: string; occurrences: string; context: { breadcrumbs?: { name: string }[] } }>(

@@ -219,7 +219,7 @@ export function createAnalytics(client: PulsebaseClient, o: AnalyticsOptions = {
     // Sessions the server does not know: ended ones, and the current one if
     // it began offline (its offline part is closed now and the next activity
     // starts a new session, so that both keep their true times).
-    const todo = S.l.filter((s) => s.v === undefined).slice(0, 100);
+    const todo = S.l.filter((s) => s.v === undefined && !starting.has(s.i)).slice(0, 100);
     if (todo.length) {
       const now = Date.now();
       const r = await client.request<{ session_id: number }[]>("/api/session/batch", {
@@ -383,8 +383,8 @@ export function createAnalytics(client: PulsebaseClient, o: AnalyticsOptions = {
       b: w,
     }));
     const all = items.length;
-    if (e.status === 413) {
-      lim[k] = Math.max(1, b.n >> 1); // too large to queue: smaller batches
+    if (e.status === 413 && b.n > 1) {
+      lim[k] = b.n >> 1; // too large to queue: smaller batches
     } else if (e instanceof ValidationError) {
       for (const path in e.fields) {
         const m = /^\w+\.(\d+)\.(\w+)/.exec(path);
