@@ -77,6 +77,17 @@ describe("Node crash capture", () => {
     expect(rows.rows[0]).toMatchObject({ message: "never handled", context: { unhandledRejection: true } });
   });
 
+  it("a program that simply ends sends what it recorded and ends its session (beforeExit)", async () => {
+    const r = await run("exit", await newDir());
+    expect(r.code).toBe(0);
+    const occ = await waitFor(() => s.db.sql.query<{ session_id: string }>(
+      `SELECT o.session_id FROM analytics_event_occurrences o JOIN analytics_events e ON e.id = o.event_id
+        WHERE e.app_id = $1 AND e.name = 'before_exit'`, [Number(appId)]), (x) => x.rows.length > 0);
+    expect(occ.rows).toHaveLength(1);
+    const sess = await s.db.sql.query<{ ended_at: Date | null }>("SELECT ended_at FROM sessions WHERE id = $1", [occ.rows[0]!.session_id]);
+    expect(sess.rows[0]!.ended_at).not.toBeNull();
+  });
+
   it("with the server unreachable the crash is stored on disk and sent by the next start", async () => {
     const dir = await newDir();
     await run("send", dir); // registered while online
