@@ -2,7 +2,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["gen/**", "node_modules/**", ".data/**", "coverage/**", "bench/tmp/**"] },
+  { ignores: ["gen/**", "node_modules/**", ".data/**", "coverage/**", "bench/tmp/**", "packages/*/dist/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -11,5 +11,10 @@ export default tseslint.config(
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_", caughtErrors: "none" }],
       "@typescript-eslint/no-explicit-any": "warn",
     },
+  },
+  // The example web app runs in a browser.
+  {
+    files: ["examples/web/*.js"],
+    languageOptions: { globals: { window: "readonly", document: "readonly", location: "readonly", URLSearchParams: "readonly" } },
   },
 );
