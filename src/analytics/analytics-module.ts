@@ -11,6 +11,7 @@ import { registerQueueMetrics } from "../app/metrics.js";
 import { createDirBlobStore } from "../blobs/dir-blob-store.js";
 import { createBatchQueue } from "../queue/create-queue.js";
 import type { Sql } from "../storage/sql.js";
+import type { NatsLink } from "../queue/nats-link.js";
 import { startWorkers } from "../workers/start-workers.js";
 import { createAdminAnalyticsServiceImpl } from "./admin-analytics-service.js";
 import { createAnalyticsServiceImpl } from "./analytics-service.js";
@@ -18,7 +19,8 @@ import { createAnalyticsServiceImpl } from "./analytics-service.js";
 export interface AnalyticsModuleDeps {
   sql: Sql;
   dataDir: string;
-  natsUrl?: string;
+  /** The process's NATS connection: the queue is JetStream with it, else the embedded table. */
+  nats?: NatsLink;
   natsNamespace: string;
   logger: Logger;
   /** Run the batch workers in this process (always on for PGlite). */
@@ -31,7 +33,7 @@ export function analyticsStreams(ns: string) {
 }
 
 export function createAnalyticsModule(deps: AnalyticsModuleDeps): PulsebaseModule {
-  const queue = createBatchQueue({ sql: deps.sql, natsUrl: deps.natsUrl, jetstream: analyticsStreams(deps.natsNamespace) });
+  const queue = createBatchQueue({ sql: deps.sql, nats: deps.nats, jetstream: analyticsStreams(deps.natsNamespace) });
   const blobs = createDirBlobStore(join(deps.dataDir, "blobs"));
   let workers: { stop(): Promise<void> } | undefined;
   return {

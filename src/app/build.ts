@@ -7,12 +7,11 @@ import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
 import type { Config } from "../config/config.js";
 import { createIdentityModule } from "../identity/identity-module.js";
-import { PlanChanges } from "../identity/plan.js";
 import type { Sql } from "../storage/sql.js";
 import { ObservedLogController } from "./access-log.js";
 import { buildAdminApp } from "./admin-app.js";
 import { createLogger, withErrorSerializers } from "./logger.js";
-import { createMetrics, registerMetricsRoute, registerPgPoolMetrics, type Metrics } from "./metrics.js";
+import { createMetrics, registerChangeBusMetrics, registerMetricsRoute, registerNatsMetrics, registerPgPoolMetrics, type Metrics } from "./metrics.js";
 import type { PulsebaseModule } from "./module.js";
 import { buildPlainApp } from "./plain-app.js";
 import { buildPublicApp } from "./public-app.js";
@@ -21,6 +20,8 @@ import type { SigningKey } from "../identity/token-keys.js";
 import { Authenticator } from "../identity/authenticator.js";
 import { IdentityStore } from "../identity/identity-store.js";
 import { TokenService } from "../identity/tokens.js";
+import { ChangeBus } from "../cluster/change-bus.js";
+import { NatsLink } from "../queue/nats-link.js";
 
 /** 4 MiB (DECISIONS 12): the largest file part a device may send. */
 export const MAX_FILE_BYTES = 4 * 1024 * 1024;
@@ -43,8 +44,16 @@ export interface Shared {
   identity: IdentityStore;
   auth: Authenticator;
   tokens: TokenService;
-  /** SetAppPlan tells the modules caching plans (identity/plan.ts). */
-  plans: PlanChanges;
+  /**
+   * The process's one NATS connection (NATS_URL set), shared by every user:
+   * the analytics queue, the function-event transport, the change bus.
+   */
+  nats?: NatsLink;
+  /**
+   * Changes that caches in every process must follow (CMS content, consumer
+   * revocation, app key and plan, functions): cluster/change-bus.ts.
+   */
+  changes: ChangeBus;
 }
 
 export interface Pulsebase {
@@ -70,7 +79,29 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
   const identity = new IdentityStore(deps.sql);
   const tokens = new TokenService(deps.signingKeys, config.tokenTtlSeconds);
   const auth = new Authenticator(identity, tokens);
-  const shared: Shared = { config, sql: deps.sql, logger, identity, auth, tokens, plans: new PlanChanges() };
+  // Opened in the background and retried until NATS answers: a server
+  // started while NATS is down serves what does not need it and joins later.
+  const nats = config.natsUrl
+    ? new NatsLink({
+        servers: config.natsUrl,
+        name: "pulsebase-server",
+        onRetry: (err, attempt) => {
+          if (attempt === 1 || attempt % 30 === 0) logger.warn({ err, attempt }, "NATS unreachable, retrying");
+        },
+      })
+    : undefined;
+  const changes = new ChangeBus({
+    sql: deps.sql,
+    nats,
+    subject: `${config.natsNamespace}.changes`,
+    pollMs: config.changePollMs,
+    onError: (err) => logger.warn({ err }, "change bus: PostgreSQL or NATS failed (retrying)"),
+  });
+  // Revoked tokens: a deleted consumer, or every consumer of an app whose key
+  // changed (or of which a change may have been missed).
+  changes.subscribe("consumer", (c) => (c.itemId === undefined ? auth.forgetApp(c.appId) : auth.forgetConsumer(c.itemId)));
+  changes.subscribe("app", (c) => auth.forgetApp(c.appId));
+  const shared: Shared = { config, sql: deps.sql, logger, identity, auth, tokens, nats, changes };
   const modules = [createIdentityModule(shared), ...((await deps.modules?.(shared)) ?? [])];
 
   // Readiness: the storage answers (/readyz and grpc.health.v1 on both listeners).
@@ -105,6 +136,8 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
   const plain = config.httpPort > 0 || deps.tls ? buildPlainApp({ logger, httpsPort: config.httpsPort, logController: observed("http") }) : undefined;
   const poolStats = deps.sql.poolStats?.bind(deps.sql);
   if (poolStats) registerPgPoolMetrics(metrics.registry, poolStats);
+  if (nats) registerNatsMetrics(metrics.registry, nats);
+  registerChangeBusMetrics(metrics.registry, changes);
   for (const m of modules) m.registerMetrics?.(metrics.registry);
   // The access log and request metrics read Fastify internals: a Fastify
   // that no longer matches fails here, not by silently labelling every
@@ -121,6 +154,7 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     plain,
     modules,
     async listen() {
+      await changes.start();
       for (const m of modules) await m.start?.();
       started = true;
       await publicApp.listen({ host: config.host, port: config.httpsPort });
@@ -140,6 +174,8 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
       // Stop taking requests, drain in-flight ones, then stop background work.
       await Promise.all([publicApp.close(), admin.close(), plain?.close()]);
       if (started) for (const m of [...modules].reverse()) await m.stop?.();
+      await changes.stop();
+      await nats?.close();
     },
   };
 }

@@ -5,7 +5,7 @@
 // hot path by HttpMetrics (a few additions into a cached series); everything
 // else is a gauge read by a collect() callback when Prometheus scrapes, so
 // nothing is polled between scrapes.
-import { Gauge, Registry, collectDefaultMetrics, type MetricValueWithName } from "prom-client";
+import { Counter, Gauge, Registry, collectDefaultMetrics, type MetricValueWithName } from "prom-client";
 import type { FastifyInstance } from "fastify";
 import { sendError } from "../http/envelopes.js";
 import { bearerToken } from "../identity/tokens.js";
@@ -319,5 +319,46 @@ export function registerMetricsRoute(app: FastifyInstance, metrics: Metrics, aut
     }
     const text = await metrics.scrape();
     return reply.type(metrics.contentType).send(text);
+  });
+}
+
+/** What the NATS gauges read (queue/nats-link.ts). */
+export interface NatsStateSource {
+  readonly connected: boolean;
+  readonly reconnects: number;
+}
+
+/** pulsebase_nats_connected and pulsebase_nats_reconnects_total of the process's NATS connection. */
+export function registerNatsMetrics(registry: Registry, link: NatsStateSource): void {
+  new Gauge({
+    name: "pulsebase_nats_connected",
+    help: "1 while this process's NATS connection is up; 0 while it is being opened (NATS unreachable since start) or re-established.",
+    registers: [registry],
+    collect() {
+      this.set(link.connected ? 1 : 0);
+    },
+  });
+  new Counter({
+    name: "pulsebase_nats_reconnects_total",
+    help: "Times the NATS connection was re-established after being lost.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(link.reconnects);
+    },
+  });
+}
+
+/** pulsebase_change_bus_read_age_seconds: how far behind the PostgreSQL side of the change bus this process may be. */
+export function registerChangeBusMetrics(registry: Registry, bus: { secondsSinceRead(): number | undefined }): void {
+  new Gauge({
+    name: "pulsebase_change_bus_read_age_seconds",
+    help: "Seconds since this process last read the change table (cache invalidation's fallback when NATS messages are missed); absent with the embedded database.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      const age = bus.secondsSinceRead();
+      if (age !== undefined) this.set(age);
+    },
   });
 }

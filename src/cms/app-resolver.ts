@@ -1,5 +1,6 @@
 // X-App-Key -> application and its CMS plan limits, cached briefly in
-// process (a rotated key stops working within ttlMs; forget() drops it now).
+// process. A rotated key or a changed plan reaches every process through the
+// change bus (kind app), which calls forgetApp; ttlMs is only the safety net.
 import { TtlCache } from "../internal/ttl-cache.js";
 import type { Sql } from "../storage/sql.js";
 
@@ -13,6 +14,9 @@ export interface CmsApp {
 
 export class AppResolver {
   private readonly cache: TtlCache<string, CmsApp | null>;
+  // Bumped by every forget: a lookup that started before one may have read
+  // the old key or plan, so it answers its own request but is not cached.
+  private generation = 0;
 
   constructor(private readonly sql: Sql, ttlMs = 5000) {
     this.cache = new TtlCache(ttlMs, 50_000);
@@ -24,6 +28,7 @@ export class AppResolver {
     if (appKey.includes("\u0000")) return null;
     const hit = this.cache.get(appKey);
     if (hit !== undefined) return hit;
+    const started = this.generation;
     const { rows } = await this.sql.query<{ id: number; plan: Record<string, unknown> | string | null }>(
       "SELECT id, plan FROM apps WHERE app_key = $1",
       [appKey],
@@ -39,7 +44,7 @@ export class AppResolver {
           requestsPerDay: Number(plan?.cmsRequestsPerDay ?? 0) || 0,
         }
       : null;
-    this.cache.set(appKey, app);
+    if (started === this.generation) this.cache.set(appKey, app);
     return app;
   }
 
@@ -54,11 +59,16 @@ export class AppResolver {
   }
 
   forget(): void {
+    this.generation++;
     this.cache.clear();
   }
 
-  /** Drops the cached entry of one application (its plan changed). */
+  /**
+   * Drops the cached entry of one application (its key or plan changed).
+   * Unknown keys cached as null go too: one of them may be the new key.
+   */
   forgetApp(appId: number): void {
-    this.cache.deleteWhere((app) => app?.id === appId);
+    this.generation++;
+    this.cache.deleteWhere((app) => app === null || app.id === appId);
   }
 }

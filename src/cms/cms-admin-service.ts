@@ -48,8 +48,8 @@ export interface CmsAdminDeps {
   indexes: IndexBuilder;
   /** how long Create/Update/DeleteContentType wait for their index build or drop (default 30 s) */
   indexWaitMs?: number;
-  /** drops the application's cached reads in every process */
-  invalidate: (appId: number) => void;
+  /** drops the application's cached reads in every process (resolves once the other processes are sure to follow) */
+  invalidate: (appId: number) => void | Promise<void>;
   onChange?: CmsChangeHook;
   /** errors thrown by onChange (the change itself is committed) */
   onHookError?: (err: unknown) => void;
@@ -160,7 +160,7 @@ export function createCmsAdminServiceImpl(deps: CmsAdminDeps): ServiceImpl<typeo
   }
 
   async function notify(appId: number, change: CmsChange): Promise<void> {
-    deps.invalidate(appId);
+    await deps.invalidate(appId);
     if (!deps.onChange) return;
     try {
       await deps.onChange(appId, change);
@@ -196,19 +196,19 @@ export function createCmsAdminServiceImpl(deps: CmsAdminDeps): ServiceImpl<typeo
   return {
     async createContentType(req) {
       const def = await types.create(Number(req.appId), inputOf(req.contentType));
-      deps.invalidate(Number(req.appId));
+      await deps.invalidate(Number(req.appId));
       await awaitIndexes(def.id);
       return (await typeMsgs([def]))[0]!;
     },
     async updateContentType(req) {
       const { after } = await types.update(Number(req.appId), req.slug, inputOf(req.contentType));
-      deps.invalidate(Number(req.appId));
+      await deps.invalidate(Number(req.appId));
       await awaitIndexes(after.id);
       return (await typeMsgs([after]))[0]!;
     },
     async deleteContentType(req) {
       const def = await types.delete(Number(req.appId), req.slug);
-      deps.invalidate(Number(req.appId));
+      await deps.invalidate(Number(req.appId));
       // its indexes are dropped after commit (DROP INDEX CONCURRENTLY)
       await awaitIndexes(def.id);
       return {};
@@ -289,7 +289,7 @@ export function createCmsAdminServiceImpl(deps: CmsAdminDeps): ServiceImpl<typeo
     async deleteMedia(req) {
       await deps.media.delete(Number(req.appId), req.fileId);
       // like every content change: cached reads of the application are dropped
-      deps.invalidate(Number(req.appId));
+      await deps.invalidate(Number(req.appId));
       return {};
     },
 

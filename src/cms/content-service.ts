@@ -27,6 +27,7 @@ import type { RateLimiter } from "./rate-limiter.js";
 import type { AppSlot, CachedResponse, ReadCache, ReadState } from "./read-cache.js";
 import { compileRenderer, mediaBaseFor, TS_SELECT, type EntryRow } from "./render.js";
 import type { UsageMeter } from "./usage-meter.js";
+import type { DailyQuota } from "./daily-quota.js";
 
 export const CACHE_CONTROL_PUBLIC = "public, max-age=3600";
 export const CACHE_CONTROL_SEARCH = "no-cache, no-store";
@@ -41,6 +42,8 @@ export interface ContentServiceDeps {
   cache: ReadCache;
   meter: UsageMeter;
   limiter: RateLimiter;
+  /** the plan's daily allowance of counted requests, across processes */
+  quota: DailyQuota;
   /** statement timeout of computed list/search queries; default 5000 */
   queryTimeoutMs?: number;
 }
@@ -164,7 +167,7 @@ function cachedResponse(data: JsonValue, meta: Omit<Meta, "$typeName"> | undefin
 export function createContentServiceImpl(
   deps: ContentServiceDeps,
 ): ServiceImpl<typeof ContentService> & { [REST_FAST_PATH]: RestFastPaths } {
-  const { sql, apps, cache, meter, limiter } = deps;
+  const { sql, apps, cache, meter, limiter, quota } = deps;
   const timeoutMs = deps.queryTimeoutMs ?? 5000;
 
   async function stateOf(slot: AppSlot, appId: number): Promise<ReadState> {
@@ -196,7 +199,7 @@ export function createContentServiceImpl(
     const def = slug !== undefined ? state.bySlug.get(slug) : undefined;
     const counted = isCounted(endpoint, query, def);
     // The plan's daily allowance of counted requests; cached shapes stay served.
-    if (counted && app.requestsPerDay > 0 && (await meter.countedToday(app.id)) >= app.requestsPerDay) {
+    if (counted && app.requestsPerDay > 0 && !(await quota.take(app.id, app.requestsPerDay))) {
       const now = Date.now();
       const retry = Math.max(1, Math.ceil((Math.ceil(now / 86_400_000) * 86_400_000 - now) / 1000));
       throw appError("RATE_LIMITED", "The plan's daily allowance of computed CMS requests is used up.", { retryAfterSeconds: retry });

@@ -15,6 +15,7 @@ import { createMediaHandler, MediaStore } from "./media.js";
 import { RateLimiter } from "./rate-limiter.js";
 import { ReadCache } from "./read-cache.js";
 import { UsageMeter } from "./usage-meter.js";
+import { DailyQuota } from "./daily-quota.js";
 
 export interface CmsConfig {
   /** {media_base_url}: media URLs are {mediaBaseUrl}/<APP_KEY>/cms/media/<file_id> */
@@ -44,8 +45,8 @@ export interface CmsDeps {
   config: CmsConfig;
   /** functions' cms triggers; called after each entry change commits */
   onChange?: CmsChangeHook;
-  /** tells the other processes to invalidate (e.g. a NATS publish); they call cms.invalidate(appId) */
-  broadcastInvalidation?: (appId: number) => void;
+  /** tells the other processes to invalidate (the change bus); they call cms.invalidate(appId) */
+  broadcastInvalidation?: (appId: number) => void | Promise<void>;
   onHookError?: (err: unknown) => void;
   /** a per-field index build or drop failed (info.willRetry: another attempt follows) */
   onIndexError?: (err: unknown, info: IndexBuildErrorInfo) => void;
@@ -58,12 +59,19 @@ export interface Cms {
   serveMedia: ReturnType<typeof createMediaHandler>;
   /** drops this process's cached reads of the application (no broadcast) */
   invalidate(appId: number): void;
+  /**
+   * The application's key or plan changed (here or in another process): its
+   * key lookup, its cached reads (their media URLs hold the key) and its
+   * unspent daily-allowance claim go.
+   */
+  appChanged(appId: number): void;
   /** starts the usage meter's periodic flush and repairs per-field indexes left missing or INVALID by an interrupted build */
   start(): void;
   /** flushes the usage meter and waits for the index build in progress (queued ones are left to the next start); call before closing sql */
   stop(): Promise<void>;
   /** internals, for tests and the bench */
   readonly meter: UsageMeter;
+  readonly quota: DailyQuota;
   readonly cache: ReadCache;
   readonly apps: AppResolver;
   readonly indexes: IndexBuilder;
@@ -75,6 +83,7 @@ export function createCms(deps: CmsDeps): Cms {
   const apps = new AppResolver(sql, config.appKeyTtlMs);
   const meter = new UsageMeter(sql, config.meterFlushMs);
   const limiter = new RateLimiter(sql);
+  const quota = new DailyQuota(sql);
   const media = new MediaStore({ sql, blobDir: config.mediaDir, maxBytes: config.mediaMaxBytes });
   const indexes = new IndexBuilder(sql, {
     attempts: config.indexBuildAttempts,
@@ -84,7 +93,7 @@ export function createCms(deps: CmsDeps): Cms {
   const invalidate = (appId: number) => cache.invalidate(appId);
   return {
     contentService: createContentServiceImpl({
-      sql, mediaBaseUrl: config.mediaBaseUrl, apps, cache, meter, limiter, queryTimeoutMs: config.queryTimeoutMs,
+      sql, mediaBaseUrl: config.mediaBaseUrl, apps, cache, meter, limiter, quota, queryTimeoutMs: config.queryTimeoutMs,
     }),
     adminService: createCmsAdminServiceImpl({
       sql,
@@ -94,23 +103,30 @@ export function createCms(deps: CmsDeps): Cms {
       meter,
       indexes,
       indexWaitMs: config.indexWaitMs,
-      invalidate: (appId) => {
+      invalidate: async (appId) => {
         invalidate(appId);
-        deps.broadcastInvalidation?.(appId);
+        await deps.broadcastInvalidation?.(appId);
       },
       onChange: deps.onChange,
       onHookError: deps.onHookError,
     }),
     serveMedia: createMediaHandler({ media, apps }),
     invalidate,
+    appChanged: (appId) => {
+      apps.forgetApp(appId);
+      invalidate(appId);
+      quota.forgetApp(appId);
+    },
     start: () => {
       meter.start();
+      quota.start();
       indexes.reconcileAll().catch((err: unknown) => deps.onIndexError?.(err, { typeId: 0, index: "", attempt: 1, willRetry: false }));
     },
     stop: async () => {
-      await Promise.all([meter.stop(), indexes.stop()]);
+      await Promise.all([meter.stop(), quota.stop(), indexes.stop()]);
     },
     meter,
+    quota,
     cache,
     apps,
     indexes,

@@ -1,5 +1,7 @@
 // Per application per UTC day request counts, aggregated in memory and
 // written with one multi-row upsert per flush (never a write per request).
+// This is the metered figure GetCmsUsage reports; the plan's daily allowance
+// is enforced by DailyQuota, which does not wait for a flush.
 import type { Sql } from "../storage/sql.js";
 
 export interface UsageDay {
@@ -11,8 +13,6 @@ export interface UsageDay {
 export class UsageMeter {
   private pending = new Map<string, { appId: number; day: string; counted: number; included: number }>();
   private timer: NodeJS.Timeout | undefined;
-  // counted requests of today already in PostgreSQL (all processes), per app
-  private readonly stored = new Map<number, { day: string; counted: number; at: number; loading?: Promise<void> }>();
   private flushing: Promise<void> = Promise.resolve();
 
   constructor(
@@ -44,34 +44,6 @@ export class UsageMeter {
     if (!e) this.pending.set(key, (e = { appId, day, counted: 0, included: 0 }));
     if (counted) e.counted++;
     else e.included++;
-  }
-
-  /**
-   * Counted requests of the application today, across processes: the stored
-   * count (re-read at most once per flush interval) plus this process's
-   * pending ones. Approximate by up to one flush interval of other processes.
-   */
-  async countedToday(appId: number): Promise<number> {
-    const day = this.today();
-    let e = this.stored.get(appId);
-    if (!e || e.day !== day || Date.now() - e.at > this.flushIntervalMs) {
-      if (!e?.loading) {
-        const entry = e && e.day === day ? e : { day, counted: 0, at: 0 };
-        entry.loading = this.sql
-          .query<{ counted: number }>("SELECT counted FROM cms_usage_daily WHERE app_id = $1 AND day = $2::date", [appId, day])
-          .then((r) => {
-            entry.counted = Number(r.rows[0]?.counted ?? 0);
-            entry.at = Date.now();
-          })
-          .finally(() => {
-            entry.loading = undefined;
-          });
-        this.stored.set(appId, entry);
-        e = entry;
-      }
-      if (e.loading) await e.loading;
-    }
-    return e.counted + (this.pending.get(`${appId}|${day}`)?.counted ?? 0);
   }
 
   start(): void {
@@ -107,11 +79,6 @@ export class UsageMeter {
                included = cms_usage_daily.included + EXCLUDED.included`,
         [batch.map((b) => b.appId), batch.map((b) => b.day), batch.map((b) => b.counted), batch.map((b) => b.included)],
       );
-      // what was pending is stored now
-      for (const b of batch) {
-        const e = this.stored.get(b.appId);
-        if (e && e.day === b.day && !e.loading) e.counted += b.counted;
-      }
     } catch (err) {
       for (const b of batch) {
         const key = `${b.appId}|${b.day}`;

@@ -50,6 +50,11 @@ export interface Config {
    * (PULSEBASE_METRICS_TOKEN); unset = open to whoever reaches that listener.
    */
   metricsToken?: string;
+  /**
+   * How often every server reads the change table (PULSEBASE_CHANGE_POLL_MS):
+   * the bound on cache staleness when a NATS message was missed.
+   */
+  changePollMs: number;
 }
 
 /** The admin listener's port when PULSEBASE_ADMIN_PORT is unset (the CLI's default too). */
@@ -158,6 +163,7 @@ export function loadConfig(env: Env = process.env): Config {
     pgPoolSize: int(env, "PULSEBASE_PG_POOL_SIZE", 10, 1, 1000),
     accessLog: bool(env, "PULSEBASE_ACCESS_LOG", true),
     metricsToken,
+    changePollMs: int(env, "PULSEBASE_CHANGE_POLL_MS", 250, 50, 10_000),
   };
 }
 

@@ -28,7 +28,8 @@ export interface DatabaseModule {
   close(): Promise<void>;
 }
 
-export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: Sql }): Promise<DatabaseModule> {
+/** `onChange`: a link, status or deletion changed through this process (the server tells the other processes). */
+export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: Sql; onChange?: () => void }): Promise<DatabaseModule> {
   await mkdir(config.dataDir, { recursive: true });
   const limits = { ...DEFAULT_DATABASE_LIMITS, ...config.limits };
   const store = createDatabaseStore(deps.sql);
@@ -47,7 +48,10 @@ export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: 
     remote,
     dataDir: config.dataDir,
     remoteCheckTimeoutMs: config.remoteCheckTimeoutMs,
-    onChange: () => runner.invalidate(),
+    onChange: () => {
+      runner.invalidate();
+      deps.onChange?.();
+    },
   });
   return {
     store,

@@ -44,6 +44,8 @@ export interface AdminFunctionServiceDeps {
   capture?: Pick<EventWorker, "syncApp">;
   /** Failures of best-effort work (removing the capture of a disabled or deleted trigger). */
   onError?: (err: unknown) => void;
+  /** Tells the other processes that an application's functions changed (the change bus, kind functions). */
+  announce?: (appId: number) => Promise<void>;
 }
 
 export const MAX_CODE_BYTES = 1024 * 1024;
@@ -182,6 +184,12 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
     await deps.capture.syncApp(appId).catch((err: unknown) => deps.onError?.(err));
   }
 
+  /** Cached resolutions go: here at once, in the other processes within the change bus's bound. */
+  async function changed(appId: number | undefined): Promise<void> {
+    runtime.invalidate();
+    if (appId !== undefined) await deps.announce?.(appId);
+  }
+
   async function mustGet(id: bigint | number): Promise<FunctionRow> {
     const row = await store.get(Number(id));
     if (!row) throw appError("not_found", "No such function.");
@@ -242,7 +250,7 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       await store.updateSettings(row.id, s);
       // Warm isolates carry the old heap limit: release the idle ones now.
       if (s.memoryMb !== row.memory_mb) for (const v of await store.listVersions(row.id)) sandbox.evictVersion(v.id);
-      runtime.invalidate();
+      await changed(row.app_id);
       return toFunction(await mustGet(req.id));
     },
 
@@ -257,7 +265,7 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
         throw err;
       }
       for (const id of versionIds) sandbox.evictVersion(id);
-      runtime.invalidate();
+      await changed(row?.app_id);
       if (row && watchedDb) await releaseCapture(row.app_id);
       return {};
     },
@@ -270,14 +278,14 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       if (!row.secret_names.includes(req.name) && row.secret_names.length >= MAX_SECRETS) v.add("name", `A function has at most ${MAX_SECRETS} secrets.`);
       v.throwIfAny();
       await store.setSecret(row.id, req.name, req.value);
-      runtime.invalidate();
+      await changed(row.app_id);
       return toFunction(await mustGet(row.id));
     },
 
     async deleteSecret(req) {
       const row = await mustGet(req.functionId);
       if (!(await store.deleteSecret(row.id, req.name))) throw appError("not_found", "No such secret.");
-      runtime.invalidate();
+      await changed(row.app_id);
       return toFunction(await mustGet(row.id));
     },
 
@@ -298,7 +306,7 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       const v = await store.insertVersion(row.id, req.code, req.activate);
       if (!v) throw appError("not_found", "No such function.");
       if (prev?.version_id) sandbox.evictVersion(prev.version_id);
-      runtime.invalidate();
+      await changed(row.app_id);
       return create(FunctionVersionSchema, {
         functionId: BigInt(row.id),
         version: v.version,
@@ -330,7 +338,7 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       const r = await store.activate(row.id, req.version);
       if (!r.ok) throw appError("not_found", `The function has no version ${req.version}.`, { fields: { version: ["No such version."] } });
       if (r.previousVersionId) sandbox.evictVersion(r.previousVersionId);
-      runtime.invalidate();
+      await changed(row.app_id);
       return toFunction(await mustGet(row.id));
     },
 
@@ -341,7 +349,7 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       }
       try {
         const t = await store.createHttpTrigger(row.id, req.slug, req.enabled ?? true);
-        runtime.invalidate();
+        await changed(row.app_id);
         return toTrigger(t!);
       } catch (err) {
         throw conflictAs(err, "Another HTTP trigger of this application already uses this slug.");
@@ -373,7 +381,7 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
           throw err;
         }
       }
-      runtime.invalidate();
+      await changed(t.app_id);
       return toTrigger(t);
     },
 
@@ -382,7 +390,7 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       if (!before) throw appError("not_found", "No such trigger.");
       const t = await store.setTriggerEnabled(before.id, req.enabled);
       if (!t) throw appError("not_found", "No such trigger.");
-      runtime.invalidate();
+      await changed(t.app_id);
       if (t.kind === "event" && t.source === "db") {
         if (!t.enabled) await releaseCapture(t.app_id);
         else {
@@ -401,7 +409,7 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
     async deleteTrigger(req) {
       const t = await store.getTrigger(Number(req.triggerId));
       if (!t || !(await store.deleteTrigger(t.id))) throw appError("not_found", "No such trigger.");
-      runtime.invalidate();
+      await changed(t.app_id);
       if (t.kind === "event" && t.source === "db") await releaseCapture(t.app_id);
       return {};
     },

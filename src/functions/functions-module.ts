@@ -10,7 +10,7 @@ import { createAdminFunctionServiceImpl } from "./admin-function-service.js";
 import { DEFAULT_FUNCTIONS_CONFIG, type FunctionsConfig } from "./config.js";
 import { createDbBridge } from "./db-bridge.js";
 import type { FunctionDb } from "./function-db.js";
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { NatsSource } from "../queue/nats-link.js";
 import type { ChangeCaptureDb } from "./events/change-capture.js";
 import { createEventWorker, type CmsChange, type EventWorker, type EventWorkerConfig } from "./events/event-worker.js";
 import { createFunctionRuntime, type FunctionRuntime } from "./function-runtime.js";
@@ -27,10 +27,12 @@ export interface FunctionsModuleDeps {
   config?: Partial<FunctionsConfig>;
   /** Called when background work (invocation records, event delivery) fails. */
   onError?: (err: unknown) => void;
+  /** Tells the other processes that an application's functions changed (their cached resolutions go). */
+  announce?: (appId: number) => Promise<void>;
   /** Event triggers; without it event triggers can be configured but never fire. */
   events?: {
-    /** JetStream; unset = the PostgreSQL table transport (embedded default). */
-    nats?: NatsConnection;
+    /** JetStream (a connection, or the process's link, waited for); unset = the PostgreSQL table transport (embedded default). */
+    nats?: NatsSource;
     /** Privileged access to the app databases for change capture (src/database). */
     capture: ChangeCaptureDb;
     config?: Partial<EventWorkerConfig>;
@@ -79,7 +81,7 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
     : undefined;
   return {
     invokeService: createFunctionInvokeServiceImpl({ runtime }),
-    adminService: createAdminFunctionServiceImpl({ sql: deps.sql, store, sandbox, runtime, recorder, config, deadLetters: events, capture: events, onError: deps.onError }),
+    adminService: createAdminFunctionServiceImpl({ sql: deps.sql, store, sandbox, runtime, recorder, config, deadLetters: events, capture: events, onError: deps.onError, announce: deps.announce }),
     runtime,
     store,
     sandbox,

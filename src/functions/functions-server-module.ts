@@ -1,7 +1,8 @@
 // The functions capability as a server module: the HTTP trigger on the
 // public listener, the operator API on the admin listener, event triggers
 // when NATS is configured, and shutdown (flush records, release isolates).
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { ChangeBus } from "../cluster/change-bus.js";
+import type { NatsLink } from "../queue/nats-link.js";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { FunctionService } from "../../gen/pulsebase/platform/v1/functions_pb.js";
 import { registerIsolateMetrics } from "../app/metrics.js";
@@ -19,8 +20,14 @@ export interface FunctionsServerModuleDeps {
   database: DatabaseModule;
   dataDir: string;
   config?: Partial<FunctionsConfig>;
-  /** JetStream for event triggers; unset = the PostgreSQL table transport. */
-  nats?: NatsConnection;
+  /**
+   * JetStream for event triggers (the process's NATS link, used even while
+   * NATS is unreachable, so every process runs the same transport); unset =
+   * the PostgreSQL table transport.
+   */
+  nats?: NatsLink;
+  /** Function changes go out and come in (kinds functions and app) here. */
+  changes: ChangeBus;
   natsNamespace: string;
   onError(err: unknown): void;
 }
@@ -38,6 +45,7 @@ export function createFunctionsServerModule(deps: FunctionsServerModuleDeps): Pu
     db: functionDbFromQueryRunner(deps.database.runner),
     config: deps.config,
     onError: deps.onError,
+    announce: (appId) => deps.changes.publish("functions", appId),
     // Event triggers ride on JetStream when NATS is configured, else on a
     // PostgreSQL table (so the embedded default has them too).
     events: {
@@ -46,6 +54,9 @@ export function createFunctionsServerModule(deps: FunctionsServerModuleDeps): Pu
       config: { stream: `${deps.natsNamespace.toUpperCase()}_FUNCTION_EVENTS`, subjectPrefix: `${deps.natsNamespace}.fn` },
     },
   });
+  deps.changes.subscribe("functions", () => functions.runtime.invalidate());
+  // The plan is part of every cached resolution.
+  deps.changes.subscribe("app", (c) => functions.planChanged(c.appId));
   return {
     name: "functions",
     functions,

@@ -14,7 +14,8 @@ import { appError, Violations } from "../internal/errors.js";
 import { nextToken, pageOf } from "../internal/paging.js";
 import type { Authenticator } from "./authenticator.js";
 import type { AppRow, IdentityStore } from "./identity-store.js";
-import { FREE_PLAN, normalisePlan, type PlanChanges, type PlanLimits } from "./plan.js";
+import type { ChangeBus } from "../cluster/change-bus.js";
+import { FREE_PLAN, normalisePlan, type PlanLimits } from "./plan.js";
 
 const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
@@ -44,7 +45,12 @@ function requireName(v: Violations, field: string, value: string, max = 200): vo
   else if (value.length > max) v.add(field, `The ${field} field must not be longer than ${max} characters.`);
 }
 
-export function createAdminIdentityServiceImpl({ store, auth, plans }: { store: IdentityStore; auth: Authenticator; plans?: PlanChanges }): ServiceImpl<typeof IdentityService> {
+/**
+ * `changes` carries revocations (a deleted consumer, a rotated key) and plan
+ * changes to every process's caches; this process's own caches are dropped
+ * before the call answers, the others' within the change bus's bound.
+ */
+export function createAdminIdentityServiceImpl({ store, auth, changes }: { store: IdentityStore; auth: Authenticator; changes?: ChangeBus }): ServiceImpl<typeof IdentityService> {
   async function mustApp(id: bigint): Promise<AppRow> {
     const app = await store.getApp(Number(id));
     if (!app) throw appError("not_found", "Application not found.");
@@ -90,6 +96,8 @@ export function createAdminIdentityServiceImpl({ store, auth, plans }: { store: 
       const row = await store.rotateAppKey(Number(req.appId));
       if (!row) throw appError("not_found", "Application not found.");
       auth.forgetApp(row.id);
+      // The old key stops working everywhere: tokens, the CMS key cache, cached CMS media URLs.
+      await changes?.publish("app", row.id);
       return toApp(row);
     },
     async setAppPlan(req) {
@@ -97,8 +105,9 @@ export function createAdminIdentityServiceImpl({ store, auth, plans }: { store: 
       if (!req.plan) throw appError("validation_failed", "The plan field is required.", { fields: { plan: ["The plan field is required."] } });
       const row = await store.updateApp(Number(req.appId), { plan: planFromMessage(req.plan) });
       if (!row) throw appError("not_found", "Application not found.");
-      // This process's cached plans go now, so the next request uses the new one.
-      plans?.changed(row.id);
+      // This process's cached plans go now, so the next request uses the new
+      // one; the other processes' within the change bus's bound.
+      await changes?.publish("app", row.id);
       return toApp(row);
     },
     async updateAppSettings(req) {
@@ -128,8 +137,10 @@ export function createAdminIdentityServiceImpl({ store, auth, plans }: { store: 
       };
     },
     async deleteConsumer(req) {
-      if (!(await store.deleteConsumer(Number(req.consumerId)))) throw appError("not_found", "Consumer not found.");
+      const appId = await store.deleteConsumer(Number(req.consumerId));
+      if (appId === undefined) throw appError("not_found", "Consumer not found.");
       auth.forgetConsumer(Number(req.consumerId));
+      await changes?.publish("consumer", appId, Number(req.consumerId));
       return {};
     },
     async listSessions(req) {

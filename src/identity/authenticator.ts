@@ -1,8 +1,9 @@
 // Turns a Bearer token into a ConsumerPrincipal: signature and expiry
 // (TokenService), then the consumer's current state (cached briefly, so the
 // hot path does not query per request). Deleting a consumer or rotating an
-// app key invalidates the cache here at once; other processes see it within
-// the cache TTL (documented).
+// app key invalidates the cache here at once, and in every other process
+// through the change bus (cluster/change-bus.ts) within its bound; the TTL
+// is only the safety net.
 import { appError } from "../internal/errors.js";
 import type { ConsumerPrincipal } from "../internal/principal.js";
 import { TtlCache } from "../internal/ttl-cache.js";
@@ -11,6 +12,14 @@ import { bearerToken, type TokenService } from "./tokens.js";
 
 export class Authenticator {
   private readonly cache: TtlCache<number, ConsumerPrincipal | null>;
+  // A lookup that started before a forget of its consumer (or of its app)
+  // may have read the revoked state: it answers its own request but is not
+  // cached. Forgets are numbered; per consumer they are remembered only while
+  // lookups are in flight.
+  private generation = 0;
+  private appForgotAt = 0;
+  private readonly consumerForgotAt = new Map<number, number>();
+  private lookups = 0;
 
   constructor(private readonly store: IdentityStore, private readonly tokens: TokenService, cacheTtlMs = 5000) {
     this.cache = new TtlCache(cacheTtlMs, 50_000);
@@ -40,11 +49,18 @@ export class Authenticator {
     const id = Number(claims.consumerId);
     let p = this.cache.get(id);
     if (p === undefined) {
-      const row = await this.store.consumerAuth(id);
+      const started = this.generation;
+      this.lookups++;
+      let row;
+      try {
+        row = await this.store.consumerAuth(id);
+      } finally {
+        if (--this.lookups === 0) this.consumerForgotAt.clear();
+      }
       p = row
         ? { consumerId: row.consumer_id, appId: row.app_id, appKey: row.app_key, userId: row.user_id, deviceId: row.device_id }
         : null;
-      this.cache.set(id, p);
+      if (started >= this.appForgotAt && started >= (this.consumerForgotAt.get(id) ?? 0)) this.cache.set(id, p);
     }
     if (!p) throw appError("unauthenticated", "The consumer no longer exists.");
     if (p.appKey !== claims.appKey) throw appError("unauthenticated", "The application key of this token was rotated.");
@@ -52,10 +68,12 @@ export class Authenticator {
   }
 
   forgetConsumer(id: number): void {
+    if (this.lookups > 0) this.consumerForgotAt.set(id, ++this.generation);
     this.cache.delete(id);
   }
 
   forgetApp(appId: number): void {
+    this.appForgotAt = ++this.generation;
     this.cache.deleteWhere((p) => p?.appId === appId);
   }
 }

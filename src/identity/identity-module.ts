@@ -16,6 +16,6 @@ export function createIdentityModule(s: Shared): PulsebaseModule {
       binding(ConsumerService, createConsumerServiceImpl({ store: s.identity, tokens: s.tokens, auth: s.auth, limiter: new TokenIssueLimiter() })),
       binding(SessionService, createSessionServiceImpl({ store: s.identity })),
     ],
-    admin: [binding(IdentityService, createAdminIdentityServiceImpl({ store: s.identity, auth: s.auth, plans: s.plans }))],
+    admin: [binding(IdentityService, createAdminIdentityServiceImpl({ store: s.identity, auth: s.auth, changes: s.changes }))],
   };
 }

@@ -167,9 +167,10 @@ export class IdentityStore {
     return rows[0];
   }
 
-  async deleteConsumer(id: number): Promise<boolean> {
-    const { rowCount } = await this.sql.query("DELETE FROM consumers WHERE id = $1", [id]);
-    return rowCount > 0;
+  /** The deleted consumer's application id; undefined when there was no such consumer. */
+  async deleteConsumer(id: number): Promise<number | undefined> {
+    const { rows } = await this.sql.query<{ app_id: string | number }>("DELETE FROM consumers WHERE id = $1 RETURNING app_id", [id]);
+    return rows[0] ? Number(rows[0].app_id) : undefined;
   }
 
   async listConsumers(appId: number, page: Page): Promise<ConsumerRow[]> {

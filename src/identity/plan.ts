@@ -36,24 +36,3 @@ export function normalisePlan(p: Partial<PlanLimits> | undefined): PlanLimits {
     functionMaxMemoryMb: Number(p.functionMaxMemoryMb || FREE_PLAN.functionMaxMemoryMb),
   };
 }
-
-/**
- * In-process notice of plan changes: SetAppPlan calls changed(appId) after
- * storing the plan, and the caches that hold plans (the functions runtime's
- * resolutions, the CMS key resolver) drop what they hold for it, so the
- * next request of this process uses the new plan. Other processes keep theirs until their cache expires (1 s for
- * functions, 5 s for the CMS).
- */
-export class PlanChanges {
-  private readonly listeners = new Set<(appId: number) => void>();
-
-  /** Registers a listener; returns the function that removes it. */
-  subscribe(fn: (appId: number) => void): () => void {
-    this.listeners.add(fn);
-    return () => this.listeners.delete(fn);
-  }
-
-  changed(appId: number): void {
-    for (const fn of this.listeners) fn(appId);
-  }
-}

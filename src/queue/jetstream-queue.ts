@@ -4,8 +4,9 @@
 // them. The publisher's msg id (Nats-Msg-Id) lets JetStream drop duplicates
 // within duplicateWindowMs. Failed messages are nak'ed with backoff; after
 // maxAttempts deliveries they are moved to a dead-letter stream and acked.
-// The connection is owned here: it reconnects forever, and while NATS is
-// unreachable publish fails fast with `unavailable` (HTTP 503).
+// The connection is the process's NatsLink when given (servers and workers
+// share one), else owned here; either way it reconnects forever, and while
+// NATS is unreachable publish fails fast with `unavailable` (HTTP 503).
 import { connect, headers, nanos, type NatsConnection } from "@nats-io/transport-node";
 import {
   AckPolicy,
@@ -19,6 +20,7 @@ import {
   type StoredMsg,
 } from "@nats-io/jetstream";
 import { appError } from "../internal/errors.js";
+import type { NatsLink } from "./nats-link.js";
 import {
   backoffMs,
   defaultRetryPolicy,
@@ -35,8 +37,10 @@ import {
 } from "./queue.js";
 
 export interface JetStreamQueueOptions {
-  /** NATS server URL(s), e.g. "nats://127.0.0.1:4222". */
+  /** NATS server URL(s), e.g. "nats://127.0.0.1:4222" (ignored when `link` is given). */
   servers: string | string[];
+  /** The process's shared connection; the queue then neither opens nor closes one. */
+  link?: NatsLink;
   /** Stream name (default PB_ANALYTICS); the dead letters go to `${stream}_DLQ`. */
   stream?: string;
   /** Subject prefix (default "pulsebase.analytics"): `.batches` and `.dead`. */
@@ -80,7 +84,7 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
   // The first connection is retried here (so close() can stop it); after
   // that the client reconnects by itself, forever.
   const connected = (async () => {
-    let conn: NatsConnection | undefined;
+    let conn: NatsConnection | undefined = opts.link ? await opts.link.connection() : undefined;
     while (!conn) {
       if (closed) return;
       try {
@@ -96,14 +100,15 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
       }
     }
     if (closed) {
-      await conn.close();
+      if (!opts.link) await conn.close();
       return;
     }
     nc = conn;
     maxPayload = conn.info?.max_payload ?? maxPayload;
     js = jetstream(conn, { timeout: publishTimeoutMs });
     jsm = await jetstreamManager(conn, { timeout: publishTimeoutMs });
-    up = true;
+    // A shared connection may be reconnecting right now.
+    up = opts.link ? opts.link.connected : true;
     void (async () => {
       for await (const s of conn.status()) {
         if (s.type === "disconnect" || s.type === "reconnecting") up = false;
@@ -343,7 +348,7 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
     async close() {
       closed = true;
       up = false;
-      if (nc) await nc.close();
+      if (nc && !opts.link) await nc.close();
     },
   };
   return queue;

@@ -1,8 +1,8 @@
 // The capability modules the server runs besides identity, wired together:
 // functions reach the linked databases, CMS changes fire functions' cms
-// triggers, NATS (when configured) carries events and cache invalidation.
+// triggers, the process's one NATS connection (when configured) carries
+// batches, events and the change bus's fast path.
 import { join } from "node:path";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { PulsebaseModule } from "../app/module.js";
 import type { Shared } from "../app/build.js";
 import { createDatabaseModule } from "../database/database-module.js";
@@ -13,39 +13,30 @@ import { createCmsModule } from "../cms/cms-module.js";
 import { createAnalyticsModule } from "../analytics/analytics-module.js";
 import { createFunctionsServerModule } from "../functions/functions-server-module.js";
 
-async function connectNats(url: string | undefined, shared: Shared): Promise<NatsConnection | undefined> {
-  if (!url) return undefined;
-  try {
-    return await connect({ servers: url, maxReconnectAttempts: -1, name: "pulsebase-events", timeout: 5000 });
-  } catch (err) {
-    shared.logger.error({ err }, "NATS unreachable at start: function event triggers are off in this process");
-    return undefined;
-  }
-}
-
 export async function createModules(shared: Shared): Promise<PulsebaseModule[]> {
-  const { config, sql, logger } = shared;
-  const db = await createDatabaseModule({ dataDir: config.dataDir }, { sql });
+  const { config, sql, logger, nats, changes } = shared;
+  // Link and status changes reach the other processes' link caches through the change bus.
+  const db = await createDatabaseModule({ dataDir: config.dataDir }, { sql, onChange: () => void changes.publish("database", 0) });
+  changes.subscribe("database", () => db.runner.invalidate());
   const database: PulsebaseModule = {
     name: "database",
     device: [binding(DatabaseService, db.platform)],
     admin: [binding(AdminDatabaseService, db.admin)],
     stop: () => db.close(),
   };
-  const nats = await connectNats(config.natsUrl, shared);
   const functions = createFunctionsServerModule({
     sql,
     database: db,
     dataDir: config.dataDir,
     config: { enforcePlan: config.planEnforcement },
     nats,
+    changes,
     natsNamespace: config.natsNamespace,
     onError: (err) => logger.error({ err }, "functions background work failed"),
   });
   const cms = createCmsModule({
     sql,
-    natsUrl: config.natsUrl,
-    natsNamespace: config.natsNamespace,
+    changes,
     logger,
     config: {
       mediaBaseUrl: config.mediaBaseUrl ?? `https://localhost:${config.httpsPort}`,
@@ -53,26 +44,15 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
     },
     onChange: (appId, change) => functions.onCmsChange(appId, change),
   });
-  // SetAppPlan in this process: the plan caches of functions and CMS drop the app at once.
-  shared.plans.subscribe((appId) => {
-    functions.functions.planChanged(appId);
-    cms.planChanged(appId);
-  });
   const analytics = createAnalyticsModule({
     sql,
     dataDir: config.dataDir,
-    natsUrl: config.natsUrl,
+    nats,
     natsNamespace: config.natsNamespace,
     logger,
     // PGlite is one process: its workers must run here.
     workers: config.inProcessWorkers || sql.kind === "pglite",
   });
-  const natsModule: PulsebaseModule = {
-    name: "nats",
-    stop: async () => {
-      await nats?.drain().catch(() => {});
-    },
-  };
-  // Stopped in reverse: cms, functions, analytics, database, then NATS.
-  return [natsModule, database, analytics, functions, cms];
+  // Stopped in reverse: cms, functions, analytics, database (NATS after them: build.ts).
+  return [database, analytics, functions, cms];
 }

@@ -7,6 +7,7 @@ import { createBatchQueue } from "../queue/create-queue.js";
 import { startWorkers } from "../workers/start-workers.js";
 import { openStorage } from "./storage.js";
 import { analyticsStreams } from "../analytics/analytics-module.js";
+import { NatsLink } from "../queue/nats-link.js";
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
@@ -17,7 +18,17 @@ async function main(): Promise<void> {
   const logger = createLogger(config.logLevel);
   const sql = await openStorage(config, "worker", (err, attempt, retryInMs) =>
     logger.warn({ err, attempt, retryInMs }, "PostgreSQL unavailable at start-up, retrying"));
-  const queue = createBatchQueue({ sql, natsUrl: config.natsUrl, jetstream: analyticsStreams(config.natsNamespace) });
+  // The process's one NATS connection, opened in the background and retried until NATS answers.
+  const nats = config.natsUrl
+    ? new NatsLink({
+        servers: config.natsUrl,
+        name: "pulsebase-worker",
+        onRetry: (err, attempt) => {
+          if (attempt === 1 || attempt % 30 === 0) logger.warn({ err, attempt }, "NATS unreachable, retrying");
+        },
+      })
+    : undefined;
+  const queue = createBatchQueue({ sql, nats, jetstream: analyticsStreams(config.natsNamespace) });
   const workers = startWorkers({ sql, queue, logger });
   logger.info({ queue: queue.backend }, "pulsebase workers running");
   let closing = false;
@@ -26,6 +37,7 @@ async function main(): Promise<void> {
     closing = true;
     await workers.stop();
     await queue.close();
+    await nats?.close();
     await sql.close();
     process.exit(0);
   };

@@ -6,8 +6,9 @@
 // list and replay: a replay queues the change again on its lane for that one
 // trigger and removes the dead letter in the same step, under an id derived
 // from the dead letter, so a dead letter is delivered again at most once.
-import { headers as natsHeaders, nanos, type NatsConnection } from "@nats-io/transport-node";
-import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager, type StoredMsg } from "@nats-io/jetstream";
+import { headers as natsHeaders, nanos } from "@nats-io/transport-node";
+import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StoredMsg } from "@nats-io/jetstream";
+import { natsConnection, type NatsSource } from "../../queue/nats-link.js";
 import { appError } from "../../internal/errors.js";
 import type { Sql } from "../../storage/sql.js";
 import type { EventWorkerConfig, FunctionEvent } from "./event-worker.js";
@@ -124,13 +125,21 @@ function numericIds(ids: string[]): number[] {
   return ids.filter((s) => /^[0-9]+$/.test(s)).map(Number).filter((n) => Number.isSafeInteger(n) && n > 0);
 }
 
-export function jetStreamTransport(nats: NatsConnection, cfg: EventWorkerConfig): EventTransport {
-  const js = jetstream(nats);
+/** How long a call waits for a NATS connection not open yet (NATS unreachable since start) before failing like an outage. */
+const CONNECT_WAIT_MS = 5000;
+
+export function jetStreamTransport(nats: NatsSource, cfg: EventWorkerConfig): EventTransport {
+  // The process's connection may not be open yet: every call waits for it
+  // (bounded), so a process started while NATS is down runs this transport
+  // too, as soon as NATS answers.
+  const conn = () => natsConnection(nats, CONNECT_WAIT_MS);
+  let client: JetStreamClient | undefined;
+  const jsOf = async () => (client ??= jetstream(await conn()));
   const durableOf = (p: number) => `${cfg.durable}-${p}`;
   let ensured: Promise<void> | undefined;
   const ensure = () => {
     ensured ??= (async () => {
-      const jsm = await jetstreamManager(nats);
+      const jsm = await jetstreamManager(await conn());
       const stream = {
         name: cfg.stream,
         subjects: [`${cfg.subjectPrefix}.>`],
@@ -200,7 +209,7 @@ export function jetStreamTransport(nats: NatsConnection, cfg: EventWorkerConfig)
    * page that is returned.
    */
   const deadSeqs = async (appId: number, functionId: number): Promise<number[]> => {
-    const consumer = await js.consumers.get(cfg.stream, { filter_subjects: `${deadPrefix}*.${appId}`, headers_only: true });
+    const consumer = await (await jsOf()).consumers.get(cfg.stream, { filter_subjects: `${deadPrefix}*.${appId}`, headers_only: true });
     const seqs: number[] = [];
     try {
       if ((await consumer.info(true)).num_pending === 0) return seqs;
@@ -225,7 +234,7 @@ export function jetStreamTransport(nats: NatsConnection, cfg: EventWorkerConfig)
       ensured = undefined;
     },
     async publish(event, lane) {
-      await js.publish(`${cfg.subjectPrefix}.events.${lane}.${event.source}.${event.app_id}`, JSON.stringify(event), { msgID: event.id });
+      await (await jsOf()).publish(`${cfg.subjectPrefix}.events.${lane}.${event.source}.${event.app_id}`, JSON.stringify(event), { msgID: event.id });
     },
     async deadLetter(d) {
       const h = natsHeaders();
@@ -233,7 +242,7 @@ export function jetStreamTransport(nats: NatsConnection, cfg: EventWorkerConfig)
       h.set("Pb-Function-Id", String(d.functionId));
       h.set("Pb-Attempts", String(d.attempts));
       h.set("Pb-Error", d.error.slice(0, 1000).replace(/[\r\n]/g, " "));
-      await js.publish(`${cfg.subjectPrefix}.dead.${d.event.source}.${d.event.app_id}`, JSON.stringify(d.event), {
+      await (await jsOf()).publish(`${cfg.subjectPrefix}.dead.${d.event.source}.${d.event.app_id}`, JSON.stringify(d.event), {
         headers: h,
         // Per failed delivery: a redelivered change is dead-lettered once,
         // a replay that fails again is a new dead letter.
@@ -244,7 +253,7 @@ export function jetStreamTransport(nats: NatsConnection, cfg: EventWorkerConfig)
     async listDeadLetters(q) {
       await ensure();
       const before = parseToken(q.pageToken);
-      const jsm = await jetstreamManager(nats);
+      const jsm = await jetstreamManager(await conn());
       const seqs = (await deadSeqs(q.appId, q.functionId ?? 0)).filter((n) => before === 0 || n < before).reverse();
       const page = seqs.slice(0, q.pageSize);
       const entries: StoredDeadLetter[] = [];
@@ -257,7 +266,7 @@ export function jetStreamTransport(nats: NatsConnection, cfg: EventWorkerConfig)
 
     async replayDeadLetters(appId, opts = {}) {
       await ensure();
-      const jsm = await jetstreamManager(nats);
+      const jsm = await jetstreamManager(await conn());
       const seqs = opts.ids ? numericIds(opts.ids) : await deadSeqs(appId, opts.functionId ?? 0);
       let replayed = 0;
       for (const seq of seqs) {
@@ -269,7 +278,7 @@ export function jetStreamTransport(nats: NatsConnection, cfg: EventWorkerConfig)
         h.set("Pb-Trigger-Id", String(d.triggerId));
         // The msg id is the dead letter's: a concurrent replay of the same
         // one is dropped by JetStream's de-duplication.
-        await js.publish(`${cfg.subjectPrefix}.events.${eventLane(cfg.partitions, d.event)}.${d.event.source}.${d.event.app_id}`, m.data, {
+        await (await jsOf()).publish(`${cfg.subjectPrefix}.events.${eventLane(cfg.partitions, d.event)}.${d.event.source}.${d.event.app_id}`, m.data, {
           headers: h,
           msgID: `${d.event.id}~replay~${seq}`,
         });
@@ -284,7 +293,7 @@ export function jetStreamTransport(nats: NatsConnection, cfg: EventWorkerConfig)
     },
     async next(lane) {
       await ensure();
-      const consumer = await js.consumers.get(cfg.stream, durableOf(lane));
+      const consumer = await (await jsOf()).consumers.get(cfg.stream, durableOf(lane));
       const batch = await consumer.fetch({ max_messages: 1, expires: 1000 });
       for await (const m of batch) {
         let event: FunctionEvent | undefined;

@@ -24,7 +24,7 @@
 // ChangeCaptureDb (database-capture.ts picks the executor).
 // CMS changes enter through emitCmsChange (called by the CMS authoring side).
 import { randomUUID } from "node:crypto";
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { NatsSource } from "../../queue/nats-link.js";
 import { eventLane, jetStreamTransport, sqlTransport, type DeadLetterStore, type EventTransport, type TransportMessage } from "./event-transport.js";
 import type { Sql } from "../../storage/sql.js";
 import type { FunctionStore } from "../function-store.js";
@@ -136,7 +136,7 @@ export function createEventWorker(deps: {
   runtime: FunctionRuntime;
   capture: ChangeCaptureDb;
   /** JetStream (any number of processes); without it the PostgreSQL table transport. */
-  nats?: NatsConnection;
+  nats?: NatsSource;
   config?: Partial<EventWorkerConfig>;
   onError?: (err: unknown) => void;
 }): EventWorker {
@@ -384,7 +384,9 @@ export function createEventWorker(deps: {
     async start() {
       if (!stopped) return;
       stopped = false;
-      await ensure();
+      // Not awaited: with NATS unreachable (since start) the process starts
+      // anyway; the drainer and the dispatchers set the stream up once it answers.
+      ensure().catch(() => {});
       const tick = () => {
         draining = startDrains()
           .then(() => {}, report)
