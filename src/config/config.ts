@@ -50,10 +50,17 @@ export interface Config {
    * (PULSEBASE_METRICS_TOKEN); unset = open to whoever reaches that listener.
    */
   metricsToken?: string;
+  /**
+   * Port of GET /metrics of a `npm run worker` process, on adminHost
+   * (PULSEBASE_WORKER_METRICS_PORT); 0 serves none.
+   */
+  workerMetricsPort: number;
 }
 
 /** The admin listener's port when PULSEBASE_ADMIN_PORT is unset (the CLI's default too). */
 export const DEFAULT_ADMIN_PORT = 8444;
+/** The worker process's metrics port when PULSEBASE_WORKER_METRICS_PORT is unset. */
+export const DEFAULT_WORKER_METRICS_PORT = 8445;
 
 export class ConfigError extends Error {}
 
@@ -158,6 +165,7 @@ export function loadConfig(env: Env = process.env): Config {
     pgPoolSize: int(env, "PULSEBASE_PG_POOL_SIZE", 10, 1, 1000),
     accessLog: bool(env, "PULSEBASE_ACCESS_LOG", true),
     metricsToken,
+    workerMetricsPort: int(env, "PULSEBASE_WORKER_METRICS_PORT", DEFAULT_WORKER_METRICS_PORT, 0, 65535),
   };
 }
 

@@ -4,6 +4,11 @@
 // them. The publisher's msg id (Nats-Msg-Id) lets JetStream drop duplicates
 // within duplicateWindowMs. Failed messages are nak'ed with backoff; after
 // maxAttempts deliveries they are moved to a dead-letter stream and acked.
+// A worker pulls only as many messages as it has free slots (no prefetch
+// beyond its concurrency) and marks each one in progress (+WPI) every third
+// of ack_wait while it works on it, so ack_wait can be short: the batches of
+// a worker that dies (kill -9, lost host) go to another worker ack_wait
+// after their last progress mark, at most ackWaitMs (5 s by default).
 // The connection is owned here: it reconnects forever, and while NATS is
 // unreachable publish fails fast with `unavailable` (HTTP 503).
 import { connect, headers, nanos, type NatsConnection } from "@nats-io/transport-node";
@@ -34,6 +39,11 @@ import {
   type RetryPolicy,
 } from "./queue.js";
 
+/** JetStream redelivers a message this long after its last progress mark. */
+export const DEFAULT_ACK_WAIT_MS = 5000;
+/** An idle pull is renewed this often. */
+const FETCH_EXPIRES_MS = 5000;
+
 export interface JetStreamQueueOptions {
   /** NATS server URL(s), e.g. "nats://127.0.0.1:4222". */
   servers: string | string[];
@@ -46,7 +56,7 @@ export interface JetStreamQueueOptions {
   retry?: Partial<RetryPolicy>;
   /** JetStream msg-id de-duplication window (default 10 minutes). */
   duplicateWindowMs?: number;
-  /** Redelivery after a worker stops acknowledging (default 30 s). */
+  /** Redelivery after a worker stops marking progress, i.e. died (default 5 s). */
   ackWaitMs?: number;
   /** Publish acknowledgement timeout (default 5 s). */
   publishTimeoutMs?: number;
@@ -68,6 +78,7 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
   const durable = opts.durable ?? "analytics-workers";
   const policy: RetryPolicy = { ...defaultRetryPolicy, ...opts.retry };
   const publishTimeoutMs = opts.publishTimeoutMs ?? 5000;
+  const ackWaitMs = opts.ackWaitMs ?? DEFAULT_ACK_WAIT_MS;
 
   let nc: NatsConnection | undefined;
   let js: JetStreamClient | undefined;
@@ -133,10 +144,10 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
         storage: StorageType.File,
         allow_direct: true,
       });
-      await m.consumers.add(stream, {
+      await addOrUpdateConsumer(m, stream, {
         durable_name: durable,
         ack_policy: AckPolicy.Explicit,
-        ack_wait: nanos(opts.ackWaitMs ?? 30_000),
+        ack_wait: nanos(ackWaitMs),
         max_deliver: -1,
         max_ack_pending: 10_000,
       });
@@ -205,6 +216,18 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
       let stopped = false;
       const sem = new Semaphore(concurrency);
       let stopActive = () => {};
+      // In progress: marked every third of ack_wait until settled.
+      const working = new Set<JsMsg>();
+      const progress = setInterval(() => {
+        for (const m of working) {
+          try {
+            m.working();
+          } catch {
+            // connection closed: the message is redelivered anyway
+          }
+        }
+      }, progressEveryMs(ackWaitMs));
+      progress.unref();
 
       const settle = async (m: JsMsg, err: unknown) => {
         const attempt = m.info.deliveryCount;
@@ -229,6 +252,7 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
       };
 
       const dispatch = (m: JsMsg) => {
+        working.add(m);
         void (async () => {
           let failure: unknown;
           try {
@@ -242,6 +266,7 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
           } catch {
             // Unacknowledged: JetStream redelivers after ack_wait.
           } finally {
+            working.delete(m);
             sem.release();
           }
         })();
@@ -260,9 +285,12 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
             }
             await ensure();
             consumer ??= await js!.consumers.get(stream, durable);
-            // A continuous pull with a small prefetch: the semaphore holds the
-            // iterator while every slot is busy, which bounds concurrency.
-            const messages = await consumer.consume({ max_messages: Math.max(2, concurrency * 2) });
+            // Wait for a free slot, then pull as many messages as there are
+            // free slots: nothing waits unmarked in a prefetch buffer (a
+            // buffered message would time out and go to another worker).
+            await sem.acquire();
+            sem.release();
+            const messages = await consumer.fetch({ max_messages: concurrency - sem.inUse, expires: FETCH_EXPIRES_MS });
             active = messages;
             for await (const m of messages) {
               await sem.acquire();
@@ -284,6 +312,7 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
           stopActive();
           await loop;
           await sem.idle();
+          clearInterval(progress);
         },
       };
     },
@@ -347,6 +376,25 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
     },
   };
   return queue;
+}
+
+/**
+ * Creates the durable consumer, or brings an existing one to this
+ * configuration (ack_wait was 30 s in earlier versions): NATS 2.9 updates
+ * on create, 2.10 and later refuse a create that differs.
+ */
+export async function addOrUpdateConsumer(jsm: JetStreamManager, stream: string, cfg: Parameters<JetStreamManager["consumers"]["add"]>[1] & { durable_name: string }): Promise<void> {
+  try {
+    await jsm.consumers.add(stream, cfg);
+  } catch (err) {
+    if (!/already (exists|in use)/i.test(errorText(err))) throw err;
+    await jsm.consumers.update(stream, cfg.durable_name, { ack_wait: cfg.ack_wait, max_ack_pending: cfg.max_ack_pending });
+  }
+}
+
+/** How often a message in progress is marked (+WPI): three times per ack_wait. */
+export function progressEveryMs(ackWaitMs: number): number {
+  return Math.max(100, Math.floor(ackWaitMs / 3));
 }
 
 async function addStream(jsm: JetStreamManager, cfg: Parameters<JetStreamManager["streams"]["add"]>[0]): Promise<void> {

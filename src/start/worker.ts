@@ -1,12 +1,70 @@
 // `npm run worker`: batch workers as their own process (scale-out). Needs
 // PostgreSQL (DATABASE_URL); several worker processes share the work, with
 // either queue backend (JetStream with NATS_URL, else the table queue).
+// GET /metrics on PULSEBASE_WORKER_METRICS_PORT (adminHost): the analytics
+// queue, the function-event transport, the PostgreSQL pool and the process.
+import Fastify, { type FastifyInstance } from "fastify";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { createLogger } from "../app/logger.js";
-import { loadConfigOrExit } from "../config/config.js";
+import { createMetrics, registerMetricsRoute, registerPgPoolMetrics, registerQueueMetrics, type QueueStatsSource } from "../app/metrics.js";
+import { loadConfigOrExit, type Config } from "../config/config.js";
+import { jetStreamTransport, sqlTransport, type EventTransport } from "../functions/events/event-transport.js";
+import { DEFAULT_EVENT_WORKER_CONFIG, functionEventStreams } from "../functions/events/event-worker.js";
 import { createBatchQueue } from "../queue/create-queue.js";
+import { sleep } from "../queue/queue.js";
+import type { Sql } from "../storage/sql.js";
 import { startWorkers } from "../workers/start-workers.js";
 import { openStorage } from "./storage.js";
 import { analyticsStreams } from "../analytics/analytics-module.js";
+
+/**
+ * The function-event transport, read for its gauges only (the servers
+ * deliver the events). With NATS, its connection is retried in the
+ * background: until it is up the gauges say pulsebase_queue_stats_up 0.
+ */
+function functionEventsSource(config: Config, sql: Sql): QueueStatsSource & { close(): Promise<void> } {
+  const cfg = { ...DEFAULT_EVENT_WORKER_CONFIG, ...functionEventStreams(config.natsNamespace) };
+  if (!config.natsUrl) {
+    const t = sqlTransport(sql, cfg);
+    return { backend: t.backend, stats: () => t.stats(), close: async () => {} };
+  }
+  let closed = false;
+  let nc: NatsConnection | undefined;
+  let transport: EventTransport | undefined;
+  const connecting = (async () => {
+    while (!closed) {
+      try {
+        nc = await connect({ servers: config.natsUrl!, name: "pulsebase-worker-metrics", maxReconnectAttempts: -1, timeout: 2000 });
+        if (closed) await nc.close();
+        else transport = jetStreamTransport(nc, cfg);
+        return;
+      } catch {
+        await sleep(1000);
+      }
+    }
+  })();
+  return {
+    backend: "jetstream",
+    stats: () => (transport ? transport.stats() : Promise.reject(new Error("NATS is not connected"))),
+    async close() {
+      closed = true;
+      await connecting;
+      await nc?.close().catch(() => {});
+    },
+  };
+}
+
+async function serveMetrics(config: Config, sql: Sql, sources: { analytics: QueueStatsSource; events: QueueStatsSource }, warn: (what: string) => (err: unknown) => void): Promise<FastifyInstance> {
+  const metrics = createMetrics();
+  registerQueueMetrics(metrics.registry, "analytics", sources.analytics, warn("analytics queue"));
+  registerQueueMetrics(metrics.registry, "function-events", sources.events, warn("function-event transport"));
+  const poolStats = sql.poolStats?.bind(sql);
+  if (poolStats) registerPgPoolMetrics(metrics.registry, poolStats);
+  const app = Fastify({ logger: false });
+  registerMetricsRoute(app, metrics, { metricsToken: config.metricsToken, operatorToken: config.operatorToken ?? "" });
+  await app.listen({ host: config.adminHost, port: config.workerMetricsPort });
+  return app;
+}
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
@@ -18,13 +76,25 @@ async function main(): Promise<void> {
   const sql = await openStorage(config, "worker", (err, attempt, retryInMs) =>
     logger.warn({ err, attempt, retryInMs }, "PostgreSQL unavailable at start-up, retrying"));
   const queue = createBatchQueue({ sql, natsUrl: config.natsUrl, jetstream: analyticsStreams(config.natsNamespace) });
+  const events = functionEventsSource(config, sql);
+  let metricsApp: FastifyInstance | undefined;
+  if (config.workerMetricsPort > 0) {
+    try {
+      metricsApp = await serveMetrics(config, sql, { analytics: queue, events }, (what) => (err) => logger.warn({ err }, `metrics: ${what} statistics unavailable`));
+    } catch (err) {
+      console.error(`cannot serve metrics on ${config.adminHost}:${config.workerMetricsPort} (PULSEBASE_WORKER_METRICS_PORT; 0 turns it off): ${(err as Error).message}`);
+      process.exit(1);
+    }
+  }
   const workers = startWorkers({ sql, queue, logger });
-  logger.info({ queue: queue.backend }, "pulsebase workers running");
+  logger.info({ queue: queue.backend, metricsPort: metricsApp ? config.workerMetricsPort : undefined }, "pulsebase workers running");
   let closing = false;
   const stop = async () => {
     if (closing) return;
     closing = true;
     await workers.stop();
+    await metricsApp?.close();
+    await events.close();
     await queue.close();
     await sql.close();
     process.exit(0);
