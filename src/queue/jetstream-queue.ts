@@ -4,11 +4,12 @@
 // them. The publisher's msg id (Nats-Msg-Id) lets JetStream drop duplicates
 // within duplicateWindowMs. Failed messages are nak'ed with backoff; after
 // maxAttempts deliveries they are moved to a dead-letter stream and acked.
-// A worker pulls only as many messages as it has free slots (no prefetch
-// beyond its concurrency) and marks each one in progress (+WPI) every third
-// of ack_wait while it works on it, so ack_wait can be short: the batches of
-// a worker that dies (kill -9, lost host) go to another worker ack_wait
-// after their last progress mark, at most ackWaitMs (5 s by default).
+// A worker holds at most twice its concurrency (the ones it handles and as
+// many ready for the next free slot) and marks each one in progress (+WPI)
+// every third of ack_wait until it is settled, so ack_wait can be short: the
+// batches of a worker that dies (kill -9, lost host) go to another worker
+// ack_wait after their last progress mark, at most ackWaitMs (5 s by
+// default); a worker that stops hands back the ones it had not started.
 // The connection is owned here: it reconnects forever, and while NATS is
 // unreachable publish fails fast with `unavailable` (HTTP 503).
 import { connect, headers, nanos, type NatsConnection } from "@nats-io/transport-node";
@@ -30,7 +31,6 @@ import {
   errorText,
   isTransient,
   PermanentError,
-  Semaphore,
   sleep,
   type BatchQueue,
   type DeadLetterEntry,
@@ -214,12 +214,23 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
 
     consume(handler: MessageHandler, { concurrency }): QueueConsumer {
       let stopped = false;
-      const sem = new Semaphore(concurrency);
-      let stopActive = () => {};
-      // In progress: marked every third of ack_wait until settled.
-      const working = new Set<JsMsg>();
+      let stopFetch = () => {};
+      // Messages in hand: being handled (at most `concurrency`) or waiting
+      // for a slot (at most as many again, so a slot never waits for a
+      // pull). Every one is marked in progress every third of ack_wait
+      // until it is settled.
+      const limit = concurrency * 2;
+      const inHand = new Set<JsMsg>();
+      const waiting: JsMsg[] = [];
+      let active = 0;
+      let wake: (() => void) | undefined;
+      const woken = () => {
+        const w = wake;
+        wake = undefined;
+        w?.();
+      };
       const progress = setInterval(() => {
-        for (const m of working) {
+        for (const m of inHand) {
           try {
             m.working();
           } catch {
@@ -251,8 +262,8 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
         m.nak(backoffMs(policy, attempt));
       };
 
-      const dispatch = (m: JsMsg) => {
-        working.add(m);
+      const run = (m: JsMsg) => {
+        active++;
         void (async () => {
           let failure: unknown;
           try {
@@ -266,17 +277,22 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
           } catch {
             // Unacknowledged: JetStream redelivers after ack_wait.
           } finally {
-            working.delete(m);
-            sem.release();
+            inHand.delete(m);
+            active--;
+            pump();
+            woken();
           }
         })();
+      };
+      const pump = () => {
+        while (active < concurrency && waiting.length > 0) run(waiting.shift()!);
       };
 
       const loop = (async () => {
         await connected.catch(() => {});
         let consumer: Awaited<ReturnType<JetStreamClient["consumers"]["get"]>> | undefined;
-        let active: { stop(): void } | undefined;
-        stopActive = () => active?.stop();
+        let fetching: { stop(): void } | undefined;
+        stopFetch = () => fetching?.stop();
         while (!stopped && !closed) {
           try {
             if (!up) {
@@ -285,19 +301,21 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
             }
             await ensure();
             consumer ??= await js!.consumers.get(stream, durable);
-            // Wait for a free slot, then pull as many messages as there are
-            // free slots: nothing waits unmarked in a prefetch buffer (a
-            // buffered message would time out and go to another worker).
-            await sem.acquire();
-            sem.release();
-            const messages = await consumer.fetch({ max_messages: concurrency - sem.inUse, expires: FETCH_EXPIRES_MS });
-            active = messages;
+            if (inHand.size >= limit) {
+              await new Promise<void>((r) => (wake = r));
+              continue;
+            }
+            // Pull no more than there is room for: nothing waits unmarked
+            // in a client buffer (it would time out and go to another worker).
+            const messages = await consumer.fetch({ max_messages: limit - inHand.size, expires: FETCH_EXPIRES_MS });
+            fetching = messages;
             for await (const m of messages) {
-              await sem.acquire();
-              dispatch(m);
+              inHand.add(m);
+              waiting.push(m);
+              pump();
               if (stopped) break;
             }
-            active = undefined;
+            fetching = undefined;
           } catch {
             ensured = undefined;
             consumer = undefined;
@@ -309,9 +327,19 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
       return {
         async stop() {
           stopped = true;
-          stopActive();
+          stopFetch();
+          woken();
           await loop;
-          await sem.idle();
+          // Not started: to another worker now rather than after ack_wait.
+          for (const m of waiting.splice(0)) {
+            inHand.delete(m);
+            try {
+              m.nak();
+            } catch {
+              // connection closed: redelivered after ack_wait
+            }
+          }
+          while (active > 0) await new Promise<void>((r) => (wake = r));
           clearInterval(progress);
         },
       };
