@@ -12,7 +12,7 @@ import { createPgSql } from "../../src/storage/pg-sql.js";
 import type { Sql } from "../../src/storage/sql.js";
 import { createTestDb, TEST_DATABASE_URL, TEST_NATS_URL, uniqueName, type TestDb } from "../helpers/db.js";
 
-const ACK_WAIT_MS = 1000;
+const ACK_WAIT_MS = 2000;
 const stream = uniqueName("PBFT").toUpperCase();
 const cfg: EventWorkerConfig = { ...DEFAULT_EVENT_WORKER_CONFIG, stream, subjectPrefix: `test.${stream.toLowerCase()}`, partitions: 2, ackWaitMs: ACK_WAIT_MS };
 
@@ -39,8 +39,8 @@ async function holdThenDie(kind: string, open: () => Promise<{ t: EventTransport
     await first.t.publish(event(`${kind}:1`), 0);
     const held = await first.t.next(0);
     expect(held?.deliveryId).toBe(`${kind}:1`);
-    // Handled for three ack waits: the other process gets nothing of this lane.
-    const until = Date.now() + 3 * ACK_WAIT_MS;
+    // Handled for two and a half ack waits: the other process gets nothing of this lane.
+    const until = Date.now() + 2.5 * ACK_WAIT_MS;
     while (Date.now() < until) expect(await second.t.next(0)).toBeUndefined();
     // The holder dies (its connection goes, nothing is acknowledged).
     await first.close();
