@@ -196,13 +196,12 @@ function perScrape<T>(read: () => Promise<T>): () => Promise<T> {
 /**
  * pulsebase_queue_{lag,in_flight,dead_letter}_messages of a durable queue
  * (the embedded table: one COUNT per scrape; JetStream: consumer and stream
- * info). A read that fails or hangs leaves the series out of that scrape
- * (Prometheus then sees them as absent, not as a stale 0), and
- * pulsebase_queue_stats_up says so.
+ * info), labelled by queue (analytics, function-events) and backend. A read
+ * that fails or hangs leaves the series out of that scrape (Prometheus then
+ * sees them as absent, not as a stale 0), and pulsebase_queue_stats_up says
+ * so. Each queue is read once per scrape, all of them at once.
  */
 export function registerQueueMetrics(registry: Registry, queue: string, source: QueueStatsSource, onError?: (err: unknown) => void): void {
-  const labelNames = ["queue", "backend"] as const;
-  const labels = { queue, backend: source.backend };
   const read = perScrape(async () => {
     try {
       return await withTimeout(source.stats(), COLLECT_TIMEOUT_MS);
@@ -211,7 +210,22 @@ export function registerQueueMetrics(registry: Registry, queue: string, source: 
       return undefined;
     }
   });
-  const gauge = (name: string, help: string, value: (s: Awaited<ReturnType<QueueStatsSource["stats"]>>) => number) =>
+  let queues = queueSources.get(registry);
+  if (!queues) {
+    queueSources.set(registry, (queues = []));
+    registerQueueGauges(registry, queues);
+  }
+  queues.push({ labels: { queue, backend: source.backend }, read });
+}
+
+type QueueStats = Awaited<ReturnType<QueueStatsSource["stats"]>>;
+type QueueReader = { labels: { queue: string; backend: string }; read: () => Promise<QueueStats | undefined> };
+/** The queues of a registry: one set of gauges per registry, one series per queue. */
+const queueSources = new WeakMap<Registry, QueueReader[]>();
+
+function registerQueueGauges(registry: Registry, queues: QueueReader[]): void {
+  const labelNames = ["queue", "backend"] as const;
+  const gauge = (name: string, help: string, value: (s: QueueStats) => number) =>
     new Gauge({
       name,
       help,
@@ -219,8 +233,11 @@ export function registerQueueMetrics(registry: Registry, queue: string, source: 
       registers: [registry],
       async collect() {
         this.reset();
-        const s = await read();
-        if (s) this.set(labels, value(s));
+        const all = await Promise.all(queues.map((q) => q.read()));
+        queues.forEach((q, i) => {
+          const s = all[i];
+          if (s) this.set(q.labels, value(s));
+        });
       },
     });
   gauge("pulsebase_queue_lag_messages", "Messages accepted and not yet processed (waiting or in flight).", (s) => s.lag);
@@ -232,7 +249,8 @@ export function registerQueueMetrics(registry: Registry, queue: string, source: 
     labelNames,
     registers: [registry],
     async collect() {
-      this.set(labels, (await read()) ? 1 : 0);
+      const all = await Promise.all(queues.map((q) => q.read()));
+      queues.forEach((q, i) => this.set(q.labels, all[i] ? 1 : 0));
     },
   });
 }

@@ -55,10 +55,17 @@ export interface Config {
    * the bound on cache staleness when a NATS message was missed.
    */
   changePollMs: number;
+  /**
+   * Port of GET /metrics of a `npm run worker` process, on adminHost
+   * (PULSEBASE_WORKER_METRICS_PORT); 0 serves none.
+   */
+  workerMetricsPort: number;
 }
 
 /** The admin listener's port when PULSEBASE_ADMIN_PORT is unset (the CLI's default too). */
 export const DEFAULT_ADMIN_PORT = 8444;
+/** The worker process's metrics port when PULSEBASE_WORKER_METRICS_PORT is unset. */
+export const DEFAULT_WORKER_METRICS_PORT = 8445;
 
 export class ConfigError extends Error {}
 
@@ -164,6 +171,7 @@ export function loadConfig(env: Env = process.env): Config {
     accessLog: bool(env, "PULSEBASE_ACCESS_LOG", true),
     metricsToken,
     changePollMs: int(env, "PULSEBASE_CHANGE_POLL_MS", 250, 50, 10_000),
+    workerMetricsPort: int(env, "PULSEBASE_WORKER_METRICS_PORT", DEFAULT_WORKER_METRICS_PORT, 0, 65535),
   };
 }
 

@@ -12,7 +12,7 @@ import type { EngineResult, EngineStatement } from "./engine-protocol.js";
 import { pointReadShape, type PointReader, type PointShape } from "./point-reader.js";
 import type { RemoteExecutor } from "./remote-executor.js";
 import { checkStatement, firstWord, type GuardVerdict } from "./sql-guard.js";
-import { bindParams, paramSlots, toArg, type JsonParams, type ParamSlots } from "./sql-params.js";
+import { bindParams, paramSlots, remoteBinding, toArg, type JsonParams, type ParamSlots, type RemoteBinding } from "./sql-params.js";
 import { splitStatements } from "./sql-splitter.js";
 
 export interface StatementInput {
@@ -55,11 +55,13 @@ interface Planned extends EngineStatement {
   verdict: GuardVerdict;
   /** Set when the statement has a point read's shape (see point-reader.ts). */
   point: PointShape | undefined;
+  /** The form a libSQL server takes (sql-params.ts). */
+  remote: RemoteBinding;
 }
 
 /** What the service learns from one sql string alone; cached by text. */
 interface Analysis {
-  statements: { sql: string; verb: string; verdict: GuardVerdict; point: PointShape | undefined }[];
+  statements: { sql: string; verb: string; verdict: GuardVerdict; point: PointShape | undefined; remote: RemoteBinding }[];
   slots: ParamSlots[] | string;
 }
 
@@ -82,11 +84,12 @@ function analyse(sql: string): Analysis {
     slots.push(slot);
   }
   const a: Analysis = {
-    statements: split.map((s) => ({
+    statements: split.map((s, i) => ({
       sql: s.sql,
       verb: firstWord(s.tokens) ?? "",
       verdict: checkStatement(s.sql, s.tokens),
       point: split.length === 1 ? pointReadShape(s.tokens) : undefined,
+      remote: typeof slots === "string" ? { sql: s.sql, names: undefined } : remoteBinding(s.sql, s.tokens, slots[i]!),
     })),
     slots,
   };
@@ -187,7 +190,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
         return;
       }
       a.statements.forEach((s, k) => {
-        out.push({ sql: s.sql, args: bound[k]!, verb: s.verb, field: sqlField, index: i, verdict: s.verdict, point: s.point });
+        out.push({ sql: s.sql, args: bound[k]!, verb: s.verb, field: sqlField, index: i, verdict: s.verdict, point: s.point, remote: s.remote });
       });
     });
     if (out.length > limits.maxStatements) {
@@ -228,9 +231,9 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
 
   /** On the engine processes or the remote server (the link admitted, no point read). */
   async function executeOn(db: Linked, planned: Planned[], transaction: boolean): Promise<EngineResult[]> {
-    const statements: EngineStatement[] = planned.map((p) => ({ sql: p.sql, args: p.args, verb: p.verb }));
     try {
       if (db.kind === "embedded") {
+        const statements: EngineStatement[] = planned.map((p) => ({ sql: p.sql, args: p.args, verb: p.verb }));
         const path = db.path!;
         return await deps.pool.run(
           {
@@ -249,7 +252,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
       return await withTimeout(
         deps.remote.run(
           { id: db.id, url: db.url ?? "", authToken: db.authToken ?? "" },
-          statements,
+          planned.map((p) => ({ sql: p.remote.sql, args: p.args, verb: p.verb, names: p.remote.names })),
           transaction,
           { maxRows: limits.maxRows, maxBytes: limits.maxResultBytes },
         ),

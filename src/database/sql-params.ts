@@ -111,3 +111,34 @@ export function bindParams(slots: readonly ParamSlots[], params: JsonParams): Sq
   if (unused.length > 0) return `no statement uses the parameter(s) ${unused.join(", ")}`;
   return out;
 }
+
+/**
+ * How a statement's arguments reach a libSQL server (Hrana). The server
+ * binds either every argument by position or every one by name, never a
+ * mix, and a named parameter only by name. So: no named parameter, the
+ * argument list as is; only named ones, by name (with their prefix, one
+ * name per index); named ones and "?"/"?NNN" together (array params), the
+ * named ones rewritten to "?NNN" of their own index, which keeps SQLite's
+ * numbering and so the argument list. Computed once per sql text.
+ */
+export interface RemoteBinding {
+  sql: string;
+  /** Parameter names by index - 1; undefined: bind by position. */
+  names: readonly string[] | undefined;
+}
+
+export function remoteBinding(sql: string, tokens: readonly Token[], slots: ParamSlots): RemoteBinding {
+  if (slots.names.size === 0) return { sql, names: undefined };
+  if (!slots.hasPositional) return { sql, names: Array.from({ length: slots.count }, (_, i) => slots.names.get(i + 1)!) };
+  const index = new Map<string, number>();
+  for (const [i, name] of slots.names) index.set(name, i);
+  let out = "";
+  let from = 0;
+  for (const t of tokens) {
+    const i = t.kind === "param" ? index.get(t.text) : undefined;
+    if (i === undefined) continue;
+    out += `${sql.slice(from, t.start)}?${i}`;
+    from = t.end;
+  }
+  return { sql: out + sql.slice(from), names: undefined };
+}

@@ -5,7 +5,7 @@ import type { ChangeBus } from "../cluster/change-bus.js";
 import type { NatsLink } from "../queue/nats-link.js";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { FunctionService } from "../../gen/pulsebase/platform/v1/functions_pb.js";
-import { registerIsolateMetrics } from "../app/metrics.js";
+import { registerIsolateMetrics, registerQueueMetrics } from "../app/metrics.js";
 import { binding, type PulsebaseModule } from "../app/module.js";
 import type { CmsChange as CmsAuthoringChange } from "../cms/index.js";
 import type { DatabaseModule } from "../database/database-module.js";
@@ -13,6 +13,7 @@ import type { Sql } from "../storage/sql.js";
 import type { FunctionsConfig } from "./config.js";
 import { functionDbFromQueryRunner } from "./database-adapter.js";
 import { changeCaptureFromDatabase } from "./events/database-capture.js";
+import { functionEventStreams } from "./events/event-worker.js";
 import { createFunctionsModule, type FunctionsModule } from "./functions-module.js";
 
 export interface FunctionsServerModuleDeps {
@@ -51,7 +52,7 @@ export function createFunctionsServerModule(deps: FunctionsServerModuleDeps): Pu
     events: {
       nats: deps.nats,
       capture: changeCaptureFromDatabase({ store: deps.database.store, pool: deps.database.pool, dataDir: deps.dataDir }),
-      config: { stream: `${deps.natsNamespace.toUpperCase()}_FUNCTION_EVENTS`, subjectPrefix: `${deps.natsNamespace}.fn` },
+      config: functionEventStreams(deps.natsNamespace),
     },
   });
   deps.changes.subscribe("functions", () => functions.runtime.invalidate());
@@ -66,6 +67,8 @@ export function createFunctionsServerModule(deps: FunctionsServerModuleDeps): Pu
       functions.emitCmsChange(appId, { collection: c.collection, operation: CMS_OPS[c.operation], before: c.before, after: c.after }),
     registerMetrics(registry) {
       registerIsolateMetrics(registry, () => functions.sandbox.stats());
+      const events = functions.events;
+      if (events) registerQueueMetrics(registry, "function-events", events.transport, deps.onError);
     },
     async start() {
       await functions.events?.start();

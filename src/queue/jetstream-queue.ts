@@ -4,6 +4,12 @@
 // them. The publisher's msg id (Nats-Msg-Id) lets JetStream drop duplicates
 // within duplicateWindowMs. Failed messages are nak'ed with backoff; after
 // maxAttempts deliveries they are moved to a dead-letter stream and acked.
+// A worker holds at most twice its concurrency (the ones it handles and as
+// many ready for the next free slot) and marks each one in progress (+WPI)
+// every third of ack_wait until it is settled, so ack_wait can be short: the
+// batches of a worker that dies (kill -9, lost host) go to another worker
+// ack_wait after their last progress mark, at most ackWaitMs (5 s by
+// default); a worker that stops hands back the ones it had not started.
 // The connection is the process's NatsLink when given (servers and workers
 // share one), else owned here; either way it reconnects forever, and while
 // NATS is unreachable publish fails fast with `unavailable` (HTTP 503).
@@ -27,7 +33,6 @@ import {
   errorText,
   isTransient,
   PermanentError,
-  Semaphore,
   sleep,
   type BatchQueue,
   type DeadLetterEntry,
@@ -35,6 +40,11 @@ import {
   type QueueConsumer,
   type RetryPolicy,
 } from "./queue.js";
+
+/** JetStream redelivers a message this long after its last progress mark. */
+export const DEFAULT_ACK_WAIT_MS = 5000;
+/** An idle pull is renewed this often. */
+const FETCH_EXPIRES_MS = 5000;
 
 export interface JetStreamQueueOptions {
   /** NATS server URL(s), e.g. "nats://127.0.0.1:4222" (ignored when `link` is given). */
@@ -50,7 +60,7 @@ export interface JetStreamQueueOptions {
   retry?: Partial<RetryPolicy>;
   /** JetStream msg-id de-duplication window (default 10 minutes). */
   duplicateWindowMs?: number;
-  /** Redelivery after a worker stops acknowledging (default 30 s). */
+  /** Redelivery after a worker stops marking progress, i.e. died (default 5 s). */
   ackWaitMs?: number;
   /** Publish acknowledgement timeout (default 5 s). */
   publishTimeoutMs?: number;
@@ -72,6 +82,7 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
   const durable = opts.durable ?? "analytics-workers";
   const policy: RetryPolicy = { ...defaultRetryPolicy, ...opts.retry };
   const publishTimeoutMs = opts.publishTimeoutMs ?? 5000;
+  const ackWaitMs = opts.ackWaitMs ?? DEFAULT_ACK_WAIT_MS;
 
   let nc: NatsConnection | undefined;
   let js: JetStreamClient | undefined;
@@ -138,10 +149,10 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
         storage: StorageType.File,
         allow_direct: true,
       });
-      await m.consumers.add(stream, {
+      await addOrUpdateConsumer(m, stream, {
         durable_name: durable,
         ack_policy: AckPolicy.Explicit,
-        ack_wait: nanos(opts.ackWaitMs ?? 30_000),
+        ack_wait: nanos(ackWaitMs),
         max_deliver: -1,
         max_ack_pending: 10_000,
       });
@@ -208,8 +219,31 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
 
     consume(handler: MessageHandler, { concurrency }): QueueConsumer {
       let stopped = false;
-      const sem = new Semaphore(concurrency);
-      let stopActive = () => {};
+      let stopFetch = () => {};
+      // Messages in hand: being handled (at most `concurrency`) or waiting
+      // for a slot (at most as many again, so a slot never waits for a
+      // pull). Every one is marked in progress every third of ack_wait
+      // until it is settled.
+      const limit = concurrency * 2;
+      const inHand = new Set<JsMsg>();
+      const waiting: JsMsg[] = [];
+      let active = 0;
+      let wake: (() => void) | undefined;
+      const woken = () => {
+        const w = wake;
+        wake = undefined;
+        w?.();
+      };
+      const progress = setInterval(() => {
+        for (const m of inHand) {
+          try {
+            m.working();
+          } catch {
+            // connection closed: the message is redelivered anyway
+          }
+        }
+      }, progressEveryMs(ackWaitMs));
+      progress.unref();
 
       const settle = async (m: JsMsg, err: unknown) => {
         const attempt = m.info.deliveryCount;
@@ -233,7 +267,8 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
         m.nak(backoffMs(policy, attempt));
       };
 
-      const dispatch = (m: JsMsg) => {
+      const run = (m: JsMsg) => {
+        active++;
         void (async () => {
           let failure: unknown;
           try {
@@ -247,16 +282,22 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
           } catch {
             // Unacknowledged: JetStream redelivers after ack_wait.
           } finally {
-            sem.release();
+            inHand.delete(m);
+            active--;
+            pump();
+            woken();
           }
         })();
+      };
+      const pump = () => {
+        while (active < concurrency && waiting.length > 0) run(waiting.shift()!);
       };
 
       const loop = (async () => {
         await connected.catch(() => {});
         let consumer: Awaited<ReturnType<JetStreamClient["consumers"]["get"]>> | undefined;
-        let active: { stop(): void } | undefined;
-        stopActive = () => active?.stop();
+        let fetching: { stop(): void } | undefined;
+        stopFetch = () => fetching?.stop();
         while (!stopped && !closed) {
           try {
             if (!up) {
@@ -265,16 +306,21 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
             }
             await ensure();
             consumer ??= await js!.consumers.get(stream, durable);
-            // A continuous pull with a small prefetch: the semaphore holds the
-            // iterator while every slot is busy, which bounds concurrency.
-            const messages = await consumer.consume({ max_messages: Math.max(2, concurrency * 2) });
-            active = messages;
+            if (inHand.size >= limit) {
+              await new Promise<void>((r) => (wake = r));
+              continue;
+            }
+            // Pull no more than there is room for: nothing waits unmarked
+            // in a client buffer (it would time out and go to another worker).
+            const messages = await consumer.fetch({ max_messages: limit - inHand.size, expires: FETCH_EXPIRES_MS });
+            fetching = messages;
             for await (const m of messages) {
-              await sem.acquire();
-              dispatch(m);
+              inHand.add(m);
+              waiting.push(m);
+              pump();
               if (stopped) break;
             }
-            active = undefined;
+            fetching = undefined;
           } catch {
             ensured = undefined;
             consumer = undefined;
@@ -286,9 +332,20 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
       return {
         async stop() {
           stopped = true;
-          stopActive();
+          stopFetch();
+          woken();
           await loop;
-          await sem.idle();
+          // Not started: to another worker now rather than after ack_wait.
+          for (const m of waiting.splice(0)) {
+            inHand.delete(m);
+            try {
+              m.nak();
+            } catch {
+              // connection closed: redelivered after ack_wait
+            }
+          }
+          while (active > 0) await new Promise<void>((r) => (wake = r));
+          clearInterval(progress);
         },
       };
     },
@@ -352,6 +409,25 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
     },
   };
   return queue;
+}
+
+/**
+ * Creates the durable consumer, or brings an existing one to this
+ * configuration (ack_wait was 30 s in earlier versions): NATS 2.9 updates
+ * on create, 2.10 and later refuse a create that differs.
+ */
+export async function addOrUpdateConsumer(jsm: JetStreamManager, stream: string, cfg: Parameters<JetStreamManager["consumers"]["add"]>[1] & { durable_name: string }): Promise<void> {
+  try {
+    await jsm.consumers.add(stream, cfg);
+  } catch (err) {
+    if (!/already (exists|in use)/i.test(errorText(err))) throw err;
+    await jsm.consumers.update(stream, cfg.durable_name, { ack_wait: cfg.ack_wait, max_ack_pending: cfg.max_ack_pending });
+  }
+}
+
+/** How often a message in progress is marked (+WPI): three times per ack_wait. */
+export function progressEveryMs(ackWaitMs: number): number {
+  return Math.max(100, Math.floor(ackWaitMs / 3));
 }
 
 async function addStream(jsm: JetStreamManager, cfg: Parameters<JetStreamManager["streams"]["add"]>[0]): Promise<void> {

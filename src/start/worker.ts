@@ -1,13 +1,44 @@
 // `npm run worker`: batch workers as their own process (scale-out). Needs
 // PostgreSQL (DATABASE_URL); several worker processes share the work, with
 // either queue backend (JetStream with NATS_URL, else the table queue).
+// GET /metrics on PULSEBASE_WORKER_METRICS_PORT (adminHost): the analytics
+// queue, the function-event transport, the PostgreSQL pool and the process.
+import Fastify, { type FastifyInstance } from "fastify";
 import { createLogger } from "../app/logger.js";
-import { loadConfigOrExit } from "../config/config.js";
+import { createMetrics, registerMetricsRoute, registerNatsMetrics, registerPgPoolMetrics, registerQueueMetrics, type QueueStatsSource } from "../app/metrics.js";
+import { loadConfigOrExit, type Config } from "../config/config.js";
+import { jetStreamTransport, sqlTransport } from "../functions/events/event-transport.js";
+import { DEFAULT_EVENT_WORKER_CONFIG, functionEventStreams } from "../functions/events/event-worker.js";
 import { createBatchQueue } from "../queue/create-queue.js";
+import type { Sql } from "../storage/sql.js";
 import { startWorkers } from "../workers/start-workers.js";
 import { openStorage } from "./storage.js";
 import { analyticsStreams } from "../analytics/analytics-module.js";
 import { NatsLink } from "../queue/nats-link.js";
+
+/**
+ * The function-event transport, read for its gauges only (the servers
+ * deliver the events). With NATS it uses the process's connection; until
+ * that is up the gauges say pulsebase_queue_stats_up 0.
+ */
+function functionEventsSource(config: Config, sql: Sql, nats: NatsLink | undefined): QueueStatsSource {
+  const cfg = { ...DEFAULT_EVENT_WORKER_CONFIG, ...functionEventStreams(config.natsNamespace) };
+  const t = nats ? jetStreamTransport(nats, cfg) : sqlTransport(sql, cfg);
+  return { backend: t.backend, stats: () => t.stats() };
+}
+
+async function serveMetrics(config: Config, sql: Sql, nats: NatsLink | undefined, sources: { analytics: QueueStatsSource; events: QueueStatsSource }, warn: (what: string) => (err: unknown) => void): Promise<FastifyInstance> {
+  const metrics = createMetrics();
+  registerQueueMetrics(metrics.registry, "analytics", sources.analytics, warn("analytics queue"));
+  registerQueueMetrics(metrics.registry, "function-events", sources.events, warn("function-event transport"));
+  const poolStats = sql.poolStats?.bind(sql);
+  if (poolStats) registerPgPoolMetrics(metrics.registry, poolStats);
+  if (nats) registerNatsMetrics(metrics.registry, nats);
+  const app = Fastify({ logger: false });
+  registerMetricsRoute(app, metrics, { metricsToken: config.metricsToken, operatorToken: config.operatorToken ?? "" });
+  await app.listen({ host: config.adminHost, port: config.workerMetricsPort });
+  return app;
+}
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
@@ -29,13 +60,24 @@ async function main(): Promise<void> {
       })
     : undefined;
   const queue = createBatchQueue({ sql, nats, jetstream: analyticsStreams(config.natsNamespace) });
+  const events = functionEventsSource(config, sql, nats);
+  let metricsApp: FastifyInstance | undefined;
+  if (config.workerMetricsPort > 0) {
+    try {
+      metricsApp = await serveMetrics(config, sql, nats, { analytics: queue, events }, (what) => (err) => logger.warn({ err }, `metrics: ${what} statistics unavailable`));
+    } catch (err) {
+      console.error(`cannot serve metrics on ${config.adminHost}:${config.workerMetricsPort} (PULSEBASE_WORKER_METRICS_PORT; 0 turns it off): ${(err as Error).message}`);
+      process.exit(1);
+    }
+  }
   const workers = startWorkers({ sql, queue, logger });
-  logger.info({ queue: queue.backend }, "pulsebase workers running");
+  logger.info({ queue: queue.backend, metricsPort: metricsApp ? config.workerMetricsPort : undefined }, "pulsebase workers running");
   let closing = false;
   const stop = async () => {
     if (closing) return;
     closing = true;
     await workers.stop();
+    await metricsApp?.close();
     await queue.close();
     await nats?.close();
     await sql.close();

@@ -4,6 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
+import { connect } from "@nats-io/transport-node";
+import { jetstream } from "@nats-io/jetstream";
 import { TEST_NATS_URL } from "../helpers/db.js";
 import { createModules } from "../../src/start/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
@@ -115,6 +117,21 @@ describe("request metrics", () => {
     expect(sample(text, "process_cpu_user_seconds_total", {})).toBeGreaterThan(0);
     expect(text).toContain("nodejs_eventloop_lag_seconds");
   });
+
+  it("reports the function-event transport: lag, in flight and dead letters (table backend)", async () => {
+    const labels = { queue: "function-events", backend: "embedded" };
+    const before = await scrape();
+    expect(sample(before, "pulsebase_queue_stats_up", labels)).toBe(1);
+    expect(sample(before, "pulsebase_queue_lag_messages", labels)).toBe(0);
+    expect(sample(before, "pulsebase_queue_in_flight_messages", labels)).toBe(0);
+    expect(sample(before, "pulsebase_queue_dead_letter_messages", labels)).toBe(0);
+    await s.db.sql.query(
+      `INSERT INTO function_event_dead_letters (event_id, trigger_id, function_id, app_id, attempts, error, payload)
+       VALUES ('db:999:1', 1, 1, 999, 5, 'boom', '{"id":"db:999:1"}')`,
+    );
+    expect(sample(await scrape(), "pulsebase_queue_dead_letter_messages", labels)).toBe(1);
+    await s.db.sql.query("DELETE FROM function_event_dead_letters WHERE event_id = 'db:999:1'");
+  });
 });
 
 describe("sandbox metrics", () => {
@@ -144,6 +161,18 @@ describe("JetStream queue", () => {
       expect(sample(text, "pulsebase_queue_stats_up", { queue: "analytics", backend: "jetstream" })).toBe(1);
       expect(sample(text, "pulsebase_queue_lag_messages", { queue: "analytics", backend: "jetstream" })).toBe(0);
       expect(sample(text, "pulsebase_queue_in_flight_messages", { queue: "analytics", backend: "jetstream" })).toBe(0);
+      const events = { queue: "function-events", backend: "jetstream" };
+      expect(sample(text, "pulsebase_queue_stats_up", events)).toBe(1);
+      expect(sample(text, "pulsebase_queue_lag_messages", events)).toBe(0);
+      expect(sample(text, "pulsebase_queue_dead_letter_messages", events)).toBe(0);
+      // A dead letter of the transport's stream is counted.
+      const nc = await connect({ servers: TEST_NATS_URL });
+      try {
+        await jetstream(nc).publish(`${js.config.natsNamespace}.fn.dead.db.999`, JSON.stringify({ id: "db:999:1" }));
+      } finally {
+        await nc.close();
+      }
+      expect(sample(await scrape("", js), "pulsebase_queue_dead_letter_messages", events)).toBe(1);
     } finally {
       await js.close();
     }

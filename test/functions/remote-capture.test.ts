@@ -1,10 +1,8 @@
 // db event triggers on remote libSQL databases (kind "remote"). The capture
 // SQL and the drainer are shared with embedded files; only the executor
-// differs (@libsql/client). Without a libSQL server the client's local
-// "file:" URLs take the same code path: the executor, and the database
-// module with a remote-kind database whose URL is a file, end to end. The
-// flow against a real server runs only when TEST_LIBSQL_URL (and
-// TEST_LIBSQL_AUTH_TOKEN) are set, and is reported as skipped otherwise.
+// differs (@libsql/client). The executor's own behaviour is checked on the
+// client's local "file:" URLs (same code path); the flow end to end runs
+// against a real libSQL server (sqld, started here).
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
@@ -21,11 +19,8 @@ import { createLibsqlCaptureExecutor, type LibsqlCaptureExecutor } from "../../s
 import { createFunctionsModule, type FunctionsModule } from "../../src/functions/functions-module.js";
 import { createTestDb, type TestDb } from "../helpers/db.js";
 import { createApp, createHarness } from "./fixtures.js";
+import { startSqld } from "../helpers/sqld.js";
 import { until } from "../helpers/until.js";
-
-const TEST_LIBSQL_URL = process.env.TEST_LIBSQL_URL;
-const TEST_LIBSQL_AUTH_TOKEN = process.env.TEST_LIBSQL_AUTH_TOKEN ?? "";
-
 
 let dir: string;
 beforeAll(async () => {
@@ -107,7 +102,7 @@ describe("capture through the @libsql/client executor (file: URL)", () => {
  * The functions module over the real database module with a remote-kind
  * database: writes through /api/db's runner reach a db event trigger.
  */
-async function remoteFlow(opts: { url: string; authToken: string; viaManager: boolean }) {
+async function remoteFlow(opts: { url: string; authToken: string }) {
   const db: TestDb = await createTestDb("postgres");
   const dataDir = await mkdtemp(join(tmpdir(), "pb-fn-remote-mod-"));
   const dbModule: DatabaseModule = await createDatabaseModule({ dataDir, linkCacheMs: 0, engineProcesses: 1 }, { sql: db.sql });
@@ -127,15 +122,7 @@ async function remoteFlow(opts: { url: string; authToken: string; viaManager: bo
   const admin = createConnectClient(AdminFunctionService, createRouterTransport((r) => r.service(AdminFunctionService, fn.adminService)));
   const appId = await createApp(db.sql);
   const team = Number((await db.sql.query<{ team_id: number }>("SELECT team_id FROM apps WHERE id = $1", [appId])).rows[0]!.team_id);
-  let databaseId: number;
-  if (opts.viaManager) {
-    databaseId = (await dbModule.manager.create({ teamId: team, name: "remote", kind: "remote", url: opts.url, authToken: opts.authToken })).id;
-  } else {
-    // The manager accepts only network URLs; the store takes the file: URL as is.
-    databaseId = (await dbModule.store.create({ teamId: team, name: "remote", kind: "remote", url: opts.url, authToken: opts.authToken })).id;
-    await dbModule.store.transition(databaseId, "provisioning");
-    await dbModule.store.transition(databaseId, "active");
-  }
+  const databaseId = (await dbModule.manager.create({ teamId: team, name: "remote", kind: "remote", url: opts.url, authToken: opts.authToken })).id;
   await dbModule.manager.link(databaseId, appId);
   const table = `orders_${Date.now().toString(36)}`;
   return {
@@ -192,23 +179,15 @@ async function expectDelivered(f: Awaited<ReturnType<typeof remoteFlow>>): Promi
 }
 
 describe("db event triggers on a remote-kind database", () => {
-  it("reach the function through the database module (remote database at a file: URL)", async () => {
-    const f = await remoteFlow({ url: `file:${join(dir, "remote-kind.db")}`, authToken: "", viaManager: false });
+  it("reach the function from a real libSQL server", async () => {
+    const sqld = await startSqld();
+    const f = await remoteFlow({ url: sqld.url, authToken: sqld.authToken });
     try {
       await f.fn.events!.start();
       await expectDelivered(f);
     } finally {
       await f.close();
-    }
-  });
-
-  it.skipIf(!TEST_LIBSQL_URL)("reach the function from a real libSQL server (TEST_LIBSQL_URL)", async () => {
-    const f = await remoteFlow({ url: TEST_LIBSQL_URL!, authToken: TEST_LIBSQL_AUTH_TOKEN, viaManager: true });
-    try {
-      await f.fn.events!.start();
-      await expectDelivered(f);
-    } finally {
-      await f.close();
+      await sqld.stop();
     }
   });
 });

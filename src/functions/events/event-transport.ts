@@ -6,10 +6,15 @@
 // list and replay: a replay queues the change again on its lane for that one
 // trigger and removes the dead letter in the same step, under an id derived
 // from the dead letter, so a dead letter is delivered again at most once.
+// A change being handled is marked in progress every third of ackWaitMs
+// (JetStream +WPI, or the table row's claim extended), so a process that
+// dies mid-change hands its lane to another process ackWaitMs (5 s by
+// default) after the last mark, while a long run keeps its lane.
 import { headers as natsHeaders, nanos } from "@nats-io/transport-node";
 import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StoredMsg } from "@nats-io/jetstream";
 import { natsConnection, type NatsSource } from "../../queue/nats-link.js";
 import { appError } from "../../internal/errors.js";
+import { addOrUpdateConsumer, progressEveryMs } from "../../queue/jetstream-queue.js";
 import type { Sql } from "../../storage/sql.js";
 import type { EventWorkerConfig, FunctionEvent } from "./event-worker.js";
 
@@ -40,7 +45,7 @@ export interface TransportMessage {
   deliveryId: string;
   /** A replayed dead letter runs only this trigger; undefined = every matching trigger. */
   triggerId?: number;
-  /** Keeps the claim alive during long retries. */
+  /** Keeps the claim alive (also done periodically until ack or nak). */
   working(): void;
   ack(): Promise<void>;
   /** Leaves it for redelivery after delayMs. */
@@ -97,8 +102,20 @@ export interface DeadLetterStore {
   replayDeadLetters(appId: number, opts?: { ids?: string[]; functionId?: number }): Promise<number>;
 }
 
+/** What the transport holds now (the metrics' queue gauges). */
+export interface TransportStats {
+  /** Changes queued and not yet handled (waiting or in flight), every lane. */
+  lag: number;
+  /** Changes being handled (at most one per lane). */
+  inFlight: number;
+  /** Dead letters kept. */
+  deadLetters: number;
+}
+
 export interface EventTransport extends DeadLetterStore {
+  readonly backend: "jetstream" | "embedded";
   ensure(): Promise<void>;
+  stats(): Promise<TransportStats>;
   publish(event: FunctionEvent, lane: number): Promise<void>;
   deadLetter(d: DeadLetter): Promise<void>;
   /** The next change of a lane, or undefined after waiting about a second. */
@@ -108,6 +125,20 @@ export interface EventTransport extends DeadLetterStore {
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Calls mark every third of ackWaitMs until the returned function is called (ack or nak). */
+function markWhileHandled(mark: () => void, ackWaitMs: number): () => void {
+  const timer = setInterval(() => {
+    try {
+      mark();
+    } catch {
+      // connection closed: the change is delivered again anyway
+    }
+  }, progressEveryMs(ackWaitMs));
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
 /** How often the table transport looks for work when it found none. */
 const POLL_MS = 250;
 
@@ -155,7 +186,7 @@ export function jetStreamTransport(nats: NatsSource, cfg: EventWorkerConfig): Ev
         await jsm.streams.update(cfg.stream, stream);
       }
       for (let p = 0; p < cfg.partitions; p++) {
-        await jsm.consumers.add(cfg.stream, {
+        await addOrUpdateConsumer(jsm, cfg.stream, {
           durable_name: durableOf(p),
           ack_policy: AckPolicy.Explicit,
           ack_wait: nanos(cfg.ackWaitMs),
@@ -229,9 +260,23 @@ export function jetStreamTransport(nats: NatsSource, cfg: EventWorkerConfig): Ev
   };
 
   return {
+    backend: "jetstream",
     ensure,
     reset: () => {
       ensured = undefined;
+    },
+    async stats() {
+      // No set-up here: a reader (the worker process's metrics) creates nothing.
+      const jsm = await jetstreamManager(await conn());
+      const [lanes, dead] = await Promise.all([
+        Promise.all(Array.from({ length: cfg.partitions }, (_, p) => jsm.consumers.info(cfg.stream, durableOf(p)))),
+        jsm.streams.info(cfg.stream, { subjects_filter: `${deadPrefix}>` }),
+      ]);
+      return {
+        lag: lanes.reduce((n, c) => n + c.num_pending + c.num_ack_pending, 0),
+        inFlight: lanes.reduce((n, c) => n + c.num_ack_pending, 0),
+        deadLetters: Object.values(dead.state.subjects ?? {}).reduce((n, c) => n + c, 0),
+      };
     },
     async publish(event, lane) {
       await (await jsOf()).publish(`${cfg.subjectPrefix}.events.${lane}.${event.source}.${event.app_id}`, JSON.stringify(event), { msgID: event.id });
@@ -303,13 +348,20 @@ export function jetStreamTransport(nats: NatsSource, cfg: EventWorkerConfig): Ev
           event = undefined;
         }
         const trigger = Number(m.headers?.get("Pb-Trigger-Id") ?? "");
+        const done = markWhileHandled(() => m.working(), cfg.ackWaitMs);
         return {
           event,
           deliveryId: m.headers?.get("Nats-Msg-Id") || event?.id || String(m.seq),
           ...(Number.isSafeInteger(trigger) && trigger > 0 ? { triggerId: trigger } : {}),
           working: () => m.working(),
-          ack: async () => m.ack(),
-          nak: async (ms) => m.nak(ms),
+          ack: async () => {
+            done();
+            m.ack();
+          },
+          nak: async (ms) => {
+            done();
+            m.nak(ms);
+          },
         };
       }
       return undefined;
@@ -347,9 +399,19 @@ export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
     return probe.lanes;
   };
   return {
+    backend: "embedded",
     ensure: async () => {},
     reset: () => {
       probe = undefined;
+    },
+    async stats() {
+      const r = await sql.query<{ lag: string | number; in_flight: string | number; dead: string | number }>(
+        `SELECT (SELECT count(*) FROM function_event_queue WHERE status <> 'done') AS lag,
+                (SELECT count(*) FROM function_event_queue WHERE status = 'running' AND claimed_until >= clock_timestamp()) AS in_flight,
+                (SELECT count(*) FROM function_event_dead_letters) AS dead`,
+      );
+      const row = r.rows[0]!;
+      return { lag: Number(row.lag), inFlight: Number(row.in_flight), deadLetters: Number(row.dead) };
     },
     async publish(event, lane) {
       await sql.query(
@@ -449,22 +511,26 @@ export function sqlTransport(sql: Sql, cfg: EventWorkerConfig): EventTransport {
         return undefined;
       }
       let extended = 0;
+      const working = () => {
+        // Extend the claim at most once a second (and four times per claim).
+        if (Date.now() - extended < Math.min(1000, claimMs / 4)) return;
+        extended = Date.now();
+        void sql
+          .query("UPDATE function_event_queue SET claimed_until = clock_timestamp() + $2 * interval '1 millisecond' WHERE seq = $1", [row.seq, claimMs])
+          .catch(() => {});
+      };
+      const done = markWhileHandled(working, claimMs);
       return {
         event: eventOfPayload(row.payload),
         deliveryId: row.event_id,
         ...(row.trigger_id != null ? { triggerId: Number(row.trigger_id) } : {}),
-        working: () => {
-          // Extend the claim at most once a second.
-          if (Date.now() - extended < 1000) return;
-          extended = Date.now();
-          void sql
-            .query("UPDATE function_event_queue SET claimed_until = clock_timestamp() + $2 * interval '1 millisecond' WHERE seq = $1", [row.seq, claimMs])
-            .catch(() => {});
-        },
+        working,
         ack: async () => {
+          done();
           await sql.query("DELETE FROM function_event_queue WHERE seq = $1", [row.seq]);
         },
         nak: async (ms) => {
+          done();
           await sql.query(
             "UPDATE function_event_queue SET status = 'pending', claimed_until = NULL WHERE seq = $1",
             [row.seq],

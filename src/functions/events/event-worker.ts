@@ -56,7 +56,10 @@ export interface EventWorkerConfig {
    * or failing function holds up only its lane.
    */
   partitions: number;
-  /** Redelivery if a process stops acknowledging (it dies). */
+  /**
+   * Redelivery this long after the last progress mark (a change in hand is
+   * marked every third of it): the takeover time when a process dies.
+   */
   ackWaitMs: number;
   duplicateWindowMs: number;
   /** Messages (handled changes, dead letters) are removed from the stream after this long. */
@@ -75,10 +78,15 @@ export const DEFAULT_EVENT_WORKER_CONFIG: EventWorkerConfig = {
   baseBackoffMs: 500,
   maxBackoffMs: 30_000,
   partitions: 8,
-  ackWaitMs: 30_000,
+  ackWaitMs: 5_000,
   duplicateWindowMs: 10 * 60_000,
   retentionMs: 7 * 24 * 3600_000,
 };
+
+/** JetStream names of the function-event transport for a NATS namespace. */
+export function functionEventStreams(ns: string): Pick<EventWorkerConfig, "stream" | "subjectPrefix"> {
+  return { stream: `${ns.toUpperCase()}_FUNCTION_EVENTS`, subjectPrefix: `${ns}.fn` };
+}
 
 /** What a function receives as ctx.event. */
 export interface FunctionEvent {
@@ -104,6 +112,8 @@ export interface CmsChange {
 }
 
 export interface EventWorker extends DeadLetterStore {
+  /** The transport's backend and what it holds (metrics). */
+  readonly transport: Pick<EventTransport, "backend" | "stats">;
   start(): Promise<void>;
   stop(): Promise<void>;
   /** Publishes a CMS change for the app's cms event triggers (no-op when none watches it). */
@@ -381,6 +391,7 @@ export function createEventWorker(deps: {
   }
 
   return {
+    transport,
     async start() {
       if (!stopped) return;
       stopped = false;
