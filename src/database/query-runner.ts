@@ -7,12 +7,12 @@ import { join } from "node:path";
 import { appError, Violations } from "../internal/errors.js";
 import { DEFAULT_DATABASE_LIMITS, type DatabaseLimits } from "./database-config.js";
 import type { DatabaseStore, LinkedDatabase } from "./database-store.js";
-import { EngineFailure, EngineTimeoutError, type EnginePool } from "./engine-pool.js";
+import { EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "./engine-pool.js";
 import type { EngineResult, EngineStatement } from "./engine-protocol.js";
 import { pointReadShape, type PointReader, type PointShape } from "./point-reader.js";
 import type { RemoteExecutor } from "./remote-executor.js";
-import { checkStatement, firstWord, type GuardVerdict } from "./sql-guard.js";
-import { bindParams, paramSlots, toArg, type JsonParams, type ParamSlots } from "./sql-params.js";
+import { checkRemoteStatement, checkStatement, firstWord, type GuardVerdict } from "./sql-guard.js";
+import { bindParams, paramSlots, positionalSql, toArg, type JsonParams, type ParamSlots } from "./sql-params.js";
 import { splitStatements } from "./sql-splitter.js";
 
 export interface StatementInput {
@@ -49,17 +49,21 @@ export interface QueryRunner {
 }
 
 interface Planned extends EngineStatement {
+  /** The text the engines run (named parameters as ?NNN). */
+  engineSql: string;
   /** Field path of the entry it came from, e.g. "statements.2.sql". */
   field: string;
   index: number;
   verdict: GuardVerdict;
+  /** The further check for remote databases (sql-guard.ts). */
+  remoteVerdict: GuardVerdict;
   /** Set when the statement has a point read's shape (see point-reader.ts). */
   point: PointShape | undefined;
 }
 
 /** What the service learns from one sql string alone; cached by text. */
 interface Analysis {
-  statements: { sql: string; verb: string; verdict: GuardVerdict; point: PointShape | undefined }[];
+  statements: { sql: string; engineSql: string; verb: string; verdict: GuardVerdict; remoteVerdict: GuardVerdict; point: PointShape | undefined }[];
   slots: ParamSlots[] | string;
 }
 
@@ -82,10 +86,12 @@ function analyse(sql: string): Analysis {
     slots.push(slot);
   }
   const a: Analysis = {
-    statements: split.map((s) => ({
+    statements: split.map((s, i) => ({
       sql: s.sql,
+      engineSql: typeof slots === "string" ? s.sql : positionalSql(s.sql, s.tokens, slots[i]!),
       verb: firstWord(s.tokens) ?? "",
       verdict: checkStatement(s.sql, s.tokens),
+      remoteVerdict: checkRemoteStatement(s.tokens),
       point: split.length === 1 ? pointReadShape(s.tokens) : undefined,
     })),
     slots,
@@ -187,7 +193,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
         return;
       }
       a.statements.forEach((s, k) => {
-        out.push({ sql: s.sql, args: bound[k]!, verb: s.verb, field: sqlField, index: i, verdict: s.verdict, point: s.point });
+        out.push({ sql: s.sql, engineSql: s.engineSql, args: bound[k]!, verb: s.verb, field: sqlField, index: i, verdict: s.verdict, remoteVerdict: s.remoteVerdict, point: s.point });
       });
     });
     if (out.length > limits.maxStatements) {
@@ -201,7 +207,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
   function admit(db: Linked | undefined, planned: Planned[]): asserts db is Linked {
     if (!db) throw appError("database_not_linked");
     for (const p of planned) {
-      const verdict = p.verdict;
+      const verdict = p.verdict.ok && db.kind === "remote" ? p.remoteVerdict : p.verdict;
       if (!verdict.ok) {
         const where = p.field === "sql" ? "" : ` (${p.field})`;
         throw appError("forbidden_query", `${verdict.reason}${where}`);
@@ -219,6 +225,13 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
     return deps.reader.tryRun(db.path!, p, p.point, limits.maxRows, limits.maxResultBytes);
   }
 
+  /** The shape the engine should classify (point-plan.ts) when the reader has no verdict for the statement. */
+  function toClassify(db: Linked, planned: Planned[], transaction: boolean): PointShape | undefined {
+    const p = planned.length === 1 && !transaction ? planned[0]! : undefined;
+    if (!p?.point || !deps.reader || db.kind !== "embedded") return undefined;
+    return deps.reader.wantsVerdict(db.path!, p.sql) ? p.point : undefined;
+  }
+
   async function execute(appId: number, planned: Planned[], transaction: boolean): Promise<EngineResult[]> {
     const db = await linked(appId);
     admit(db, planned);
@@ -228,11 +241,12 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
 
   /** On the engine processes or the remote server (the link admitted, no point read). */
   async function executeOn(db: Linked, planned: Planned[], transaction: boolean): Promise<EngineResult[]> {
-    const statements: EngineStatement[] = planned.map((p) => ({ sql: p.sql, args: p.args, verb: p.verb }));
+    const statements: EngineStatement[] = planned.map((p) => ({ sql: db.kind === "embedded" ? p.engineSql : p.sql, args: p.args, verb: p.verb }));
     try {
       if (db.kind === "embedded") {
         const path = db.path!;
-        return await deps.pool.run(
+        const classify = toClassify(db, planned, transaction);
+        const results = await deps.pool.run(
           {
             path,
             statements,
@@ -242,9 +256,16 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
             maxBytes: limits.maxResultBytes,
             busyTimeoutMs: Math.max(0, limits.queryTimeoutMs - 100),
             maxDatabaseBytes: limits.maxDatabaseBytes,
+            ...(classify ? { classify } : {}),
           },
           db.id,
         );
+        const verdict = results[0]?.verdict;
+        if (verdict) {
+          delete results[0]!.verdict;
+          deps.reader?.learn(path, planned[0]!.sql, verdict);
+        }
+        return results;
       }
       return await withTimeout(
         deps.remote.run(
@@ -257,6 +278,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
       );
     } catch (e) {
       if (e instanceof EngineTimeoutError) throw appError("timeout", e.message, { cause: e });
+      if (e instanceof EngineMemoryError) throw appError("query_too_large", e.message, { cause: e });
       if (e instanceof EngineFailure) throw appError("query_error", `The database backend failed: ${e.message}`, { cause: e });
       throw appError("query_error", undefined, { cause: e });
     }

@@ -1,7 +1,8 @@
 // Binds request params to statements by SQLite's own numbering, so every
-// statement is run with a complete positional argument list (libsql keeps
-// the previous values of unbound parameters of a reused statement, so a
-// short list must never reach it).
+// statement is run with a complete positional argument list (a driver may
+// keep the previous values of unbound parameters of a reused statement, so a
+// short list must never reach it). Named parameters reach the engines as
+// the ?NNN SQLite gives them (positionalSql).
 //
 // SQLite numbering: "?" takes the largest index so far + 1, "?NNN" takes
 // NNN, a named parameter (:a, @a, $a) takes the next index the first time
@@ -110,4 +111,24 @@ export function bindParams(slots: readonly ParamSlots[], params: JsonParams): Sq
   const unused = Object.keys(obj).filter((k) => !used.has(k));
   if (unused.length > 0) return `no statement uses the parameter(s) ${unused.join(", ")}`;
   return out;
+}
+
+/**
+ * The statement with its named parameters (:a, @a, $a) written as the ?NNN
+ * SQLite gives them, everything else as it was: the engines bind the
+ * positional list bindParams builds, and node:sqlite binds a list to
+ * nameless and ?NNN parameters only.
+ */
+export function positionalSql(sql: string, tokens: readonly Token[], slots: ParamSlots): string {
+  if (slots.names.size === 0) return sql;
+  const index = new Map([...slots.names].map(([n, name]) => [name, n]));
+  let out = "";
+  let from = 0;
+  for (const t of tokens) {
+    const n = t.kind === "param" ? index.get(t.text) : undefined;
+    if (n === undefined) continue;
+    out += `${sql.slice(from, t.start)}?${n}`;
+    from = t.end;
+  }
+  return out + sql.slice(from);
 }
