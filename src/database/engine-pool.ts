@@ -176,7 +176,7 @@ class Engine {
   private arm(): void {
     this.clearTimer();
     const head = this.queue[0];
-    // a close or a checkpoint is bounded by itself (the checkpoint's busy wait)
+    // a close or a checkpoint is bounded by itself (the checkpoint never waits for a lock)
     if (!head || head.msg.type !== "run") return;
     this.timer = setTimeout(() => this.kill(), this.timeoutMs);
   }

@@ -306,7 +306,9 @@ function checkpoint(m: Extract<EngineMessage, { type: "checkpoint" }>): EngineRe
   let db: Db | undefined;
   try {
     if (existsSync(m.path)) {
-      db = new DatabaseSync(m.path, { defensive: true, timeout: 1000 });
+      // no busy wait: requests queue behind this; with a reader still in the
+      // file it does what it can, and journal_size_limit trims the rest later
+      db = new DatabaseSync(m.path, { defensive: true, timeout: 0 });
       db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
     }
   } catch {

@@ -9,11 +9,12 @@ import { DEFAULT_DATABASE_LIMITS, type DatabaseLimits } from "./database-config.
 import type { DatabaseStore, LinkedDatabase } from "./database-store.js";
 import { EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "./engine-pool.js";
 import type { EngineResult, EngineStatement } from "./engine-protocol.js";
-import { pointReadShape, type PointReader, type PointShape } from "./point-reader.js";
+import type { PointReader, PointShape } from "./point-reader.js";
 import type { RemoteExecutor } from "./remote-executor.js";
-import { checkRemoteStatement, checkStatement, firstWord, type GuardVerdict } from "./sql-guard.js";
-import { bindParams, paramSlots, positionalSql, toArg, type JsonParams, type ParamSlots } from "./sql-params.js";
-import { splitStatements } from "./sql-splitter.js";
+import { analyse, ANALYSE_INLINE_CHARS, CACHED_SQL_CHARS, cachedAnalysis, remember, type Analysis } from "./sql-analysis.js";
+import { analyseOffThread } from "./sql-analysis-pool.js";
+import type { GuardVerdict } from "./sql-guard.js";
+import { bindParams, toArg, type JsonParams } from "./sql-params.js";
 
 export interface StatementInput {
   sql: string;
@@ -61,48 +62,6 @@ interface Planned extends EngineStatement {
   point: PointShape | undefined;
 }
 
-/** What the service learns from one sql string alone; cached by text. */
-interface Analysis {
-  statements: { sql: string; engineSql: string; verb: string; verdict: GuardVerdict; remoteVerdict: GuardVerdict; point: PointShape | undefined }[];
-  slots: ParamSlots[] | string;
-}
-
-const ANALYSIS_CACHE_MAX = 2000;
-const ANALYSIS_CACHE_MAX_SQL = 4096;
-const analyses = new Map<string, Analysis>();
-
-/** Splits, numbers parameters and runs the guard; hot statements hit the cache. */
-function analyse(sql: string): Analysis {
-  const hit = analyses.get(sql);
-  if (hit) return hit;
-  const split = splitStatements(sql);
-  let slots: ParamSlots[] | string = [];
-  for (const s of split) {
-    const slot = paramSlots(s.tokens);
-    if (typeof slot === "string") {
-      slots = slot;
-      break;
-    }
-    slots.push(slot);
-  }
-  const a: Analysis = {
-    statements: split.map((s, i) => ({
-      sql: s.sql,
-      engineSql: typeof slots === "string" ? s.sql : positionalSql(s.sql, s.tokens, slots[i]!),
-      verb: firstWord(s.tokens) ?? "",
-      verdict: checkStatement(s.sql, s.tokens),
-      remoteVerdict: checkRemoteStatement(s.tokens),
-      point: split.length === 1 ? pointReadShape(s.tokens) : undefined,
-    })),
-    slots,
-  };
-  if (sql.length <= ANALYSIS_CACHE_MAX_SQL) {
-    if (analyses.size >= ANALYSIS_CACHE_MAX) analyses.clear();
-    analyses.set(sql, a);
-  }
-  return a;
-}
-
 const TX_WORDS = new Set(["BEGIN", "COMMIT", "ROLLBACK", "END"]);
 
 /** A link as cached here: an embedded database's file path resolved once. */
@@ -129,8 +88,39 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
     return db;
   }
 
+  /**
+   * The analyses of the request's SQL made on the worker thread, when its
+   * new SQL is too long to analyse here (sql-analysis.ts); undefined when
+   * plan() can analyse it at once.
+   */
+  function offThread(entries: readonly StatementInput[]): Promise<Map<string, Analysis>> | undefined {
+    if (entries.length > limits.maxStatements) return undefined; // refused before any analysis
+    const sqls: string[] = [];
+    let chars = 0;
+    for (const e of entries) {
+      // (a long string is never cached: no need to hash it for a lookup)
+      if (typeof e.sql !== "string" || e.sql.length > limits.maxSqlLength || (e.sql.length <= CACHED_SQL_CHARS && cachedAnalysis(e.sql))) continue;
+      sqls.push(e.sql);
+      chars += e.sql.length;
+    }
+    if (chars <= ANALYSE_INLINE_CHARS) return undefined;
+    return analyseOffThread(sqls).then(
+      (made) => {
+        const m = new Map<string, Analysis>();
+        sqls.forEach((q, i) => {
+          m.set(q, made[i]!);
+          remember(q, made[i]!);
+        });
+        return m;
+      },
+      (e: unknown) => {
+        throw appError("internal_error", "The SQL could not be analysed.", { cause: e });
+      },
+    );
+  }
+
   /** Request-shape checks; returns the statements to run. */
-  function plan(entries: readonly StatementInput[], batch: boolean, transaction: boolean): Planned[] {
+  function plan(entries: readonly StatementInput[], batch: boolean, transaction: boolean, made?: Map<string, Analysis>): Planned[] {
     const v = new Violations();
     const out: Planned[] = [];
     if (batch && entries.length === 0) v.add("statements", "At least one statement is required.");
@@ -174,7 +164,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
         }
         if (bad) return;
       }
-      const a = analyse(e.sql);
+      const a = made?.get(e.sql) ?? analyse(e.sql);
       if (a.statements.length === 0) {
         v.add(sqlField, "The sql contains no statement.");
         return;
@@ -285,6 +275,8 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
   }
 
   function queryNow(appId: number, input: StatementInput): EngineResult[] | Promise<EngineResult[]> {
+    const made = offThread([input]);
+    if (made) return made.then((m) => execute(appId, plan([input], false, false, m), false));
     const planned = plan([input], false, false);
     const hit = cachedLink(appId);
     if (!hit) return execute(appId, planned, false);
@@ -300,6 +292,8 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
     },
     queryNow,
     batch(appId, statements, transaction) {
+      const made = offThread(statements);
+      if (made) return made.then((m) => execute(appId, plan(statements, true, transaction, m), transaction));
       return execute(appId, plan(statements, true, transaction), transaction);
     },
     invalidate() {

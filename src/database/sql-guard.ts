@@ -174,12 +174,22 @@ function nameOf(t: Token | undefined): string | undefined {
   return undefined;
 }
 
+/** The first `n` tokens that are not white space or comments. */
+function leading(tokens: readonly Token[], n: number): Token[] {
+  const out: Token[] = [];
+  for (let i = 0; i < tokens.length && out.length < n; i++) {
+    const k = tokens[i]!.kind;
+    if (k !== "space" && k !== "comment") out.push(tokens[i]!);
+  }
+  return out;
+}
+
 /**
  * The table an INSERT, UPDATE or DELETE writes, and its schema if written
  * (`INSERT [OR x] INTO [s.]t`, `UPDATE [OR x] [s.]t`, `DELETE FROM [s.]t`).
  */
 function writeTarget(tokens: readonly Token[]): { schema: string | undefined; table: string } | undefined {
-  const t = tokens.filter((x) => x.kind !== "space" && x.kind !== "comment");
+  const t = leading(tokens, 8);
   const up = (i: number) => (t[i]?.kind === "word" ? t[i]!.text.toUpperCase() : undefined);
   let i = 1;
   const verb = up(0);
@@ -219,10 +229,16 @@ export function checkStatement(sql: string, tokens: readonly Token[]): GuardVerd
  * checkStatement for both kinds.
  */
 export function checkRemoteStatement(tokens: readonly Token[]): GuardVerdict {
-  const t = tokens.filter((x) => x.kind !== "space" && x.kind !== "comment");
-  for (let i = 0; i < t.length; i++) {
-    const n = nameOf(t[i]);
-    if ((n === "temp" || n === "temporary") && t[i + 1]?.kind === "punct" && t[i + 1]!.text === ".") {
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i]!;
+    // SQLite compares schema names in ASCII, case-insensitively: "temp", [temp], "TEMPORARY"
+    const len = t.end - t.start - (t.kind === "qident" ? 2 : 0);
+    if ((t.kind !== "word" && t.kind !== "qident") || (len !== 4 && len !== 9)) continue;
+    const n = (t.kind === "qident" ? t.text.slice(1, -1) : t.text).toLowerCase();
+    if (n !== "temp" && n !== "temporary") continue;
+    let j = i + 1;
+    while (tokens[j]?.kind === "space" || tokens[j]?.kind === "comment") j++;
+    if (tokens[j]?.kind === "punct" && tokens[j]!.end - tokens[j]!.start === 1 && tokens[j]!.text === ".") {
       return { ok: false, reason: "The temp schema is not available on a remote database." };
     }
   }

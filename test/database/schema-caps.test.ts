@@ -128,8 +128,9 @@ describe("a schema made before the caps (4 MB, 60 tables of 1,500 columns)", () 
     expect(parseMs).toBeGreaterThan(40);
     expect(slowestCpuMs).toBeLessThan(5);
     // a single load of the schema on this thread would show as a delay of
-    // parseMs; what is left is the shared machine descheduling the process
-    expect(loop.max / 1e6).toBeLessThan(parseMs / 2);
+    // parseMs (and there would be 12); what is left is the shared machine
+    // descheduling the process
+    expect(loop.max / 1e6).toBeLessThan(parseMs);
     for (const e of altered) expect(e).toMatch(/schema too large|too many columns/);
   }, 60_000);
 });
