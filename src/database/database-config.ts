@@ -12,8 +12,20 @@ export interface DatabaseLimits {
   maxResultBytes: number;
   /** Wall-clock limit of one request's statements, in milliseconds. */
   queryTimeoutMs: number;
-  /** Size an embedded database file may grow to (SQLite max_page_count). */
+  /** Size an embedded database file may grow to (SQLite max_page_count); also the cap of a connection's temp database. */
   maxDatabaseBytes: number;
+  /** Largest string or blob a statement may make or read (SQLITE_LIMIT_LENGTH), embedded databases. */
+  maxValueBytes: number;
+  /** Bytes of CREATE statements in an embedded database's schema (sqlite_schema.sql), checked after each CREATE/ALTER. */
+  maxSchemaBytes: number;
+  /** Tables, indexes, views and triggers in an embedded database's schema. */
+  maxSchemaObjects: number;
+  /** Columns of one table of an embedded database. */
+  maxColumnsPerTable: number;
+  /** Resident memory of one engine process: over it, a busy engine is stopped (400 query_too_large) and an idle one replaced. */
+  maxEngineMemoryBytes: number;
+  /** PRAGMA journal_size_limit: the size a WAL is cut back to when it is reset. */
+  walSizeLimitBytes: number;
 }
 
 export const DEFAULT_DATABASE_LIMITS: DatabaseLimits = {
@@ -24,6 +36,12 @@ export const DEFAULT_DATABASE_LIMITS: DatabaseLimits = {
   maxResultBytes: 8 * 1024 * 1024,
   queryTimeoutMs: 5000,
   maxDatabaseBytes: 1024 * 1024 * 1024,
+  maxValueBytes: 16 * 1024 * 1024,
+  maxSchemaBytes: 64 * 1024,
+  maxSchemaObjects: 256,
+  maxColumnsPerTable: 100,
+  maxEngineMemoryBytes: 512 * 1024 * 1024,
+  walSizeLimitBytes: 64 * 1024 * 1024,
 };
 
 export interface DatabaseConfig {

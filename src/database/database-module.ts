@@ -2,6 +2,7 @@
 // the store on the service's SQL, the query runner and both ServiceImpls.
 // `close()` must run at shutdown (it stops the engine processes).
 import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import type { DatabaseService } from "../../gen/pulsebase/platform/v1/database_pb.js";
@@ -33,9 +34,25 @@ export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: 
   await mkdir(config.dataDir, { recursive: true });
   const limits = { ...DEFAULT_DATABASE_LIMITS, ...config.limits };
   const store = createDatabaseStore(deps.sql);
-  const pool = new EnginePool({ processes: config.engineProcesses, timeoutMs: limits.queryTimeoutMs });
+  // SQLite's temp files (temp tables, sorts) go next to the databases, not to a /tmp that may live in memory
+  const tempDir = join(config.dataDir, "engine-tmp");
+  await mkdir(tempDir, { recursive: true });
+  const pool = new EnginePool({
+    processes: config.engineProcesses,
+    timeoutMs: limits.queryTimeoutMs,
+    maxMemoryBytes: limits.maxEngineMemoryBytes,
+    tempDir,
+    settings: {
+      maxValueBytes: limits.maxValueBytes,
+      walSizeLimitBytes: limits.walSizeLimitBytes,
+      maxSchemaBytes: limits.maxSchemaBytes,
+      maxSchemaObjects: limits.maxSchemaObjects,
+      maxColumnsPerTable: limits.maxColumnsPerTable,
+    },
+  });
   const remote = new RemoteExecutor();
-  const reader = config.pointReads === false ? undefined : new PointReader();
+  // the reader copies no value larger than a response may carry
+  const reader = config.pointReads === false ? undefined : new PointReader({ maxValueBytes: Math.min(limits.maxValueBytes, limits.maxResultBytes) });
   const runner = createQueryRunner({ store, pool, reader, remote, dataDir: config.dataDir, limits, linkCacheMs: config.linkCacheMs });
   const manager = createDatabaseManager({
     store,

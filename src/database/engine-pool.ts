@@ -7,22 +7,56 @@
 // it runs over, the process is killed (the only way to stop a statement
 // inside the native driver), its request fails with a timeout, and requests
 // queued behind it move to a fresh process. SQLite rolls back whatever the
-// killed process had not committed.
+// killed process had not committed, and the new process checkpoints that
+// file's WAL (a killed write leaves its frames behind). Each process's
+// resident memory is watched: one that passes the limit while it runs a
+// request is killed the same way (the request fails with
+// EngineMemoryError), an idle one is replaced.
 import { spawn, type ChildProcess } from "node:child_process";
+import { closeSync, openSync, readSync } from "node:fs";
 import type { Duplex } from "node:stream";
 import { fileURLToPath } from "node:url";
-import type { EngineMessage, EngineReply, EngineRequest, EngineResult } from "./engine-protocol.js";
+import type { EngineMessage, EngineReply, EngineRequest, EngineResult, EngineSettings } from "./engine-protocol.js";
 
 const enginePath = fileURLToPath(new URL("./engine-process.ts", import.meta.url));
 
 export class EngineTimeoutError extends Error {}
 export class EngineFailure extends Error {}
+/** The request's engine passed its memory limit and was stopped. */
+export class EngineMemoryError extends Error {}
 
 export interface EnginePoolOptions {
   /** Number of engine processes (default 2). */
   processes?: number;
   /** Query time limit per request in milliseconds. */
   timeoutMs: number;
+  /** Limits every engine process applies (engine-protocol.ts). */
+  settings?: Partial<EngineSettings>;
+  /** Resident memory an engine process may use (default: unlimited). */
+  maxMemoryBytes?: number;
+  /** Directory of SQLite's temp files (SQLITE_TMPDIR); default: the system's. */
+  tempDir?: string;
+}
+
+/** How often an engine's resident memory is read (/proc/<pid>/statm, a few microseconds). */
+const MEMORY_POLL_MS = 50;
+const PAGE_BYTES = 4096;
+
+/** Resident bytes of a process, or undefined where /proc is not available. */
+function residentBytes(pid: number | undefined): number | undefined {
+  if (!pid) return undefined;
+  let fd: number | undefined;
+  try {
+    fd = openSync(`/proc/${pid}/statm`, "r");
+    const buf = Buffer.allocUnsafe(128);
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    const pages = Number(buf.toString("latin1", 0, n).split(" ")[1]);
+    return Number.isFinite(pages) ? pages * PAGE_BYTES : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
 }
 
 interface Pending {
@@ -38,16 +72,25 @@ class Engine {
   timer: NodeJS.Timeout | undefined;
   closing = false;
 
+  private readonly memoryTimer: NodeJS.Timeout | undefined;
+
   constructor(
     private readonly timeoutMs: number,
     private readonly onKilled: (orphans: Pending[]) => void,
+    private readonly opts: Pick<EnginePoolOptions, "settings" | "maxMemoryBytes" | "tempDir"> = {},
   ) {
     this.spawn();
+    if (opts.maxMemoryBytes !== undefined && residentBytes(this.child.pid) !== undefined) {
+      this.memoryTimer = setInterval(() => this.checkMemory(), MEMORY_POLL_MS).unref();
+    }
   }
 
   private spawn(): void {
     // Node's built-in type stripping runs the .ts file; no loader flags.
-    const child = spawn(process.execPath, [enginePath], { stdio: ["ignore", "inherit", "inherit", "pipe"] });
+    const child = spawn(process.execPath, [enginePath, JSON.stringify(this.opts.settings ?? {})], {
+      stdio: ["ignore", "inherit", "inherit", "pipe"],
+      env: this.opts.tempDir ? { ...process.env, SQLITE_TMPDIR: this.opts.tempDir } : process.env,
+    });
     const bornAt = Date.now();
     const channel = child.stdio[3] as Duplex;
     this.child = child;
@@ -86,6 +129,8 @@ class Engine {
         this.respawning = false;
         if (this.closing) return;
         this.spawn();
+        const ck = head && this.checkpointAfter(head);
+        if (ck) this.queue.unshift(ck);
         for (const p of this.queue) this.send(p.msg);
         this.arm();
       }, Date.now() - bornAt < 1000 ? 500 : 0).unref();
@@ -131,6 +176,7 @@ class Engine {
   private arm(): void {
     this.clearTimer();
     const head = this.queue[0];
+    // a close or a checkpoint is bounded by itself (the checkpoint never waits for a lock)
     if (!head || head.msg.type !== "run") return;
     this.timer = setTimeout(() => this.kill(), this.timeoutMs);
   }
@@ -148,20 +194,49 @@ class Engine {
     else head.reject(new EngineFailure(reply.fatal));
   }
 
-  private kill(): void {
+  private kill(reason: Error = new EngineTimeoutError(`the query ran longer than ${this.timeoutMs} ms and was stopped`)): void {
     const [head, ...rest] = this.queue;
     this.queue = [];
     this.clearTimer();
     const old = this.child;
     old.kill("SIGKILL");
     this.spawn();
-    head?.reject(new EngineTimeoutError(`the query ran longer than ${this.timeoutMs} ms and was stopped`));
+    const ck = head && this.checkpointAfter(head);
+    if (ck) this.submit(ck);
+    head?.reject(reason);
     this.onKilled(rest);
+  }
+
+  /**
+   * A request for the fresh process, before anything else: checkpoint and
+   * truncate the WAL of the file the killed request was using (not after a
+   * killed checkpoint, which would only be killed again).
+   */
+  private checkpointAfter(head: Pending): Pending | undefined {
+    if (head.msg.type !== "run") return undefined;
+    return { msg: { type: "checkpoint", id: 0, path: head.msg.path }, resolve: () => {}, reject: () => {} };
+  }
+
+  /** Stops a busy engine over its memory limit; replaces an idle one (memory freed but kept by the process). */
+  private checkMemory(): void {
+    if (this.closing || this.respawning || this.opts.maxMemoryBytes === undefined) return;
+    const rss = residentBytes(this.child.pid);
+    if (rss === undefined || rss <= this.opts.maxMemoryBytes) return;
+    const mib = Math.round(this.opts.maxMemoryBytes / (1024 * 1024));
+    if (this.queue.length > 0) {
+      if (this.queue[0]!.msg.type !== "run") return; // looked at again in a moment
+      this.kill(new EngineMemoryError(`the query needed more than the engine's ${mib} MiB of memory and was stopped`));
+      return;
+    }
+    const old = this.child;
+    this.spawn();
+    old.kill("SIGKILL"); // idle: no request and no transaction in it
   }
 
   async close(): Promise<void> {
     this.closing = true;
     this.clearTimer();
+    if (this.memoryTimer) clearInterval(this.memoryTimer);
     const queued = this.queue;
     this.queue = [];
     for (const p of queued) p.reject(new EngineFailure("the database engine is shut down"));
@@ -182,7 +257,7 @@ export class EnginePool {
 
   constructor(opts: EnginePoolOptions) {
     const n = Math.max(1, opts.processes ?? 2);
-    this.engines = Array.from({ length: n }, () => new Engine(opts.timeoutMs, (orphans) => this.requeue(orphans)));
+    this.engines = Array.from({ length: n }, () => new Engine(opts.timeoutMs, (orphans) => this.requeue(orphans), opts));
   }
 
   private requeue(orphans: Pending[]): void {

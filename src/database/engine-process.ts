@@ -1,25 +1,38 @@
-// An engine process: owns libSQL connections (one per database file, kept
+// An engine process: owns SQLite connections (one per database file, kept
 // open and reused, with a cache of compiled statements) and runs requests
-// one at a time. It runs in its own process because the native driver
-// steps statements synchronously on the calling thread and can only be
-// stopped from outside by ending the process (see docs/database.md), so the
+// one at a time. It runs in its own process because the driver steps
+// statements synchronously on the calling thread and can only be stopped
+// from outside by ending the process (see docs/database.md), so the
 // service kills it on a runaway query and starts a new one.
 //
+// The driver is Node's built-in SQLite (node:sqlite), the library the
+// service's point reader uses on the same files: it is the binding that
+// exposes what a shared, hostile-tenant engine needs (docs/database.md,
+// "Hostile tenants"): defensive mode (no writes to sqlite_dbpage or the
+// schema, no writable_schema), an authorizer (sql-authorizer.ts) and
+// run-time limits (SQLITE_LIMIT_LENGTH). The libsql package offers none of
+// them.
+//
 // Runs with Node's built-in type stripping: erasable syntax only, and only
-// type imports from the project.
+// type imports from the project except the .ts files named below.
 import { existsSync } from "node:fs";
 import { Socket } from "node:net";
-import Database from "libsql";
-import type { EngineMessage, EngineReply, EngineRequest, EngineResult } from "./engine-protocol.js";
+import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
+import type { EngineMessage, EngineReply, EngineRequest, EngineResult, EngineSettings } from "./engine-protocol.js";
 // a runtime import under type stripping names the .ts file itself
 import { bindable, readRows, type ReadBudget } from "./engine-values.ts";
+import { classifyPoint } from "./point-plan.ts";
+import { tenantAuthorizer } from "./sql-authorizer.ts";
 
-type Db = InstanceType<typeof Database>;
-type Stmt = ReturnType<Db["prepare"]>;
+type Db = DatabaseSync;
+type Stmt = StatementSync;
 
 interface Conn {
   db: Db;
+  /** Compiled tenant statements (under the authorizer), by text. */
   stmts: Map<string, Stmt>;
+  /** Compiled service statements (capture, the engine's own checks), by text. */
+  own: Map<string, Stmt>;
   /** PRAGMA schema_version when the cached statements were compiled. */
   schemaVersion: number;
   schemaStmt: Stmt;
@@ -28,6 +41,22 @@ interface Conn {
 const MAX_CONNS = 64;
 const MAX_STMTS = 256;
 const conns = new Map<string, Conn>();
+
+const settings = JSON.parse(process.argv[2] ?? "{}") as Partial<EngineSettings>;
+const MAX_VALUE_BYTES = settings.maxValueBytes ?? 16 * 1024 * 1024;
+const WAL_SIZE_LIMIT = settings.walSizeLimitBytes ?? 64 * 1024 * 1024;
+const MAX_SCHEMA_BYTES = settings.maxSchemaBytes ?? 64 * 1024;
+const MAX_SCHEMA_OBJECTS = settings.maxSchemaObjects ?? 256;
+const MAX_COLUMNS = settings.maxColumnsPerTable ?? 100;
+
+/**
+ * Whether the statements being compiled are a tenant's. The authorizer is
+ * consulted when a statement is compiled (and re-compiled after a schema
+ * change, which happens while it runs), so this is set around every run.
+ */
+let tenant = true;
+/** Whether the tenant statement being compiled or run is a CREATE, ALTER or DROP (sql-authorizer.ts). */
+let ddl = false;
 
 function open(path: string, busyTimeoutMs: number, maxDatabaseBytes: number): Conn {
   const hit = conns.get(path);
@@ -40,25 +69,40 @@ function open(path: string, busyTimeoutMs: number, maxDatabaseBytes: number): Co
     const [oldest, c] = conns.entries().next().value as [string, Conn];
     closeConn(oldest, c);
   }
-  // The file is created by provisioning, never here (libsql would create it).
+  // The file is created by provisioning, never here (SQLite would create it).
   if (!existsSync(path)) throw new Error("the database file is missing");
-  const db = new Database(path);
-  db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
-  db.exec("PRAGMA synchronous = NORMAL");
-  db.exec("PRAGMA foreign_keys = ON");
-  db.exec("PRAGMA trusted_schema = OFF");
-  // a write that would grow the file past the limit fails with SQLITE_FULL
-  const pageSize = Number((db.prepare("PRAGMA page_size").raw(true).get([]) as unknown[])[0]) || 4096;
-  db.exec(`PRAGMA max_page_count = ${Math.max(1, Math.floor(maxDatabaseBytes / pageSize))}`);
+  const db = new DatabaseSync(path, {
+    defensive: true,
+    allowExtension: false,
+    enableDoubleQuotedStringLiterals: false,
+    timeout: Math.max(0, Math.floor(busyTimeoutMs)),
+    // no value (string, blob, row) larger than this is made or read
+    limits: { length: MAX_VALUE_BYTES, attach: 0 },
+  });
   try {
-    db.prepare("SELECT count(*) FROM sqlite_schema").get([]); // unreadable or not a database: fail here
+    db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
+    db.exec("PRAGMA synchronous = NORMAL");
+    db.exec("PRAGMA foreign_keys = ON");
+    db.exec("PRAGMA trusted_schema = OFF");
+    // a WAL grown by a big (or killed) write is cut back when it is reset
+    db.exec(`PRAGMA journal_size_limit = ${Math.floor(WAL_SIZE_LIMIT)}`);
+    // a write that would grow the file past the limit fails with SQLITE_FULL;
+    // the connection's temp database (temp tables and indexes) gets the
+    // same cap, and lives in files (SQLITE_TMPDIR), not in this process's memory
+    const pageSize = Number((db.prepare("PRAGMA page_size").get() as { page_size?: unknown } | undefined)?.page_size) || 4096;
+    const pages = Math.max(1, Math.floor(maxDatabaseBytes / pageSize));
+    db.exec(`PRAGMA max_page_count = ${pages}`);
+    db.exec("PRAGMA temp_store = FILE");
+    db.exec(`PRAGMA temp.max_page_count = ${pages}`);
+    db.prepare("SELECT count(*) FROM sqlite_schema").get(); // unreadable or not a database: fail here
+    db.setAuthorizer((action, a, b, name, inside) => (tenant ? tenantAuthorizer(action, a, b, name, inside, ddl) : 0));
   } catch (e) {
     db.close();
     throw e;
   }
   const schemaStmt = db.prepare("PRAGMA schema_version");
-  schemaStmt.raw(true);
-  const conn: Conn = { db, stmts: new Map<string, Stmt>(), schemaVersion: -1, schemaStmt };
+  schemaStmt.setReturnArrays(true);
+  const conn: Conn = { db, stmts: new Map<string, Stmt>(), own: new Map<string, Stmt>(), schemaVersion: -1, schemaStmt };
   conns.set(path, conn);
   return conn;
 }
@@ -78,38 +122,114 @@ function closeConn(path: string, c: Conn): void {
  * statement reports would be stale.
  */
 function checkSchema(conn: Conn): void {
-  const v = Number((conn.schemaStmt.get([]) as unknown[])[0]);
+  const v = Number((conn.schemaStmt.get() as unknown as unknown[])[0]);
   if (v !== conn.schemaVersion) {
     conn.stmts.clear();
+    conn.own.clear();
     conn.schemaVersion = v;
   }
 }
 
 function prepare(conn: Conn, sql: string): Stmt {
-  const hit = conn.stmts.get(sql);
+  const cache = tenant ? conn.stmts : conn.own;
+  const hit = cache.get(sql);
   if (hit) return hit;
   const st = conn.db.prepare(sql);
-  if (st.reader) st.raw(true); // raw() throws for statements that return no data
-  st.safeIntegers(true);
-  if (conn.stmts.size >= MAX_STMTS) conn.stmts.delete(conn.stmts.keys().next().value as string);
-  conn.stmts.set(sql, st);
+  st.setReturnArrays(true);
+  st.setReadBigInts(true);
+  // Named parameters are bound by their full name (":t" and "@t" are two parameters).
+  st.setAllowBareNamedParameters(false);
+  if (cache.size >= MAX_STMTS) cache.delete(cache.keys().next().value as string);
+  cache.set(sql, st);
   return st;
 }
 
+/** Runs one of the engine's own statements (no authorizer, no caps). */
+function own<T>(fn: () => T): T {
+  const was = tenant;
+  tenant = false;
+  try {
+    return fn();
+  } finally {
+    tenant = was;
+  }
+}
+
+function firstRow(conn: Conn, sql: string, args: SQLInputValue[] = []): unknown[] {
+  return own(() => prepare(conn, sql).get(...args) as unknown as unknown[]);
+}
+
+/** The cap the schema is over, as a statement error, or undefined. */
+function schemaOverCaps(conn: Conn): string | undefined {
+  const wide = own(() =>
+    prepare(
+      conn,
+      "SELECT s.name, count(*) FROM main.sqlite_schema s, pragma_table_xinfo(s.name, 'main') c WHERE s.type = 'table' GROUP BY s.name HAVING count(*) > ? LIMIT 1",
+    ).get(BigInt(MAX_COLUMNS)),
+  ) as unknown as unknown[] | undefined;
+  if (wide) return `too many columns: a table may have at most ${MAX_COLUMNS} columns (${String(wide[0])} would have ${String(wide[1])})`;
+  const [objects, bytes] = firstRow(conn, "SELECT count(*), coalesce(sum(octet_length(sql)), 0) FROM main.sqlite_schema").map(Number);
+  if (bytes! > MAX_SCHEMA_BYTES) {
+    return `schema too large: the database schema may hold at most ${MAX_SCHEMA_BYTES} bytes of definitions (this statement would make it ${bytes})`;
+  }
+  if (objects! > MAX_SCHEMA_OBJECTS) {
+    return `schema too large: the database schema may hold at most ${MAX_SCHEMA_OBJECTS} tables, indexes, views and triggers (this statement would make it ${objects})`;
+  }
+  return undefined;
+}
+
 function runOne(conn: Conn, s: EngineRequest["statements"][number], req: EngineRequest, budget: ReadBudget): EngineResult {
+  ddl = s.verb === "CREATE" || s.verb === "ALTER" || s.verb === "DROP";
   const st = prepare(conn, s.sql);
-  const args = bindable(s.args);
-  if (!st.reader) {
-    const info = st.run(args);
-    return { columns: [], rows: [], rowsRead: 0, rowsWritten: info.changes };
+  const values = bindable(s.args) as SQLInputValue[];
+  // A statement with only named parameters binds them by name (sql-params.ts
+  // remoteBinding), so a bare parameter selected as a column keeps its name.
+  const named = s.names ? (Object.fromEntries(s.names.map((n, i) => [n, values[i]!])) as Record<string, SQLInputValue>) : undefined;
+  if (st.columns().length === 0) {
+    const info = named ? st.run(named) : st.run(...values);
+    // sqlite3_changes() keeps the last write's count through BEGIN, COMMIT and DDL
+    const writes = s.verb === "INSERT" || s.verb === "UPDATE" || s.verb === "DELETE";
+    return { columns: [], rows: [], rowsRead: 0, rowsWritten: writes ? Number(info.changes) : 0 };
   }
   const columns = st.columns().map((c) => c.name);
-  const rows = readRows(st.iterate(args), req.maxRows, req.maxBytes, budget);
+  const rows = readRows(named ? st.iterate(named) : st.iterate(...values), req.maxRows, req.maxBytes, budget);
   let rowsWritten = 0;
   if (s.verb === "INSERT" || s.verb === "UPDATE" || s.verb === "DELETE") {
-    rowsWritten = Number((prepare(conn, "SELECT changes()").get([]) as unknown[])[0]);
+    rowsWritten = Number(firstRow(conn, "SELECT changes()")[0]);
   }
   return { columns, rows, rowsRead: rows.length, rowsWritten };
+}
+
+/**
+ * A tenant's CREATE or ALTER statement, inside a savepoint: when the schema
+ * it leaves is over a cap, it is undone and answered as a statement error.
+ * The caps keep every schema small enough to load in a millisecond or two
+ * (the point reader loads it on the service thread).
+ */
+function runSchemaChange(conn: Conn, s: EngineRequest["statements"][number], req: EngineRequest, budget: ReadBudget): EngineResult {
+  own(() => conn.db.exec("SAVEPOINT pulsebase_schema"));
+  let done = false;
+  try {
+    const r = runOne(conn, s, req, budget);
+    const over = schemaOverCaps(conn);
+    if (over === undefined) {
+      own(() => conn.db.exec("RELEASE pulsebase_schema"));
+      done = true;
+      return r;
+    }
+    return { columns: [], rows: [], rowsRead: 0, rowsWritten: 0, error: over };
+  } finally {
+    if (!done) {
+      try {
+        own(() => {
+          conn.db.exec("ROLLBACK TO pulsebase_schema");
+          conn.db.exec("RELEASE pulsebase_schema");
+        });
+      } catch {
+        // some errors (SQLITE_FULL, ...) already rolled the transaction back
+      }
+    }
+  }
 }
 
 function message(e: unknown): string {
@@ -123,6 +243,7 @@ function run(req: EngineRequest): EngineReply {
   } catch (e) {
     return { id: req.id, ok: false, fatal: message(e) };
   }
+  tenant = req.service !== true;
   const results: EngineResult[] = [];
   const budget: ReadBudget = { bytes: req.maxBytes };
   const db = conn.db;
@@ -131,24 +252,25 @@ function run(req: EngineRequest): EngineReply {
       // Take the write lock up front when the batch writes, so a WAL
       // read->write upgrade cannot fail with SQLITE_BUSY half-way.
       const writes = req.statements.some((s) => s.verb !== "SELECT");
-      db.exec(writes ? "BEGIN IMMEDIATE" : "BEGIN");
+      own(() => db.exec(writes ? "BEGIN IMMEDIATE" : "BEGIN"));
     }
     checkSchema(conn);
     for (const s of req.statements) {
       try {
-        results.push(runOne(conn, s, req, budget));
-        if (s.verb === "CREATE" || s.verb === "ALTER" || s.verb === "DROP") checkSchema(conn);
+        const ddl = s.verb === "CREATE" || s.verb === "ALTER";
+        results.push(tenant && ddl ? runSchemaChange(conn, s, req, budget) : runOne(conn, s, req, budget));
+        if (ddl || s.verb === "DROP") checkSchema(conn);
       } catch (e) {
-        conn.stmts.delete(s.sql); // never reuse a statement that failed half-way
+        (tenant ? conn.stmts : conn.own).delete(s.sql); // never reuse a statement that failed half-way
         results.push({ columns: [], rows: [], rowsRead: 0, rowsWritten: 0, error: message(e) });
-        if (req.transaction) break; // rolled back below; the rest do not run
       }
+      if (req.transaction && results[results.length - 1]!.error !== undefined) break; // rolled back below; the rest do not run
     }
-    if (req.transaction && db.inTransaction) {
-      if (results.some((r) => r.error !== undefined)) db.exec("ROLLBACK");
+    if (req.transaction && db.isTransaction) {
+      if (results.some((r) => r.error !== undefined)) own(() => db.exec("ROLLBACK"));
       else {
         try {
-          db.exec("COMMIT");
+          own(() => db.exec("COMMIT"));
         } catch (e) {
           const last = results[results.length - 1];
           if (last) last.error = `commit failed: ${message(e)}`;
@@ -160,7 +282,7 @@ function run(req: EngineRequest): EngineReply {
   } finally {
     // A transaction the client opened and left open never outlives the request.
     try {
-      if (db.inTransaction) db.exec("ROLLBACK");
+      if (db.isOpen && db.isTransaction) own(() => db.exec("ROLLBACK"));
     } catch {
       closeConn(req.path, conn);
     }
@@ -168,14 +290,40 @@ function run(req: EngineRequest): EngineReply {
     if (budget.abandoned && conns.get(req.path) === conn) closeConn(req.path, conn);
     if (req.mayUseTemp && conns.get(req.path) === conn) {
       try {
-        const temp = prepare(conn, "SELECT 1 FROM temp.sqlite_schema LIMIT 1").get([]);
+        const temp = firstRow(conn, "SELECT 1 FROM temp.sqlite_schema LIMIT 1");
         if (temp) closeConn(req.path, conn); // temp objects are connection state: drop it
       } catch {
         closeConn(req.path, conn);
       }
     }
   }
+  const one = results[0];
+  if (req.classify && results.length === 1 && one!.error === undefined && conns.get(req.path) === conn && !db.isTransaction) {
+    const shape = req.classify;
+    one!.verdict = own(() => classifyPoint(db, shape, bindable(req.statements[0]!.args), MAX_SCHEMA_BYTES));
+  }
+  tenant = true;
   return { id: req.id, ok: true, results };
+}
+
+function checkpoint(m: Extract<EngineMessage, { type: "checkpoint" }>): EngineReply {
+  // A killed writer leaves its frames in the WAL (never committed, but the
+  // file keeps its size): copy back what was committed and truncate it.
+  // A connection of its own (the cached ones carry a request's settings).
+  let db: Db | undefined;
+  try {
+    if (existsSync(m.path)) {
+      // no busy wait: requests queue behind this; with a reader still in the
+      // file it does what it can, and journal_size_limit trims the rest later
+      db = new DatabaseSync(m.path, { defensive: true, timeout: 0 });
+      db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    }
+  } catch {
+    // busy (a reader) or unreadable: journal_size_limit cuts it back at the next reset
+  } finally {
+    db?.close();
+  }
+  return { id: m.id, ok: true, results: [] };
 }
 
 function handle(m: EngineMessage): EngineReply {
@@ -184,6 +332,7 @@ function handle(m: EngineMessage): EngineReply {
     if (c) closeConn(m.path, c);
     return { id: m.id, ok: true, results: [] };
   }
+  if (m.type === "checkpoint") return checkpoint(m);
   return run(m);
 }
 

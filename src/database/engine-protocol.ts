@@ -1,6 +1,8 @@
 // Messages between the service and its engine processes (engine-process.ts).
 // One JSON message per line over the pipe on fd 3: arguments are numbers, strings or null; result
 // values are already encoded for the response (DECISIONS 18).
+import type { PointShape, PointVerdict } from "./point-plan.js";
+
 export type EngineValue = number | string | null;
 
 export interface EngineStatement {
@@ -8,6 +10,8 @@ export interface EngineStatement {
   args: EngineValue[];
   /** First word upper-cased (INSERT/UPDATE/DELETE with RETURNING count writes). */
   verb: string;
+  /** Parameter names by index - 1 when the statement binds by name (sql-params.ts RemoteBinding). */
+  names?: readonly string[];
 }
 
 export interface EngineRequest {
@@ -23,6 +27,17 @@ export interface EngineRequest {
   maxBytes: number;
   busyTimeoutMs: number;
   maxDatabaseBytes: number;
+  /**
+   * The service's own statements (change capture): run without the tenant
+   * authorizer and the schema caps. Never set for a tenant's SQL.
+   */
+  service?: boolean;
+  /**
+   * The single statement has a point read's shape: after running it, the
+   * engine decides whether the in-process reader may serve it
+   * (point-plan.ts) and returns the verdict with the result.
+   */
+  classify?: PointShape;
 }
 
 export interface EngineClose {
@@ -31,7 +46,14 @@ export interface EngineClose {
   path: string;
 }
 
-export type EngineMessage = EngineRequest | EngineClose;
+/** Checkpoints and truncates the file's WAL (after an engine was killed while it may have been writing). */
+export interface EngineCheckpoint {
+  type: "checkpoint";
+  id: number;
+  path: string;
+}
+
+export type EngineMessage = EngineRequest | EngineClose | EngineCheckpoint;
 
 export interface EngineResult {
   columns: string[];
@@ -39,8 +61,25 @@ export interface EngineResult {
   rowsRead: number;
   rowsWritten: number;
   error?: string;
+  /** The answer to EngineRequest.classify (on the single result). */
+  verdict?: PointVerdict;
 }
 
 export type EngineReply =
   | { id: number; ok: true; results: EngineResult[] }
   | { id: number; ok: false; fatal: string };
+
+/**
+ * Per-process settings, passed once on the engine's command line as JSON
+ * (database-config.ts documents each limit).
+ */
+export interface EngineSettings {
+  /** SQLITE_LIMIT_LENGTH: the largest string or blob a statement may make or read. */
+  maxValueBytes: number;
+  /** PRAGMA journal_size_limit: the WAL is truncated to this size when it is reset. */
+  walSizeLimitBytes: number;
+  /** Schema caps checked after a tenant's CREATE or ALTER statement. */
+  maxSchemaBytes: number;
+  maxSchemaObjects: number;
+  maxColumnsPerTable: number;
+}

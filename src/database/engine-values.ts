@@ -4,7 +4,7 @@
 // so erasable syntax only and no runtime imports.
 import type { EngineValue } from "./engine-protocol.js";
 
-/** Binds integers as INTEGER (libsql binds every JS number as REAL). */
+/** Binds integers as INTEGER (the drivers bind every JS number as REAL). */
 export function bindable(args: readonly EngineValue[]): unknown[] {
   return args.map((v) => (typeof v === "number" && Number.isSafeInteger(v) ? BigInt(v) : v));
 }
@@ -41,11 +41,12 @@ export interface ReadBudget {
   /** Bytes the response may still take. */
   bytes: number;
   /**
-   * Set when a cursor was left before its last row. libsql has no reset: such
-   * a statement keeps the connection's read snapshot (later reads miss newer
-   * commits, a later write fails with SQLITE_BUSY_SNAPSHOT) until it is
-   * garbage-collected, and starting it again would redo its first step, so
-   * the caller drops the connection after the request.
+   * Set when a cursor was left before its last row. With libsql (the
+   * engines' driver before node:sqlite) such a statement kept the
+   * connection's read snapshot (later reads missed newer commits, a later
+   * write failed with SQLITE_BUSY_SNAPSHOT) until it was garbage-collected;
+   * the caller still drops the connection after the request, which costs
+   * little and assumes nothing about the driver.
    */
   abandoned?: boolean;
 }

@@ -8,11 +8,10 @@ import { createClient } from "@libsql/client";
 
 export async function provisionEmbedded(absPath: string): Promise<void> {
   await mkdir(dirname(absPath), { recursive: true });
-  // Through node:sqlite, like the service process's point reader: one SQLite
-  // library per file in this process (point-reader.ts). It closes at once
-  // (libsql kept the files open until its statements were garbage-collected),
-  // and the engines open the file with libsql in their own processes.
-  const db = new DatabaseSync(absPath);
+  // Through node:sqlite, like the point reader and the engines: one SQLite
+  // library per file in this process (point-reader.ts). It closes at once,
+  // and it is defensive like every connection to an application's file.
+  const db = new DatabaseSync(absPath, { defensive: true });
   try {
     // journal_mode and auto_vacuum are stored in the file; the per-connection
     // pragmas (busy_timeout, synchronous, foreign_keys) are set by the engine.

@@ -7,13 +7,14 @@ import { join } from "node:path";
 import { appError, Violations } from "../internal/errors.js";
 import { DEFAULT_DATABASE_LIMITS, type DatabaseLimits } from "./database-config.js";
 import type { DatabaseStore, LinkedDatabase } from "./database-store.js";
-import { EngineFailure, EngineTimeoutError, type EnginePool } from "./engine-pool.js";
+import { EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "./engine-pool.js";
 import type { EngineResult, EngineStatement } from "./engine-protocol.js";
-import { pointReadShape, type PointReader, type PointShape } from "./point-reader.js";
+import type { PointReader, PointShape } from "./point-reader.js";
 import type { RemoteExecutor } from "./remote-executor.js";
-import { checkStatement, firstWord, type GuardVerdict } from "./sql-guard.js";
-import { bindParams, paramSlots, remoteBinding, toArg, type JsonParams, type ParamSlots, type RemoteBinding } from "./sql-params.js";
-import { splitStatements } from "./sql-splitter.js";
+import { analyse, ANALYSE_INLINE_CHARS, CACHED_SQL_CHARS, cachedAnalysis, remember, type Analysis } from "./sql-analysis.js";
+import { analyseOffThread } from "./sql-analysis-pool.js";
+import type { GuardVerdict } from "./sql-guard.js";
+import { bindParams, toArg, type JsonParams, type RemoteBinding } from "./sql-params.js";
 
 export interface StatementInput {
   sql: string;
@@ -49,55 +50,18 @@ export interface QueryRunner {
 }
 
 interface Planned extends EngineStatement {
+  /** The text the engines run (named parameters as ?NNN). */
+  engineSql: string;
   /** Field path of the entry it came from, e.g. "statements.2.sql". */
   field: string;
   index: number;
   verdict: GuardVerdict;
+  /** The further check for remote databases (sql-guard.ts). */
+  remoteVerdict: GuardVerdict;
   /** Set when the statement has a point read's shape (see point-reader.ts). */
   point: PointShape | undefined;
   /** The form a libSQL server takes (sql-params.ts). */
   remote: RemoteBinding;
-}
-
-/** What the service learns from one sql string alone; cached by text. */
-interface Analysis {
-  statements: { sql: string; verb: string; verdict: GuardVerdict; point: PointShape | undefined; remote: RemoteBinding }[];
-  slots: ParamSlots[] | string;
-}
-
-const ANALYSIS_CACHE_MAX = 2000;
-const ANALYSIS_CACHE_MAX_SQL = 4096;
-const analyses = new Map<string, Analysis>();
-
-/** Splits, numbers parameters and runs the guard; hot statements hit the cache. */
-function analyse(sql: string): Analysis {
-  const hit = analyses.get(sql);
-  if (hit) return hit;
-  const split = splitStatements(sql);
-  let slots: ParamSlots[] | string = [];
-  for (const s of split) {
-    const slot = paramSlots(s.tokens);
-    if (typeof slot === "string") {
-      slots = slot;
-      break;
-    }
-    slots.push(slot);
-  }
-  const a: Analysis = {
-    statements: split.map((s, i) => ({
-      sql: s.sql,
-      verb: firstWord(s.tokens) ?? "",
-      verdict: checkStatement(s.sql, s.tokens),
-      point: split.length === 1 ? pointReadShape(s.tokens) : undefined,
-      remote: typeof slots === "string" ? { sql: s.sql, names: undefined } : remoteBinding(s.sql, s.tokens, slots[i]!),
-    })),
-    slots,
-  };
-  if (sql.length <= ANALYSIS_CACHE_MAX_SQL) {
-    if (analyses.size >= ANALYSIS_CACHE_MAX) analyses.clear();
-    analyses.set(sql, a);
-  }
-  return a;
 }
 
 const TX_WORDS = new Set(["BEGIN", "COMMIT", "ROLLBACK", "END"]);
@@ -126,8 +90,39 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
     return db;
   }
 
+  /**
+   * The analyses of the request's SQL made on the worker thread, when its
+   * new SQL is too long to analyse here (sql-analysis.ts); undefined when
+   * plan() can analyse it at once.
+   */
+  function offThread(entries: readonly StatementInput[]): Promise<Map<string, Analysis>> | undefined {
+    if (entries.length > limits.maxStatements) return undefined; // refused before any analysis
+    const sqls: string[] = [];
+    let chars = 0;
+    for (const e of entries) {
+      // (a long string is never cached: no need to hash it for a lookup)
+      if (typeof e.sql !== "string" || e.sql.length > limits.maxSqlLength || (e.sql.length <= CACHED_SQL_CHARS && cachedAnalysis(e.sql))) continue;
+      sqls.push(e.sql);
+      chars += e.sql.length;
+    }
+    if (chars <= ANALYSE_INLINE_CHARS) return undefined;
+    return analyseOffThread(sqls).then(
+      (made) => {
+        const m = new Map<string, Analysis>();
+        sqls.forEach((q, i) => {
+          m.set(q, made[i]!);
+          remember(q, made[i]!);
+        });
+        return m;
+      },
+      (e: unknown) => {
+        throw appError("internal_error", "The SQL could not be analysed.", { cause: e });
+      },
+    );
+  }
+
   /** Request-shape checks; returns the statements to run. */
-  function plan(entries: readonly StatementInput[], batch: boolean, transaction: boolean): Planned[] {
+  function plan(entries: readonly StatementInput[], batch: boolean, transaction: boolean, made?: Map<string, Analysis>): Planned[] {
     const v = new Violations();
     const out: Planned[] = [];
     if (batch && entries.length === 0) v.add("statements", "At least one statement is required.");
@@ -171,7 +166,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
         }
         if (bad) return;
       }
-      const a = analyse(e.sql);
+      const a = made?.get(e.sql) ?? analyse(e.sql);
       if (a.statements.length === 0) {
         v.add(sqlField, "The sql contains no statement.");
         return;
@@ -190,7 +185,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
         return;
       }
       a.statements.forEach((s, k) => {
-        out.push({ sql: s.sql, args: bound[k]!, verb: s.verb, field: sqlField, index: i, verdict: s.verdict, point: s.point, remote: s.remote });
+        out.push({ sql: s.sql, engineSql: s.engineSql, args: bound[k]!, verb: s.verb, field: sqlField, index: i, verdict: s.verdict, remoteVerdict: s.remoteVerdict, point: s.point, remote: s.remote });
       });
     });
     if (out.length > limits.maxStatements) {
@@ -204,7 +199,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
   function admit(db: Linked | undefined, planned: Planned[]): asserts db is Linked {
     if (!db) throw appError("database_not_linked");
     for (const p of planned) {
-      const verdict = p.verdict;
+      const verdict = p.verdict.ok && db.kind === "remote" ? p.remoteVerdict : p.verdict;
       if (!verdict.ok) {
         const where = p.field === "sql" ? "" : ` (${p.field})`;
         throw appError("forbidden_query", `${verdict.reason}${where}`);
@@ -222,6 +217,13 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
     return deps.reader.tryRun(db.path!, p, p.point, limits.maxRows, limits.maxResultBytes);
   }
 
+  /** The shape the engine should classify (point-plan.ts) when the reader has no verdict for the statement. */
+  function toClassify(db: Linked, planned: Planned[], transaction: boolean): PointShape | undefined {
+    const p = planned.length === 1 && !transaction ? planned[0]! : undefined;
+    if (!p?.point || !deps.reader || db.kind !== "embedded") return undefined;
+    return deps.reader.wantsVerdict(db.path!, p.sql) ? p.point : undefined;
+  }
+
   async function execute(appId: number, planned: Planned[], transaction: boolean): Promise<EngineResult[]> {
     const db = await linked(appId);
     admit(db, planned);
@@ -233,9 +235,11 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
   async function executeOn(db: Linked, planned: Planned[], transaction: boolean): Promise<EngineResult[]> {
     try {
       if (db.kind === "embedded") {
-        const statements: EngineStatement[] = planned.map((p) => ({ sql: p.sql, args: p.args, verb: p.verb }));
+        // The same binding as a libSQL server's (named by name), so both answer alike.
+        const statements: EngineStatement[] = planned.map((p) => (p.remote.names ? { sql: p.remote.sql, args: p.args, verb: p.verb, names: p.remote.names } : { sql: p.engineSql, args: p.args, verb: p.verb }));
         const path = db.path!;
-        return await deps.pool.run(
+        const classify = toClassify(db, planned, transaction);
+        const results = await deps.pool.run(
           {
             path,
             statements,
@@ -245,9 +249,16 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
             maxBytes: limits.maxResultBytes,
             busyTimeoutMs: Math.max(0, limits.queryTimeoutMs - 100),
             maxDatabaseBytes: limits.maxDatabaseBytes,
+            ...(classify ? { classify } : {}),
           },
           db.id,
         );
+        const verdict = results[0]?.verdict;
+        if (verdict) {
+          delete results[0]!.verdict;
+          deps.reader?.learn(path, planned[0]!.sql, verdict);
+        }
+        return results;
       }
       return await withTimeout(
         deps.remote.run(
@@ -260,12 +271,15 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
       );
     } catch (e) {
       if (e instanceof EngineTimeoutError) throw appError("timeout", e.message, { cause: e });
+      if (e instanceof EngineMemoryError) throw appError("query_too_large", e.message, { cause: e });
       if (e instanceof EngineFailure) throw appError("query_error", `The database backend failed: ${e.message}`, { cause: e });
       throw appError("query_error", undefined, { cause: e });
     }
   }
 
   function queryNow(appId: number, input: StatementInput): EngineResult[] | Promise<EngineResult[]> {
+    const made = offThread([input]);
+    if (made) return made.then((m) => execute(appId, plan([input], false, false, m), false));
     const planned = plan([input], false, false);
     const hit = cachedLink(appId);
     if (!hit) return execute(appId, planned, false);
@@ -281,6 +295,8 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
     },
     queryNow,
     batch(appId, statements, transaction) {
+      const made = offThread(statements);
+      if (made) return made.then((m) => execute(appId, plan(statements, true, transaction, m), transaction));
       return execute(appId, plan(statements, true, transaction), transaction);
     },
     invalidate() {

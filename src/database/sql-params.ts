@@ -1,7 +1,8 @@
 // Binds request params to statements by SQLite's own numbering, so every
-// statement is run with a complete positional argument list (libsql keeps
-// the previous values of unbound parameters of a reused statement, so a
-// short list must never reach it).
+// statement is run with a complete positional argument list (a driver may
+// keep the previous values of unbound parameters of a reused statement, so a
+// short list must never reach it). Named parameters reach the engines as
+// the ?NNN SQLite gives them (positionalSql).
 //
 // SQLite numbering: "?" takes the largest index so far + 1, "?NNN" takes
 // NNN, a named parameter (:a, @a, $a) takes the next index the first time
@@ -113,13 +114,33 @@ export function bindParams(slots: readonly ParamSlots[], params: JsonParams): Sq
 }
 
 /**
+ * The statement with its named parameters (:a, @a, $a) written as the ?NNN
+ * SQLite gives them, everything else as it was: the engines bind the
+ * positional list bindParams builds, and node:sqlite binds a list to
+ * nameless and ?NNN parameters only.
+ */
+export function positionalSql(sql: string, tokens: readonly Token[], slots: ParamSlots): string {
+  if (slots.names.size === 0) return sql;
+  const index = new Map([...slots.names].map(([n, name]) => [name, n]));
+  let out = "";
+  let from = 0;
+  for (const t of tokens) {
+    const n = t.kind === "param" ? index.get(t.text) : undefined;
+    if (n === undefined) continue;
+    out += `${sql.slice(from, t.start)}?${n}`;
+    from = t.end;
+  }
+  return out + sql.slice(from);
+}
+
+/**
  * How a statement's arguments reach a libSQL server (Hrana). The server
  * binds either every argument by position or every one by name, never a
  * mix, and a named parameter only by name. So: no named parameter, the
  * argument list as is; only named ones, by name (with their prefix, one
  * name per index); named ones and "?"/"?NNN" together (array params), the
- * named ones rewritten to "?NNN" of their own index, which keeps SQLite's
- * numbering and so the argument list. Computed once per sql text.
+ * named ones rewritten to "?NNN" of their own index (positionalSql), which
+ * keeps SQLite's numbering and so the argument list. Computed once per sql text.
  */
 export interface RemoteBinding {
   sql: string;
@@ -130,15 +151,5 @@ export interface RemoteBinding {
 export function remoteBinding(sql: string, tokens: readonly Token[], slots: ParamSlots): RemoteBinding {
   if (slots.names.size === 0) return { sql, names: undefined };
   if (!slots.hasPositional) return { sql, names: Array.from({ length: slots.count }, (_, i) => slots.names.get(i + 1)!) };
-  const index = new Map<string, number>();
-  for (const [i, name] of slots.names) index.set(name, i);
-  let out = "";
-  let from = 0;
-  for (const t of tokens) {
-    const i = t.kind === "param" ? index.get(t.text) : undefined;
-    if (i === undefined) continue;
-    out += `${sql.slice(from, t.start)}?${i}`;
-    from = t.end;
-  }
-  return { sql: out + sql.slice(from), names: undefined };
+  return { sql: positionalSql(sql, tokens, slots), names: undefined };
 }

@@ -1,7 +1,8 @@
 // Splits one sql string into statements at top-level ";" tokens (never
 // inside literals, quoted identifiers or comments). Pieces made only of
 // white space and comments are dropped (DECISIONS 14).
-import { tokenize, type Token } from "./sql-tokenizer.js";
+// (runtime imports name the .ts file: the SQL analysis worker loads this under Node's type stripping)
+import { rebase, tokenize, type Token } from "./sql-tokenizer.ts";
 
 export interface SplitStatement {
   /** The statement text without the terminating ";". */
@@ -11,23 +12,23 @@ export interface SplitStatement {
 
 export function splitStatements(sql: string): SplitStatement[] {
   const out: SplitStatement[] = [];
-  let current: Token[] = [];
-  const flush = () => {
-    if (current.some((t) => t.kind !== "space" && t.kind !== "comment")) {
-      const first = current[0]!;
-      const last = current[current.length - 1]!;
-      const base = first.start;
-      out.push({
-        sql: sql.slice(base, last.end),
-        tokens: current.map((t) => ({ ...t, start: t.start - base, end: t.end - base })),
-      });
-    }
-    current = [];
+  const all = tokenize(sql);
+  const flush = (from: number, to: number) => {
+    let code = false;
+    for (let i = from; i < to && !code; i++) code = all[i]!.kind !== "space" && all[i]!.kind !== "comment";
+    if (!code) return;
+    const base = all[from]!.start;
+    const text = sql.slice(base, all[to - 1]!.end);
+    // offsets relative to the statement; a statement that is the whole text keeps its tokens
+    if (from === 0 && to === all.length) out.push({ sql: text, tokens: all });
+    else out.push({ sql: text, tokens: all.slice(from, to).map((t) => (base === 0 ? t : rebase(t, base, text))) });
   };
-  for (const t of tokenize(sql)) {
-    if (t.kind === "semi") flush();
-    else current.push(t);
+  let from = 0;
+  for (let i = 0; i < all.length; i++) {
+    if (all[i]!.kind !== "semi") continue;
+    flush(from, i);
+    from = i + 1;
   }
-  flush();
+  flush(from, all.length);
   return out;
 }

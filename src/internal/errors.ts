@@ -36,6 +36,7 @@ export const catalogue = {
   forbidden_query: { grpc: Code.PermissionDenied, http: 403, message: "The statement is not allowed." },
   database_unavailable: { grpc: Code.Unavailable, http: 503, message: "The linked database is not active." },
   query_error: { grpc: Code.Internal, http: 500, message: "The database backend failed." },
+  query_too_large: { grpc: Code.ResourceExhausted, http: 400, message: "The query needed more memory than the database engine allows." },
   // functions (platform-api.md section 7)
   plan_required: { grpc: Code.FailedPrecondition, http: 402, message: "The application's plan does not include functions." },
   function_error: { grpc: Code.Internal, http: 500, message: "The function failed." },

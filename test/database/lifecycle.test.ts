@@ -24,9 +24,10 @@ for (const kind of ["postgres", "pglite"] as const) {
       expect(db.filePath).toMatch(/^databases\/\d+-[0-9a-f]+\.db$/);
       const path = join(h.dataDir, db.filePath);
       expect(existsSync(path)).toBe(true);
-      const { default: Database } = await import("libsql");
-      const raw = new Database(path);
-      expect((raw.prepare("PRAGMA journal_mode").raw(true).get([]) as unknown[])[0]).toBe("wal");
+      // the library every connection of this process uses (point-reader.ts)
+      const { DatabaseSync } = await import("node:sqlite");
+      const raw = new DatabaseSync(path, { readOnly: true });
+      expect(raw.prepare("PRAGMA journal_mode").get()).toEqual({ journal_mode: "wal" });
       raw.close();
       const got = await h.admin.getDatabase({ id: db.id });
       expect(got.name).toBe("main");

@@ -20,7 +20,7 @@ beforeAll(async () => {
 });
 afterAll(async () => h?.close());
 
-const crossJoin = "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b";
+const crossJoin = "SELECT count(*) FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 100000) SELECT value FROM s) a, (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 100000) SELECT value FROM s) b";
 
 it("stops a runaway query at the time limit while another application is answered", async () => {
   const started = Date.now();
@@ -44,7 +44,7 @@ it("stops a runaway query at the time limit while another application is answere
 it("stops a query that returns rows slowly, rolls back its writes, and serves the app again", async () => {
   // the first rows come at once, the last one only after 10^10 steps
   const sparse =
-    "SELECT a.value, b.value FROM generate_series(1, 100000) a, generate_series(1, 100000) b " +
+    "SELECT a.value, b.value FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 100000) SELECT value FROM s) a, (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 100000) SELECT value FROM s) b " +
     "WHERE a.value + b.value < 5 OR a.value * b.value = 9999800001";
   const f = await failure(
     h.batch(slowApp, [{ sql: "INSERT INTO t VALUES ('written before the runaway')" }, { sql: sparse }], true),

@@ -52,6 +52,9 @@ export function changeCaptureFromDatabase(deps: {
         })),
         transaction: true,
         mayUseTemp: false,
+        // the service's own statements: no tenant authorizer or schema caps
+        // (the engine's connection is defensive all the same)
+        service: true,
         maxDatabaseBytes,
         ...LIMITS,
       },
