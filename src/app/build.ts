@@ -21,6 +21,7 @@ import type { SigningKey } from "../identity/token-keys.js";
 import { Authenticator } from "../identity/authenticator.js";
 import { IdentityStore } from "../identity/identity-store.js";
 import { TokenService } from "../identity/tokens.js";
+import { createConsole, type ConsoleParts } from "../console/console-module.js";
 
 /** 4 MiB (DECISIONS 12): the largest file part a device may send. */
 export const MAX_FILE_BYTES = 4 * 1024 * 1024;
@@ -45,6 +46,8 @@ export interface Shared {
   tokens: TokenService;
   /** SetAppPlan tells the modules caching plans (identity/plan.ts). */
   plans: PlanChanges;
+  /** Operator accounts, roles and the audit log (src/console). */
+  console: ConsoleParts;
 }
 
 export interface Pulsebase {
@@ -70,7 +73,8 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
   const identity = new IdentityStore(deps.sql);
   const tokens = new TokenService(deps.signingKeys, config.tokenTtlSeconds);
   const auth = new Authenticator(identity, tokens);
-  const shared: Shared = { config, sql: deps.sql, logger, identity, auth, tokens, plans: new PlanChanges() };
+  const consoleParts = createConsole({ sql: deps.sql, logger, operatorToken: deps.operatorToken, config: config.console });
+  const shared: Shared = { config, sql: deps.sql, logger, identity, auth, tokens, plans: new PlanChanges(), console: consoleParts };
   const modules = [createIdentityModule(shared), ...((await deps.modules?.(shared)) ?? [])];
 
   // Readiness: the storage answers (/readyz and grpc.health.v1 on both listeners).
@@ -97,10 +101,14 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     logger,
     logController: observed("admin"),
     operatorToken: deps.operatorToken,
-    services: modules.flatMap((m) => m.admin ?? []),
+    services: [...modules.flatMap((m) => m.admin ?? []), consoleParts.service],
     bodyLimitBytes: config.bodyLimitBytes,
     ready,
-    extraRoutes: [(app) => registerMetricsRoute(app, metrics, { metricsToken: config.metricsToken, operatorToken: deps.operatorToken })],
+    authInterceptor: consoleParts.interceptor,
+    extraRoutes: [
+      (app) => registerMetricsRoute(app, metrics, { metricsToken: config.metricsToken, operatorToken: deps.operatorToken }),
+      (app) => consoleParts.routes(app),
+    ],
   });
   const plain = config.httpPort > 0 || deps.tls ? buildPlainApp({ logger, httpsPort: config.httpsPort, logController: observed("http") }) : undefined;
   const poolStats = deps.sql.poolStats?.bind(deps.sql);

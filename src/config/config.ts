@@ -50,6 +50,19 @@ export interface Config {
    * (PULSEBASE_METRICS_TOKEN); unset = open to whoever reaches that listener.
    */
   metricsToken?: string;
+  /** The operator console's accounts (src/console). */
+  console: ConsoleConfig;
+}
+
+export interface ConsoleConfig {
+  /** A console session ends this long after sign-in (PULSEBASE_SESSION_TTL_HOURS). */
+  sessionTtlHours: number;
+  /** The role the operator token has in every team (PULSEBASE_OPERATOR_TOKEN_ROLE). */
+  operatorTokenRole: "admin" | "owner" | "developer" | "viewer";
+  /** The console's address as browsers reach it, for printed links (PULSEBASE_CONSOLE_URL). */
+  publicUrl?: string;
+  /** Sign-in attempts per client address per minute (PULSEBASE_LOGIN_ATTEMPTS_PER_MINUTE). */
+  loginAttemptsPerMinute: number;
 }
 
 /** The admin listener's port when PULSEBASE_ADMIN_PORT is unset (the CLI's default too). */
@@ -158,7 +171,20 @@ export function loadConfig(env: Env = process.env): Config {
     pgPoolSize: int(env, "PULSEBASE_PG_POOL_SIZE", 10, 1, 1000),
     accessLog: bool(env, "PULSEBASE_ACCESS_LOG", true),
     metricsToken,
+    console: {
+      sessionTtlHours: int(env, "PULSEBASE_SESSION_TTL_HOURS", 12, 1, 720),
+      operatorTokenRole: oneOf(env, "PULSEBASE_OPERATOR_TOKEN_ROLE", ["admin", "owner", "developer", "viewer"] as const, "admin"),
+      publicUrl: url(env, "PULSEBASE_CONSOLE_URL", ["http:", "https:"]),
+      loginAttemptsPerMinute: int(env, "PULSEBASE_LOGIN_ATTEMPTS_PER_MINUTE", 20, 1, 100_000),
+    },
   };
+}
+
+function oneOf<T extends string>(env: Env, name: string, values: readonly T[], def: T): T {
+  const v = env[name]?.trim();
+  if (!v) return def;
+  if (!(values as readonly string[]).includes(v)) throw new ConfigError(`${name} must be one of ${values.join(", ")}`);
+  return v as T;
 }
 
 /** For entry points: the configuration, or exit 2 with the variable named. */
