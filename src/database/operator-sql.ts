@@ -14,7 +14,8 @@ import type { EngineResult, EngineStatement } from "./engine-protocol.js";
 import { checkOperatorStatement } from "./operator-sql-guard.js";
 import type { RemoteExecutor } from "./remote-executor.js";
 import { firstWord } from "./sql-guard.js";
-import { splitStatements } from "./sql-splitter.js";
+import { splitStatements, type SplitStatement } from "./sql-splitter.js";
+import { tokenize } from "./sql-tokenizer.js";
 
 export interface OperatorSqlDeps {
   store: DatabaseStore;
@@ -40,7 +41,7 @@ export function createOperatorSql(deps: OperatorSqlDeps): OperatorSql {
       if (!sql.trim()) v.add("sql", "The sql field is required.");
       else if (sql.length > limits.maxSqlLength) v.add("sql", `The sql may not be longer than ${limits.maxSqlLength} characters.`);
       v.throwIfAny();
-      const split = splitStatements(sql);
+      const split = splitOperatorStatements(sql);
       if (split.length === 0) throw appError("validation_failed", "The sql contains no statement.", { fields: { sql: ["contains no statement"] } });
       if (split.length > limits.maxStatements) throw appError("validation_failed", `At most ${limits.maxStatements} statements.`, { fields: { sql: ["too many statements"] } });
       const statements: EngineStatement[] = split.map((s) => {
@@ -84,6 +85,34 @@ export function createOperatorSql(deps: OperatorSqlDeps): OperatorSql {
       return results.map((r, i) => ({ ...r, sql: statements[i]?.sql ?? "" }));
     },
   };
+}
+
+const words = (st: SplitStatement) => st.tokens.filter((t) => t.kind === "word").map((t) => t.text.toUpperCase());
+
+/**
+ * splitStatements, keeping a CREATE TRIGGER's body (BEGIN ...; ...; END) in
+ * one statement: devices cannot create triggers, operators can.
+ */
+export function splitOperatorStatements(sql: string): SplitStatement[] {
+  const pieces = splitStatements(sql);
+  const out: SplitStatement[] = [];
+  for (let i = 0; i < pieces.length; i++) {
+    const w = words(pieces[i]!);
+    const isTrigger = w[0] === "CREATE" && (w[1] === "TRIGGER" || ((w[1] === "TEMP" || w[1] === "TEMPORARY") && w[2] === "TRIGGER"));
+    if (!isTrigger) {
+      out.push(pieces[i]!);
+      continue;
+    }
+    // Extend to the piece ending in END (the body's statements had their ";" split off).
+    const start = sql.indexOf(pieces[i]!.sql);
+    let j = i;
+    while (words(pieces[j]!).at(-1) !== "END" && j + 1 < pieces.length) j++;
+    const end = sql.indexOf(pieces[j]!.sql, start) + pieces[j]!.sql.length;
+    const text = sql.slice(start, end);
+    out.push({ sql: text, tokens: tokenize(text) });
+    i = j;
+  }
+  return out;
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
