@@ -73,7 +73,13 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
   const identity = new IdentityStore(deps.sql);
   const tokens = new TokenService(deps.signingKeys, config.tokenTtlSeconds);
   const auth = new Authenticator(identity, tokens);
-  const consoleParts = createConsole({ sql: deps.sql, logger, operatorToken: deps.operatorToken, config: config.console });
+  const consoleParts = createConsole({
+    sql: deps.sql,
+    logger,
+    operatorToken: deps.operatorToken,
+    config: config.console,
+    mediaBaseUrl: config.mediaBaseUrl ?? `https://localhost:${config.httpsPort}`,
+  });
   const shared: Shared = { config, sql: deps.sql, logger, identity, auth, tokens, plans: new PlanChanges(), console: consoleParts };
   const modules = [createIdentityModule(shared), ...((await deps.modules?.(shared)) ?? [])];
 

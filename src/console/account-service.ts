@@ -22,6 +22,8 @@ export interface AccountServiceDeps {
   audit: AuditStore;
   limiter: LoginLimiter;
   sessionTtlHours: number;
+  /** For media previews in the console. */
+  mediaBaseUrl: string;
 }
 
 function checkPassword(v: Violations, field: string, password: string): void {
@@ -48,8 +50,9 @@ function invitationMessage(r: InvitationRow, extra: { token?: string; accountExi
   });
 }
 
-export function meOf(p: OperatorPrincipal, teams: { team_id: number; team_name: string; role: Role }[]): Me {
+export function meOf(p: OperatorPrincipal, teams: { team_id: number; team_name: string; role: Role }[], mediaBaseUrl = ""): Me {
   return create(MeSchema, {
+    mediaBaseUrl,
     userId: BigInt(p.userId),
     name: p.name,
     email: p.email,
@@ -75,7 +78,7 @@ export function createAccountServiceImpl(deps: AccountServiceDeps): ServiceImpl<
       kind: "user", userId: user.id, name: user.name, email: user.email, admin: user.is_admin, teams: new Map(),
       session: { idHash: "", csrf: s.csrf, expiresAt: s.expiresAt },
     };
-    return meOf(p, teams);
+    return meOf(p, teams, deps.mediaBaseUrl);
   }
 
   async function teamsOf(user: { id: number; is_admin: boolean }) {
@@ -147,9 +150,9 @@ export function createAccountServiceImpl(deps: AccountServiceDeps): ServiceImpl<
       const p = operatorOf(ctx);
       if (p.kind === "service") {
         const all = await accounts.allTeams();
-        return meOf(p, all.map((t) => ({ ...t, role: p.admin ? Role.OWNER : p.everyTeam! })));
+        return meOf(p, all.map((t) => ({ ...t, role: p.admin ? Role.OWNER : p.everyTeam! })), deps.mediaBaseUrl);
       }
-      return meOf(p, await teamsOf({ id: p.userId, is_admin: p.admin }));
+      return meOf(p, await teamsOf({ id: p.userId, is_admin: p.admin }), deps.mediaBaseUrl);
     },
     async listMembers(req) {
       const rows = await accounts.members(Number(req.teamId));

@@ -24,7 +24,7 @@ export interface ConsoleParts {
   routes(app: FastifyInstance): Promise<void>;
 }
 
-export function createConsole(opts: { sql: Sql; logger: Logger; operatorToken: string; config: ConsoleConfig }): ConsoleParts {
+export function createConsole(opts: { sql: Sql; logger: Logger; operatorToken: string; config: ConsoleConfig; mediaBaseUrl: string }): ConsoleParts {
   const accounts = new AccountStore(opts.sql);
   const audit = new AuditStore(opts.sql);
   return {
@@ -38,7 +38,7 @@ export function createConsole(opts: { sql: Sql; logger: Logger; operatorToken: s
       scopes: new ScopeResolver(opts.sql),
       logger: opts.logger,
     }),
-    service: binding(AccountService, createAccountServiceImpl({ accounts, audit, limiter: new LoginLimiter({ ...DEFAULT_LOGIN_LIMITS, perAddressPerMinute: opts.config.loginAttemptsPerMinute }), sessionTtlHours: opts.config.sessionTtlHours })),
+    service: binding(AccountService, createAccountServiceImpl({ accounts, audit, limiter: new LoginLimiter({ ...DEFAULT_LOGIN_LIMITS, perAddressPerMinute: opts.config.loginAttemptsPerMinute }), sessionTtlHours: opts.config.sessionTtlHours, mediaBaseUrl: opts.mediaBaseUrl })),
     routes: (app) => registerConsole(app),
   };
 }
