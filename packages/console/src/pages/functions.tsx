@@ -17,9 +17,11 @@ import { AppLink, NeedApp } from "../shell";
 import { Async, ErrorBox, Field, fmtTime, Json, Table, Tabs, useAction, useAsync } from "../ui";
 
 const TEMPLATE = `// A function: the default export receives the request and a context.
+// HTTP trigger: req.body is the request's JSON; manual run: req is the payload.
 export default async function (req, ctx) {
-  console.log("called with", req.body);
-  return { hello: req.body?.name ?? "world" };
+  const input = ctx.trigger === "manual" ? req : req?.body;
+  console.log("called with", JSON.stringify(input));
+  return { hello: input?.name ?? "world" };
 }
 `;
 
