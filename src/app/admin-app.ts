@@ -30,6 +30,8 @@ export async function buildAdminApp(opts: {
   extraRoutes?: ((app: FastifyInstance) => Promise<void> | void)[];
   /** Access control for the admin services (the console's roles); the operator token alone when unset. */
   authInterceptor?: Interceptor;
+  /** Proxies whose X-Forwarded-For gives the client's address (audit log, sign-in limits). */
+  trustedProxies?: string[];
 }): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: opts.logger,
@@ -38,6 +40,7 @@ export async function buildAdminApp(opts: {
     logController: opts.logController ?? new LogController({ disableRequestLogging: true }),
     forceCloseConnections: "idle",
     serverFactory: h2cServerFactory,
+    trustProxy: opts.trustedProxies?.length ? opts.trustedProxies : false,
   }) as unknown as FastifyInstance;
   app.addHook("onRequest", async (req, reply) => {
     reply.header("x-request-id", req.id);

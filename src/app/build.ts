@@ -111,6 +111,7 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     bodyLimitBytes: config.bodyLimitBytes,
     ready,
     authInterceptor: consoleParts.interceptor,
+    trustedProxies: config.trustedProxies,
     extraRoutes: [
       (app) => registerMetricsRoute(app, metrics, { metricsToken: config.metricsToken, operatorToken: deps.operatorToken }),
       (app) => consoleParts.routes(app),

@@ -84,7 +84,7 @@ describe("the console in Chromium", () => {
     await expect.poll(() => page.getByText("No applications yet.").isVisible()).toBe(true);
     const cookie = (await owner.cookies()).find((c) => c.name === "pb_session")!;
     expect(cookie).toMatchObject({ httpOnly: true, secure: true, sameSite: "Strict" });
-    expect(await page.evaluate(() => [document.cookie, JSON.stringify(window.localStorage), JSON.stringify(window.sessionStorage)])).toEqual(["", "{}", "{}"]);
+    expect(await page.evaluate(() => [(globalThis as unknown as { document: { cookie: string } }).document.cookie, JSON.stringify(globalThis.localStorage), JSON.stringify(globalThis.sessionStorage)])).toEqual(["", "{}", "{}"]);
     // A reload keeps the session (the cookie, not the page, holds it).
     await page.reload();
     await expect.poll(() => page.getByText("ada@example.com").isVisible()).toBe(true);
@@ -227,10 +227,10 @@ describe("the console in Chromium", () => {
     const answer = await v.evaluate(async () => {
       const post = (m: string, body: unknown, csrf = "") =>
         fetch(`/pulsebase.admin.v1.${m}`, { method: "POST", headers: { "content-type": "application/json", "x-csrf-token": csrf }, body: JSON.stringify(body) });
-      const me = await (await post("AccountService/GetMe", {})).json();
-      const fns = await (await post("FunctionService/ListFunctions", { appId: "1" }, me.csrfToken)).json();
-      const r = await post("FunctionService/DeployVersion", { functionId: fns.functions[0].id, code: "export default () => 'pwned'", activate: true }, me.csrfToken);
-      return [r.status, await r.json()];
+      const me = (await (await post("AccountService/GetMe", {})).json()) as { csrfToken: string };
+      const fns = (await (await post("FunctionService/ListFunctions", { appId: "1" }, me.csrfToken)).json()) as { functions: { id: string }[] };
+      const r = await post("FunctionService/DeployVersion", { functionId: fns.functions[0]!.id, code: "export default () => 'pwned'", activate: true }, me.csrfToken);
+      return [r.status, (await r.json()) as { code: string }] as const;
     });
     expect(answer[0]).toBe(403);
     expect(answer[1].code).toBe("permission_denied");
