@@ -7,7 +7,7 @@ import { AccountService, InvitationSchema, MeSchema, type Invitation, type Me } 
 import { Role } from "../../gen/pulsebase/common/v1/options_pb.js";
 import { appError, Violations } from "../internal/errors.js";
 import { kClientAddress } from "../internal/principal.js";
-import type { AccountRow, AccountStore, InvitationRow } from "./account-store.js";
+import { MAX_PENDING_INVITATIONS, type AccountRow, type AccountStore, type InvitationRow } from "./account-store.js";
 import type { AuditStore } from "./audit-store.js";
 import { clearedSessionCookie, sessionCookie } from "./cookies.js";
 import type { LoginLimiter } from "./login-limiter.js";
@@ -184,6 +184,9 @@ export function createAccountServiceImpl(deps: AccountServiceDeps): ServiceImpl<
       v.throwIfAny();
       const role = teamRole(req.role);
       const p = operatorOf(ctx);
+      if ((await accounts.pendingInvitations(Number(req.teamId))) >= MAX_PENDING_INVITATIONS) {
+        throw appError("failed_precondition", `A team has at most ${MAX_PENDING_INVITATIONS} pending invitations; revoke some first.`);
+      }
       const { row, token } = await accounts.createInvitation(Number(req.teamId), req.email.trim(), role, p.userId || null);
       return invitationMessage(row, { token });
     },

@@ -36,6 +36,10 @@ export function newSecret(): string {
 
 const USER_COLS = "id, name, email, password_hash, is_admin";
 const INVITE_DAYS = 7;
+/** Live sessions a user may hold; signing in again ends the oldest beyond it. */
+export const MAX_SESSIONS_PER_USER = 20;
+/** Pending invitations a team may have at once. */
+export const MAX_PENDING_INVITATIONS = 100;
 
 export class AccountStore {
   constructor(readonly sql: Sql) {}
@@ -104,6 +108,12 @@ export class AccountStore {
       "INSERT INTO operator_sessions (id_hash, user_id, csrf_token, expires_at, address, user_agent) VALUES ($1, $2, $3, $4, $5, $6)",
       [sha256(secret), userId, csrf, expiresAt, address, userAgent.slice(0, 300)],
     );
+    // The user's expired sessions go, and the oldest beyond the cap: the table stays bounded.
+    await this.sql.query(
+      `DELETE FROM operator_sessions WHERE user_id = $1 AND (expires_at <= now() OR id_hash IN (
+         SELECT id_hash FROM operator_sessions WHERE user_id = $1 ORDER BY created_at DESC, id_hash OFFSET $2))`,
+      [userId, MAX_SESSIONS_PER_USER],
+    );
     return { secret, csrf, expiresAt };
   }
 
@@ -159,6 +169,14 @@ export class AccountStore {
 
   async removeMember(teamId: number, userId: number): Promise<boolean> {
     return (await this.sql.query("DELETE FROM team_members WHERE team_id = $1 AND user_id = $2", [teamId, userId])).rowCount > 0;
+  }
+
+  async pendingInvitations(teamId: number): Promise<number> {
+    const { rows } = await this.sql.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM team_invitations WHERE team_id = $1 AND accepted_at IS NULL AND expires_at > now()",
+      [teamId],
+    );
+    return rows[0]!.n;
   }
 
   async createInvitation(teamId: number, email: string, role: RoleName, createdBy: number | null): Promise<{ row: InvitationRow; token: string }> {

@@ -158,6 +158,27 @@ describe("teams, roles and invitations", () => {
   });
 });
 
+describe("limits", () => {
+  it("keeps at most 20 live sessions per user: a new sign-in ends the oldest", async () => {
+    const accounts = s.app.shared.console.accounts;
+    const user = (await accounts.userByEmail("owner@example.com"))!;
+    const made = [];
+    for (let i = 0; i < 21; i++) made.push(await accounts.createSession(Number(user.id), 3600_000, "127.0.0.1", "test"));
+    expect(await accounts.session(made[0]!.secret)).toBeUndefined();
+    expect(await accounts.session(made[20]!.secret)).toBeDefined();
+    const { rows } = await s.db.sql.query<{ n: number }>("SELECT count(*)::int AS n FROM operator_sessions WHERE user_id = $1", [user.id]);
+    expect(rows[0]!.n).toBe(20);
+  });
+
+  it("refuses a 101st pending invitation of a team", async () => {
+    owner = await login(s, "owner@example.com", "correct horse battery"); // the cap above ended the older sessions
+    const accounts = s.app.shared.console.accounts;
+    const pending = await accounts.pendingInvitations(Number(teamId));
+    for (let i = pending; i < 100; i++) await accounts.createInvitation(Number(teamId), `bulk${i}@example.com`, "viewer", null);
+    expect(await codeOf(owner.client(AccountService).createInvitation({ teamId, email: "one-more@example.com", role: Role.VIEWER }))).toBe(Code.FailedPrecondition);
+  });
+});
+
 describe("sign-in rate limits", () => {
   it("locks an account after 10 failed passwords, even for the right one", async () => {
     const results: (Code | "ok")[] = [];

@@ -151,18 +151,39 @@ describe("schema and table browser", () => {
   });
 });
 
-describe("pulsebase db query", () => {
-  it("prints the results of the SQL given as an argument", async () => {
-    const out = await new Promise<{ code: number; stdout: string; stderr: string }>((res) => {
-      execFile(
-        process.execPath,
-        [join(ROOT, "bin/pulsebase.js"), "db", "query", "--app", String(appId), "PRAGMA table_info(orders)"],
-        { env: { ...process.env, PULSEBASE_ADMIN_URL: s.adminUrl, PULSEBASE_OPERATOR_TOKEN: s.operatorToken }, timeout: 60_000 },
-        (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-      );
-    });
+function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((res) => {
+    execFile(
+      process.execPath,
+      [join(ROOT, "bin/pulsebase.js"), ...args],
+      { env: { ...process.env, PULSEBASE_ADMIN_URL: s.adminUrl, PULSEBASE_OPERATOR_TOKEN: s.operatorToken }, timeout: 60_000 },
+      (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+describe("the CLI", () => {
+  it("pulsebase db query prints the results of the SQL given as an argument, and exits 1 when a statement failed", async () => {
+    const out = await cli("db", "query", "--app", String(appId), "PRAGMA table_info(orders)");
     expect(out.code, out.stderr).toBe(0);
     const body = JSON.parse(out.stdout);
     expect(body.results[0].rows.map((r: unknown[]) => r[1])).toEqual(["id", "total", "note"]);
+    const bad = await cli("db", "query", "--app", String(appId), "SELECT * FROM nowhere");
+    expect(bad.code).toBe(1);
+    expect(JSON.parse(bad.stdout).results[0].error).toMatch(/no such table/);
+    const refused = await cli("db", "query", "--app", String(appId), "ATTACH 'x' AS y");
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/ATTACH/);
+  });
+
+  it("pulsebase audit list shows the operator token's runs; invitations create prints the link", async () => {
+    const teamId = String(owner.me.teams[0]!.teamId);
+    const audit = JSON.parse((await cli("audit", "list", "--team", teamId, "--page-size", "500")).stdout);
+    const runs = audit.entries.filter((e: { method: string }) => e.method.endsWith("/RunSql"));
+    expect(runs.find((e: { actor_kind: string; resource: { sql?: string } }) => e.actor_kind === "service" && e.resource.sql === "PRAGMA table_info(orders)")).toBeDefined();
+    const inv = await cli("invitations", "create", "--team", teamId, "--email", "cli@example.com", "--role", "developer");
+    expect(inv.code, inv.stderr).toBe(0);
+    expect(JSON.parse(inv.stdout)).toMatchObject({ email: "cli@example.com", role: "ROLE_DEVELOPER", link_path: expect.stringMatching(/^\/invite#token=[\w-]{40,}$/) });
+    expect((await cli("invitations", "create", "--team", teamId, "--email", "x@example.com", "--role", "admin")).code).toBe(2);
   });
 });
