@@ -11,6 +11,7 @@ import { PlanChanges } from "../identity/plan.js";
 import type { Sql } from "../storage/sql.js";
 import { ObservedLogController } from "./access-log.js";
 import { buildAdminApp } from "./admin-app.js";
+import { createConsole, type ConsoleParts } from "../console/console-module.js";
 import { createLogger, withErrorSerializers } from "./logger.js";
 import { createMetrics, registerMetricsRoute, registerPgPoolMetrics, type Metrics } from "./metrics.js";
 import type { PulsebaseModule } from "./module.js";
@@ -21,7 +22,6 @@ import type { SigningKey } from "../identity/token-keys.js";
 import { Authenticator } from "../identity/authenticator.js";
 import { IdentityStore } from "../identity/identity-store.js";
 import { TokenService } from "../identity/tokens.js";
-import { createConsole, type ConsoleParts } from "../console/console-module.js";
 
 /** 4 MiB (DECISIONS 12): the largest file part a device may send. */
 export const MAX_FILE_BYTES = 4 * 1024 * 1024;
@@ -46,12 +46,12 @@ export interface Shared {
   tokens: TokenService;
   /** SetAppPlan tells the modules caching plans (identity/plan.ts). */
   plans: PlanChanges;
-  /** Operator accounts, roles and the audit log (src/console). */
-  console: ConsoleParts;
 }
 
 export interface Pulsebase {
   config: Config;
+  /** Operator accounts, roles and the audit log (src/console). */
+  console: ConsoleParts;
   shared: Shared;
   public: FastifyInstance;
   admin: FastifyInstance;
@@ -70,9 +70,6 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
   const metrics = createMetrics();
   const observed = (listener: string) =>
     new ObservedLogController({ listener, metrics: metrics.http, accessLog: config.accessLog ? logger.child({ listener }) : undefined });
-  const identity = new IdentityStore(deps.sql);
-  const tokens = new TokenService(deps.signingKeys, config.tokenTtlSeconds);
-  const auth = new Authenticator(identity, tokens);
   const consoleParts = createConsole({
     sql: deps.sql,
     logger,
@@ -80,7 +77,10 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     config: config.console,
     mediaBaseUrl: config.mediaBaseUrl ?? `https://localhost:${config.httpsPort}`,
   });
-  const shared: Shared = { config, sql: deps.sql, logger, identity, auth, tokens, plans: new PlanChanges(), console: consoleParts };
+  const identity = new IdentityStore(deps.sql);
+  const tokens = new TokenService(deps.signingKeys, config.tokenTtlSeconds);
+  const auth = new Authenticator(identity, tokens);
+  const shared: Shared = { config, sql: deps.sql, logger, identity, auth, tokens, plans: new PlanChanges() };
   const modules = [createIdentityModule(shared), ...((await deps.modules?.(shared)) ?? [])];
 
   // Readiness: the storage answers (/readyz and grpc.health.v1 on both listeners).
@@ -129,6 +129,7 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
   let started = false;
   return {
     config,
+    console: consoleParts,
     shared,
     public: publicApp,
     admin,

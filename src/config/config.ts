@@ -6,6 +6,8 @@ import { isIP } from "node:net";
 
 export interface Config {
   dataDir: string;
+  /** The operator console's accounts (src/console). */
+  console: ConsoleConfig;
   host: string;
   httpsPort: number;
   /** 0 disables the plain-HTTP refusal listener. */
@@ -50,8 +52,6 @@ export interface Config {
    * (PULSEBASE_METRICS_TOKEN); unset = open to whoever reaches that listener.
    */
   metricsToken?: string;
-  /** The operator console's accounts (src/console). */
-  console: ConsoleConfig;
 }
 
 export interface ConsoleConfig {
@@ -147,6 +147,12 @@ export function loadConfig(env: Env = process.env): Config {
   }
   return {
     dataDir: dataDirOf(env),
+    console: {
+      sessionTtlHours: int(env, "PULSEBASE_SESSION_TTL_HOURS", 12, 1, 720),
+      operatorTokenRole: oneOf(env, "PULSEBASE_OPERATOR_TOKEN_ROLE", ["admin", "owner", "developer", "viewer"] as const, "admin"),
+      publicUrl: url(env, "PULSEBASE_CONSOLE_URL", ["http:", "https:"]),
+      loginAttemptsPerMinute: int(env, "PULSEBASE_LOGIN_ATTEMPTS_PER_MINUTE", 20, 1, 100_000),
+    },
     host: env.PULSEBASE_HOST?.trim() || "0.0.0.0",
     httpsPort: int(env, "PULSEBASE_HTTPS_PORT", 8443, 0, 65535),
     httpPort: int(env, "PULSEBASE_HTTP_PORT", 8080, 0, 65535),
@@ -171,12 +177,6 @@ export function loadConfig(env: Env = process.env): Config {
     pgPoolSize: int(env, "PULSEBASE_PG_POOL_SIZE", 10, 1, 1000),
     accessLog: bool(env, "PULSEBASE_ACCESS_LOG", true),
     metricsToken,
-    console: {
-      sessionTtlHours: int(env, "PULSEBASE_SESSION_TTL_HOURS", 12, 1, 720),
-      operatorTokenRole: oneOf(env, "PULSEBASE_OPERATOR_TOKEN_ROLE", ["admin", "owner", "developer", "viewer"] as const, "admin"),
-      publicUrl: url(env, "PULSEBASE_CONSOLE_URL", ["http:", "https:"]),
-      loginAttemptsPerMinute: int(env, "PULSEBASE_LOGIN_ATTEMPTS_PER_MINUTE", 20, 1, 100_000),
-    },
   };
 }
 

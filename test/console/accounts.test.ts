@@ -48,7 +48,7 @@ describe("first-owner setup", () => {
   });
 
   it("refuses weak passwords with field errors", async () => {
-    const token = await s.app.shared.console.accounts.newSetupToken();
+    const token = await s.app.console.accounts.newSetupToken();
     const err = await anonymous(s).completeSetup({ setupToken: token, name: "", email: "bad", password: "short" }).catch((e) => ConnectError.from(e));
     expect((err as ConnectError).code).toBe(Code.InvalidArgument);
     expect((err as ConnectError).rawMessage).toMatch(/name field is required/);
@@ -160,7 +160,7 @@ describe("teams, roles and invitations", () => {
 
 describe("limits", () => {
   it("keeps at most 20 live sessions per user: a new sign-in ends the oldest", async () => {
-    const accounts = s.app.shared.console.accounts;
+    const accounts = s.app.console.accounts;
     const user = (await accounts.userByEmail("owner@example.com"))!;
     const made = [];
     for (let i = 0; i < 21; i++) made.push(await accounts.createSession(Number(user.id), 3600_000, "127.0.0.1", "test"));
@@ -172,7 +172,7 @@ describe("limits", () => {
 
   it("refuses a 101st pending invitation of a team", async () => {
     owner = await login(s, "owner@example.com", "correct horse battery"); // the cap above ended the older sessions
-    const accounts = s.app.shared.console.accounts;
+    const accounts = s.app.console.accounts;
     const pending = await accounts.pendingInvitations(Number(teamId));
     for (let i = pending; i < 100; i++) await accounts.createInvitation(Number(teamId), `bulk${i}@example.com`, "viewer", null);
     expect(await codeOf(owner.client(AccountService).createInvitation({ teamId, email: "one-more@example.com", role: Role.VIEWER }))).toBe(Code.FailedPrecondition);

@@ -72,7 +72,7 @@ describe("the console in Chromium", () => {
     await page.goto(s.adminUrl + "/apps");
     await page.waitForURL(/\/login/);
     await expect.poll(() => page.getByText("no owner yet").isVisible()).toBe(true);
-    const token = await s.app.shared.console.accounts.newSetupToken();
+    const token = await s.app.console.accounts.newSetupToken();
     await page.goto(`${s.adminUrl}/setup#token=${token}`);
     await shot(page, "setup");
     await page.getByLabel("Your name").fill("Ada Owner");

@@ -49,7 +49,7 @@ async function withCookie(call: (onHeader: (h: Headers) => void) => Promise<Me>)
 
 /** The first owner, through the one-time setup token. */
 export async function setupOwner(server: TestServer, email = "owner@example.com", password = "correct horse battery"): Promise<OperatorSession> {
-  const token = await server.app.shared.console.accounts.newSetupToken();
+  const token = await server.app.console.accounts.newSetupToken();
   const { me, setCookie } = await withCookie((onHeader) =>
     anonymous(server).completeSetup({ setupToken: token, name: "First Owner", email, password, teamName: "Acme" }, { onHeader }),
   );
