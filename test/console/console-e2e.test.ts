@@ -108,11 +108,15 @@ describe("the console in Chromium", () => {
     const crash = await post("/api/logs", { app_version: "1.4.0", classFQN: "com.shop.CheckoutCrash", message: "null basket", type: "crash", stack_trace: "at Checkout.pay(Checkout.kt:42)\nat Main.run(Main.kt:7)" });
     expect(crash.status).toBe(200);
     await nav(page, "Analytics");
-    await page.getByRole("cell", { name: "purchase" }).click();
+    // From the keyboard: a row opens with Enter, tabs move with the arrow keys.
+    await page.getByRole("row", { name: /purchase/ }).focus();
+    await page.keyboard.press("Enter");
     await page.getByRole("img", { name: "purchase per day" }).waitFor();
     await expect.poll(() => page.getByRole("heading", { name: "sku" }).isVisible()).toBe(true);
     await shot(page, "analytics-events");
-    await page.getByRole("tab", { name: "Crashes & errors" }).click();
+    await page.getByRole("tab", { name: "Events" }).focus();
+    await page.keyboard.press("ArrowRight");
+    expect(await page.getByRole("tab", { name: "Crashes & errors" }).getAttribute("aria-selected")).toBe("true");
     await page.getByRole("cell", { name: "com.shop.CheckoutCrash" }).click();
     await expect.poll(() => page.getByTestId("stack-trace").textContent()).toContain("Checkout.kt:42");
     await shot(page, "analytics-crashes");
