@@ -252,6 +252,10 @@ describe("the console in Chromium", () => {
     expect(text).toContain("vera@example.com");
     expect(text).toContain("permission_denied");
     await shot(page, "team");
+    // The instance-wide view (the administrator's) has the sign-ins too.
+    await page.getByLabel("Show").selectOption("all");
+    await expect.poll(async () => (await audit.textContent()) ?? "").toContain("AcceptInvitation");
+    expect(await audit.textContent()).toContain("CompleteSetup");
     expect(cspViolations).toEqual([]);
   });
 });
