@@ -95,6 +95,14 @@ const words = (st: SplitStatement) => st.tokens.filter((t) => t.kind === "word")
  */
 export function splitOperatorStatements(sql: string): SplitStatement[] {
   const pieces = splitStatements(sql);
+  // Where each piece starts in the text (pieces come in order, so search on from the last).
+  const starts: number[] = [];
+  let cursor = 0;
+  for (const p of pieces) {
+    const at = sql.indexOf(p.sql, cursor);
+    starts.push(at);
+    cursor = at + p.sql.length;
+  }
   const out: SplitStatement[] = [];
   for (let i = 0; i < pieces.length; i++) {
     const w = words(pieces[i]!);
@@ -104,11 +112,9 @@ export function splitOperatorStatements(sql: string): SplitStatement[] {
       continue;
     }
     // Extend to the piece ending in END (the body's statements had their ";" split off).
-    const start = sql.indexOf(pieces[i]!.sql);
     let j = i;
     while (words(pieces[j]!).at(-1) !== "END" && j + 1 < pieces.length) j++;
-    const end = sql.indexOf(pieces[j]!.sql, start) + pieces[j]!.sql.length;
-    const text = sql.slice(start, end);
+    const text = sql.slice(starts[i], starts[j]! + pieces[j]!.sql.length);
     out.push({ sql: text, tokens: tokenize(text) });
     i = j;
   }

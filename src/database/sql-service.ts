@@ -43,7 +43,7 @@ export function createSqlServiceImpl(deps: { operator: OperatorSql }): ServiceIm
             rowsRead: BigInt(r.rowsRead),
             rowsWritten: BigInt(r.rowsWritten),
             error: r.error ?? "",
-            sql: r.sql,
+            sql: r.sql.trim(),
           }),
         ),
         durationMs: Math.round(performance.now() - started),

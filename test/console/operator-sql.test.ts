@@ -79,6 +79,19 @@ describe("RunSql", () => {
     expect(res.status).toBe(403);
   });
 
+  it("keeps each trigger's body whole, also when two bodies read the same", async () => {
+    const r = await owner.client(SqlService).runSql({
+      appId,
+      sql: `CREATE TABLE tr (x INTEGER); CREATE TABLE tr_log (x INTEGER);
+            CREATE TRIGGER tr_a AFTER INSERT ON tr BEGIN INSERT INTO tr_log VALUES (new.x); END;
+            CREATE TRIGGER tr_b AFTER INSERT ON tr BEGIN INSERT INTO tr_log VALUES (new.x); END;
+            INSERT INTO tr VALUES (7); SELECT count(*) FROM tr_log`,
+    });
+    expect(r.results.map((x) => x.error)).toEqual(["", "", "", "", "", ""]);
+    expect(r.results[3]!.sql).toMatch(/^CREATE TRIGGER tr_b .* END$/s);
+    expect(rows(r.results[5]!)).toEqual([[2]]);
+  });
+
   it("reports a statement's error in place and runs the rest", async () => {
     const r = await owner.client(SqlService).runSql({ appId, sql: "SELECT * FROM nope; SELECT 1 AS one" });
     expect(r.results[0]!.error).toMatch(/no such table: nope/);
