@@ -256,6 +256,11 @@ describe("the console in Chromium", () => {
     await page.getByLabel("Show").selectOption("all");
     await expect.poll(async () => (await audit.textContent()) ?? "").toContain("AcceptInvitation");
     expect(await audit.textContent()).toContain("CompleteSetup");
+    // The administrator creates another team and owns it.
+    await page.getByLabel("New team").fill("Beta");
+    await page.getByRole("button", { name: "Create team" }).click();
+    await expect.poll(() => page.getByLabel("Team", { exact: true }).inputValue()).not.toBe("1");
+    expect(await page.getByRole("table", { name: "Members" }).textContent()).toContain("ada@example.com");
     expect(cspViolations).toEqual([]);
   });
 });

@@ -16,13 +16,39 @@ export function TeamPage() {
   const session = useSession();
   const teams = session.me.teams;
   const [teamId, setTeamId] = useState(teams[0]?.teamId);
-  if (teamId === undefined) return <div className="page empty">You are not in a team yet.</div>;
+  const [newTeam, setNewTeam] = useState("");
+  const createTeam = useAction(async () => {
+    // The instance administrator creates teams; the first member listed is the team's owner.
+    const t = await api.identity.createTeam({ name: newTeam, memberUserIds: session.me.userId ? [session.me.userId] : [] });
+    setNewTeam("");
+    await session.refresh();
+    setTeamId(t.id);
+  });
+  const teamForm = session.me.admin && (
+    <form
+      className="row-form"
+      onSubmit={(e) => {
+        e.preventDefault();
+        void createTeam.run();
+      }}
+    >
+      <Field label="New team">
+        <input name="team-name" required value={newTeam} onChange={(e) => setNewTeam(e.target.value)} />
+      </Field>
+      <button type="submit" disabled={createTeam.busy}>
+        Create team
+      </button>
+      <ErrorBox error={createTeam.error} />
+    </form>
+  );
+  if (teamId === undefined) return <div className="page empty">You are not in a team yet. {teamForm}</div>;
   const isOwner = session.roleIn(teamId) >= Role.OWNER;
   return (
     <div className="page">
       <h1>Team</h1>
+      {teamForm}
       <Field label="Team">
-        <select value={String(teamId)} onChange={(e) => setTeamId(BigInt(e.target.value))}>
+        <select aria-label="Team" value={String(teamId)} onChange={(e) => setTeamId(BigInt(e.target.value))}>
           {teams.map((t) => (
             <option key={String(t.teamId)} value={String(t.teamId)}>
               {t.teamName}
