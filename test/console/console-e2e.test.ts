@@ -39,6 +39,9 @@ function watch(p: Page): void {
   });
 }
 
+/** expect.poll with room for a loaded machine (the default gives up after 1 s). */
+const until = <T>(fn: () => T | Promise<T>) => expect.poll(fn, { timeout: 20_000, interval: 100 });
+
 const nav = (p: Page, name: string) => p.getByRole("navigation", { name: "Sections" }).getByRole("link", { name }).click();
 
 beforeAll(async () => {
@@ -71,7 +74,7 @@ describe("the console in Chromium", () => {
   it("sets up the first owner from the one-time link; the session is an HttpOnly, Secure, SameSite=Strict cookie", async () => {
     await page.goto(s.adminUrl + "/apps");
     await page.waitForURL(/\/login/);
-    await expect.poll(() => page.getByText("no owner yet").isVisible()).toBe(true);
+    await until(() => page.getByText("no owner yet").isVisible()).toBe(true);
     const token = await s.app.console.accounts.newSetupToken();
     await page.goto(`${s.adminUrl}/setup#token=${token}`);
     await shot(page, "setup");
@@ -81,13 +84,13 @@ describe("the console in Chromium", () => {
     await page.getByLabel("First team").fill("Acme");
     await page.getByRole("button", { name: "Create owner account" }).click();
     await page.waitForURL(/\/apps/);
-    await expect.poll(() => page.getByText("No applications yet.").isVisible()).toBe(true);
+    await until(() => page.getByText("No applications yet.").isVisible()).toBe(true);
     const cookie = (await owner.cookies()).find((c) => c.name === "pb_session")!;
     expect(cookie).toMatchObject({ httpOnly: true, secure: true, sameSite: "Strict" });
     expect(await page.evaluate(() => [(globalThis as unknown as { document: { cookie: string } }).document.cookie, JSON.stringify(globalThis.localStorage), JSON.stringify(globalThis.sessionStorage)])).toEqual(["", "{}", "{}"]);
     // A reload keeps the session (the cookie, not the page, holds it).
     await page.reload();
-    await expect.poll(() => page.getByText("ada@example.com").isVisible()).toBe(true);
+    await until(() => page.getByText("ada@example.com").isVisible()).toBe(true);
   });
 
   it("creates an application and shows its key", async () => {
@@ -112,13 +115,13 @@ describe("the console in Chromium", () => {
     await page.getByRole("row", { name: /purchase/ }).focus();
     await page.keyboard.press("Enter");
     await page.getByRole("img", { name: "purchase per day" }).waitFor();
-    await expect.poll(() => page.getByRole("heading", { name: "sku" }).isVisible()).toBe(true);
+    await until(() => page.getByRole("heading", { name: "sku" }).isVisible()).toBe(true);
     await shot(page, "analytics-events");
     await page.getByRole("tab", { name: "Events" }).focus();
     await page.keyboard.press("ArrowRight");
     expect(await page.getByRole("tab", { name: "Crashes & errors" }).getAttribute("aria-selected")).toBe("true");
     await page.getByRole("cell", { name: "com.shop.CheckoutCrash" }).click();
-    await expect.poll(() => page.getByTestId("stack-trace").textContent()).toContain("Checkout.kt:42");
+    await until(() => page.getByTestId("stack-trace").textContent()).toContain("Checkout.kt:42");
     await shot(page, "analytics-crashes");
   });
 
@@ -131,11 +134,11 @@ describe("the console in Chromium", () => {
     await page.getByRole("button", { name: /^Run/ }).click();
     await page.getByRole("table", { name: "Result 3" }).waitFor();
     expect(await page.getByRole("table", { name: "Result 3" }).textContent()).toContain("name");
-    await expect.poll(() => page.getByRole("alert").textContent()).toContain("no such table: missing");
+    await until(() => page.getByRole("alert").textContent()).toContain("no such table: missing");
     await shot(page, "database-sql");
     await page.getByRole("tab", { name: "Tables" }).click();
     await page.getByLabel("Table").selectOption("items");
-    await expect.poll(() => page.getByText("Rows 1–2 of 2").isVisible()).toBe(true);
+    await until(() => page.getByText("Rows 1–2 of 2").isVisible()).toBe(true);
     await page.getByRole("tab", { name: "Schema" }).click();
     await page.getByRole("table", { name: "Columns of items" }).waitFor();
     await shot(page, "database-schema");
@@ -146,19 +149,19 @@ describe("the console in Chromium", () => {
     await page.getByLabel("New function name").fill("hello");
     await page.getByRole("button", { name: "Create function" }).click();
     await page.getByTestId("editor-javascript").waitFor();
-    await expect.poll(() => page.locator(".cm-content").textContent()).toContain("console.log");
+    await until(() => page.locator(".cm-content").textContent()).toContain("console.log");
     await page.getByRole("button", { name: "Deploy" }).click();
-    await expect.poll(() => page.getByText("Deployed v1 (active)").isVisible()).toBe(true);
+    await until(() => page.getByText("Deployed v1 (active)").isVisible()).toBe(true);
     await shot(page, "functions-code");
     await page.getByRole("tab", { name: "Run" }).click();
     await page.getByRole("button", { name: "Run", exact: true }).click();
     const result = page.getByTestId("run-result");
     await result.waitFor();
-    await expect.poll(() => result.textContent()).toContain('"hello":"console"');
+    await until(() => result.textContent()).toContain('"hello":"console"');
     expect(await result.textContent()).toContain('called with {"name":"console"}');
     await page.getByRole("tab", { name: "Invocations" }).click();
     await page.getByRole("cell", { name: "manual" }).first().click();
-    await expect.poll(() => page.getByTestId("invocation-logs").textContent()).toContain("called with");
+    await until(() => page.getByTestId("invocation-logs").textContent()).toContain("called with");
     await shot(page, "functions-invocations");
   });
 
@@ -187,7 +190,7 @@ describe("the console in Chromium", () => {
     await page.getByRole("img", { name: /Preview of .*\.png/ }).waitFor();
     await shot(page, "cms-entry");
     await page.getByRole("button", { name: "Create and publish" }).click();
-    await expect.poll(() => page.getByText("published", { exact: true }).first().isVisible()).toBe(true);
+    await until(() => page.getByText("published", { exact: true }).first().isVisible()).toBe(true);
     const res = await s.fetch("/api/v1/article", { headers: { "x-app-key": appKey } });
     const body = await res.json();
     expect(res.status).toBe(200);
@@ -226,7 +229,7 @@ describe("the console in Chromium", () => {
     await v.getByTestId("editor-javascript").waitFor();
     expect(await v.getByRole("button", { name: "Deploy" }).count()).toBe(0);
     await nav(v, "Database");
-    await expect.poll(() => v.getByText("Running SQL needs the developer role").isVisible()).toBe(true);
+    await until(() => v.getByText("Running SQL needs the developer role").isVisible()).toBe(true);
     // Whatever the page shows, the server decides: a hand-made DeployVersion call is refused.
     const answer = await v.evaluate(async () => {
       const post = (m: string, body: unknown, csrf = "") =>
@@ -254,12 +257,12 @@ describe("the console in Chromium", () => {
     await shot(page, "team");
     // The instance-wide view (the administrator's) has the sign-ins too.
     await page.getByLabel("Show").selectOption("all");
-    await expect.poll(async () => (await audit.textContent()) ?? "").toContain("AcceptInvitation");
+    await until(async () => (await audit.textContent()) ?? "").toContain("AcceptInvitation");
     expect(await audit.textContent()).toContain("CompleteSetup");
     // The administrator creates another team and owns it.
     await page.getByLabel("New team").fill("Beta");
     await page.getByRole("button", { name: "Create team" }).click();
-    await expect.poll(() => page.getByLabel("Team", { exact: true }).inputValue()).not.toBe("1");
+    await until(() => page.getByLabel("Team", { exact: true }).inputValue()).not.toBe("1");
     expect(await page.getByRole("table", { name: "Members" }).textContent()).toContain("ada@example.com");
     expect(cspViolations).toEqual([]);
   });
