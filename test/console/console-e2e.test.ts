@@ -58,7 +58,7 @@ afterAll(async () => {
   await s?.close();
 });
 
-describe("the console in Chromium", () => {
+describe("the console in Chromium", { timeout: 120_000 }, () => {
   it("serves the app with a strict CSP and client routes", async () => {
     const res = await fetch(`${s.adminUrl}/functions/12?app=1`);
     expect(res.status).toBe(200);
