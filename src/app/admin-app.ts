@@ -3,7 +3,7 @@
 // cleartext HTTP/2 with prior knowledge on the same port; bound to 127.0.0.1
 // by default). A device token never works here. gRPC health is open (load
 // balancers probe it without credentials); reflection needs the token.
-import { createContextValues } from "@connectrpc/connect";
+import { createContextValues, type Interceptor } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import Fastify, { LogController, type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
@@ -12,7 +12,8 @@ import { registerGrpcInfra } from "../connect/grpc-infra.js";
 import { operatorAuthInterceptor } from "../connect/interceptors.js";
 import { sendError } from "../http/envelopes.js";
 import { appError } from "../internal/errors.js";
-import { kRequestId } from "../internal/principal.js";
+import { kClientAddress, kRequestId } from "../internal/principal.js";
+import { kUserAgent } from "../console/principal.js";
 import { h2cServerFactory } from "./h2c-server.js";
 import type { ServiceBinding } from "./module.js";
 import { requestIdOf } from "./public-app.js";
@@ -27,6 +28,10 @@ export async function buildAdminApp(opts: {
   /** The readiness probe behind grpc.health.v1 (always serving when absent). */
   ready?(): Promise<void>;
   extraRoutes?: ((app: FastifyInstance) => Promise<void> | void)[];
+  /** Access control for the admin services (the console's roles); the operator token alone when unset. */
+  authInterceptor?: Interceptor;
+  /** Proxies whose X-Forwarded-For gives the client's address (audit log, sign-in limits). */
+  trustedProxies?: string[];
 }): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: opts.logger,
@@ -35,6 +40,7 @@ export async function buildAdminApp(opts: {
     logController: opts.logController ?? new LogController({ disableRequestLogging: true }),
     forceCloseConnections: "idle",
     serverFactory: h2cServerFactory,
+    trustProxy: opts.trustedProxies?.length ? opts.trustedProxies : false,
   }) as unknown as FastifyInstance;
   app.addHook("onRequest", async (req, reply) => {
     reply.header("x-request-id", req.id);
@@ -46,8 +52,12 @@ export async function buildAdminApp(opts: {
     routes: (router) => {
       for (const s of opts.services) router.service(s.service, s.impl as never);
     },
-    interceptors: [errorLogInterceptor(opts.logger), operatorAuthInterceptor(opts.operatorToken)],
-    contextValues: (req) => createContextValues().set(kRequestId, String(req.id)),
+    interceptors: [errorLogInterceptor(opts.logger), opts.authInterceptor ?? operatorAuthInterceptor(opts.operatorToken)],
+    contextValues: (req) =>
+      createContextValues()
+        .set(kRequestId, String(req.id))
+        .set(kClientAddress, req.ip)
+        .set(kUserAgent, String(req.headers["user-agent"] ?? "")),
     readMaxBytes: opts.bodyLimitBytes,
   });
   await registerGrpcInfra(app, {

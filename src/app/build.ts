@@ -10,6 +10,7 @@ import { createIdentityModule } from "../identity/identity-module.js";
 import type { Sql } from "../storage/sql.js";
 import { ObservedLogController } from "./access-log.js";
 import { buildAdminApp } from "./admin-app.js";
+import { createConsole, type ConsoleParts } from "../console/console-module.js";
 import { createLogger, withErrorSerializers } from "./logger.js";
 import { createMetrics, registerChangeBusMetrics, registerMetricsRoute, registerNatsMetrics, registerPgPoolMetrics, type Metrics } from "./metrics.js";
 import type { PulsebaseModule } from "./module.js";
@@ -58,6 +59,8 @@ export interface Shared {
 
 export interface Pulsebase {
   config: Config;
+  /** Operator accounts, roles and the audit log (src/console). */
+  console: ConsoleParts;
   shared: Shared;
   public: FastifyInstance;
   admin: FastifyInstance;
@@ -76,6 +79,13 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
   const metrics = createMetrics();
   const observed = (listener: string) =>
     new ObservedLogController({ listener, metrics: metrics.http, accessLog: config.accessLog ? logger.child({ listener }) : undefined });
+  const consoleParts = createConsole({
+    sql: deps.sql,
+    logger,
+    operatorToken: deps.operatorToken,
+    config: config.console,
+    mediaBaseUrl: config.mediaBaseUrl ?? `https://localhost:${config.httpsPort}`,
+  });
   const identity = new IdentityStore(deps.sql);
   const tokens = new TokenService(deps.signingKeys, config.tokenTtlSeconds);
   const auth = new Authenticator(identity, tokens);
@@ -128,10 +138,15 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     logger,
     logController: observed("admin"),
     operatorToken: deps.operatorToken,
-    services: modules.flatMap((m) => m.admin ?? []),
+    services: [...modules.flatMap((m) => m.admin ?? []), consoleParts.service],
     bodyLimitBytes: config.bodyLimitBytes,
     ready,
-    extraRoutes: [(app) => registerMetricsRoute(app, metrics, { metricsToken: config.metricsToken, operatorToken: deps.operatorToken })],
+    authInterceptor: consoleParts.interceptor,
+    trustedProxies: config.trustedProxies,
+    extraRoutes: [
+      (app) => registerMetricsRoute(app, metrics, { metricsToken: config.metricsToken, operatorToken: deps.operatorToken }),
+      (app) => consoleParts.routes(app),
+    ],
   });
   const plain = config.httpPort > 0 || deps.tls ? buildPlainApp({ logger, httpsPort: config.httpsPort, logController: observed("http") }) : undefined;
   const poolStats = deps.sql.poolStats?.bind(deps.sql);
@@ -147,6 +162,7 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
   let started = false;
   return {
     config,
+    console: consoleParts,
     shared,
     public: publicApp,
     admin,

@@ -6,6 +6,8 @@ import { isIP } from "node:net";
 
 export interface Config {
   dataDir: string;
+  /** The operator console's accounts (src/console). */
+  console: ConsoleConfig;
   host: string;
   httpsPort: number;
   /** 0 disables the plain-HTTP refusal listener. */
@@ -60,6 +62,17 @@ export interface Config {
    * (PULSEBASE_WORKER_METRICS_PORT); 0 serves none.
    */
   workerMetricsPort: number;
+}
+
+export interface ConsoleConfig {
+  /** A console session ends this long after sign-in (PULSEBASE_SESSION_TTL_HOURS). */
+  sessionTtlHours: number;
+  /** The role the operator token has in every team (PULSEBASE_OPERATOR_TOKEN_ROLE). */
+  operatorTokenRole: "admin" | "owner" | "developer" | "viewer";
+  /** The console's address as browsers reach it, for printed links (PULSEBASE_CONSOLE_URL). */
+  publicUrl?: string;
+  /** Sign-in attempts per client address per minute (PULSEBASE_LOGIN_ATTEMPTS_PER_MINUTE). */
+  loginAttemptsPerMinute: number;
 }
 
 /** The admin listener's port when PULSEBASE_ADMIN_PORT is unset (the CLI's default too). */
@@ -146,6 +159,12 @@ export function loadConfig(env: Env = process.env): Config {
   }
   return {
     dataDir: dataDirOf(env),
+    console: {
+      sessionTtlHours: int(env, "PULSEBASE_SESSION_TTL_HOURS", 12, 1, 720),
+      operatorTokenRole: oneOf(env, "PULSEBASE_OPERATOR_TOKEN_ROLE", ["admin", "owner", "developer", "viewer"] as const, "admin"),
+      publicUrl: url(env, "PULSEBASE_CONSOLE_URL", ["http:", "https:"]),
+      loginAttemptsPerMinute: int(env, "PULSEBASE_LOGIN_ATTEMPTS_PER_MINUTE", 20, 1, 100_000),
+    },
     host: env.PULSEBASE_HOST?.trim() || "0.0.0.0",
     httpsPort: int(env, "PULSEBASE_HTTPS_PORT", 8443, 0, 65535),
     httpPort: int(env, "PULSEBASE_HTTP_PORT", 8080, 0, 65535),
@@ -173,6 +192,13 @@ export function loadConfig(env: Env = process.env): Config {
     changePollMs: int(env, "PULSEBASE_CHANGE_POLL_MS", 250, 50, 10_000),
     workerMetricsPort: int(env, "PULSEBASE_WORKER_METRICS_PORT", DEFAULT_WORKER_METRICS_PORT, 0, 65535),
   };
+}
+
+function oneOf<T extends string>(env: Env, name: string, values: readonly T[], def: T): T {
+  const v = env[name]?.trim();
+  if (!v) return def;
+  if (!(values as readonly string[]).includes(v)) throw new ConfigError(`${name} must be one of ${values.join(", ")}`);
+  return v as T;
 }
 
 /** For entry points: the configuration, or exit 2 with the variable named. */

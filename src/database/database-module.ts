@@ -16,6 +16,9 @@ import { createDatabaseServiceImpl } from "./platform-service.js";
 import { PointReader } from "./point-reader.js";
 import { createQueryRunner, type QueryRunner } from "./query-runner.js";
 import { RemoteExecutor } from "./remote-executor.js";
+import { createOperatorSql } from "./operator-sql.js";
+import { createSqlServiceImpl } from "./sql-service.js";
+import type { SqlService } from "../../gen/pulsebase/admin/v1/sql_pb.js";
 
 export interface DatabaseModule {
   store: DatabaseStore;
@@ -26,6 +29,8 @@ export interface DatabaseModule {
   platform: ServiceImpl<typeof DatabaseService>;
   /** pulsebase.admin.v1.DatabaseService (operator API). */
   admin: ServiceImpl<typeof AdminDatabaseService>;
+  /** pulsebase.admin.v1.SqlService (operator SQL, operator-sql.ts). */
+  sqlAdmin: ServiceImpl<typeof SqlService>;
   close(): Promise<void>;
 }
 
@@ -77,6 +82,7 @@ export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: 
     pool,
     platform: createDatabaseServiceImpl({ runner }),
     admin: createDatabaseAdminServiceImpl({ manager }),
+    sqlAdmin: createSqlServiceImpl({ operator: createOperatorSql({ store, pool, remote, dataDir: config.dataDir, limits }) }),
     async close() {
       remote.close();
       reader?.closeAll();

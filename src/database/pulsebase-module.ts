@@ -2,6 +2,7 @@
 // services, and the engine processes stopped with the server.
 import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { DatabaseService } from "../../gen/pulsebase/platform/v1/database_pb.js";
+import { SqlService } from "../../gen/pulsebase/admin/v1/sql_pb.js";
 import { binding, type PulsebaseModule } from "../app/module.js";
 import type { Sql } from "../storage/sql.js";
 import type { DatabaseConfig } from "./database-config.js";
@@ -12,7 +13,7 @@ export async function createDatabasePulsebaseModule(config: DatabaseConfig, deps
   return {
     name: "database",
     device: [binding(DatabaseService, m.platform)],
-    admin: [binding(AdminDatabaseService, m.admin)],
+    admin: [binding(AdminDatabaseService, m.admin), binding(SqlService, m.sqlAdmin)],
     stop: () => m.close(),
   };
 }

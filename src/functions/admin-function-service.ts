@@ -320,14 +320,16 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
     async listVersions(req) {
       await mustGet(req.functionId);
       const rows = await store.listVersions(Number(req.functionId));
+      const code = req.includeCode ? await Promise.all(rows.map((v) => store.versionCode(v.id))) : [];
       return {
-        versions: rows.map((v) =>
+        versions: rows.map((v, i) =>
           create(FunctionVersionSchema, {
             functionId: BigInt(v.function_id),
             version: v.version,
             codeSize: Number(v.code_size),
             active: v.active,
             createdAt: timestampFromDate(new Date(v.created_at)),
+            code: code[i] ?? "",
           }),
         ),
       };

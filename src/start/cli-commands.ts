@@ -11,6 +11,8 @@ import { CmsService } from "../../gen/pulsebase/admin/v1/cms_pb.js";
 import { DatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { FunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
+import { AccountService } from "../../gen/pulsebase/admin/v1/account_pb.js";
+import { SqlService } from "../../gen/pulsebase/admin/v1/sql_pb.js";
 import { encodeRest } from "../http/rest-json.js";
 import { dataDirOf } from "../config/config.js";
 import { TYPE_OF_EXT } from "../cms/media.js";
@@ -43,7 +45,7 @@ export class Outcome {
   constructor(readonly output: unknown, readonly failed: boolean) {}
 }
 
-export const ADMIN_SERVICES: DescService[] = [IdentityService, DatabaseService, FunctionService, CmsService, AnalyticsService];
+export const ADMIN_SERVICES: DescService[] = [IdentityService, DatabaseService, SqlService, FunctionService, CmsService, AnalyticsService, AccountService];
 
 // ---------------------------------------------------------------- helpers
 
@@ -168,6 +170,12 @@ const PAGE = "[--page-size N] [--page-token T]";
 
 
 // ---------------------------------------------------------------- commands
+
+function roleFlag(f: Flags): string {
+  const r = (str(f, "role") ?? "").toLowerCase();
+  if (!["viewer", "developer", "owner"].includes(r)) throw new CliError("--role must be viewer, developer or owner", 2);
+  return `ROLE_${r.toUpperCase()}`;
+}
 
 async function setPlan(ctx: CommandContext, cmd: string): Promise<Record<string, JsonValue>> {
   const f = ctx.flags;
@@ -449,6 +457,41 @@ export const COMMANDS: Command[] = [
   rpc("analytics queue", "", "The ingestion queue: backend, lag, in flight, dead letters", AnalyticsService, "GetQueueStats", () => ({})),
   rpc("analytics dead-letters list", PAGE, "Ingestion batches that failed every attempt", AnalyticsService, "ListDeadLetters", (f) => page(f)),
   rpc("analytics dead-letters replay", "[--ids ID,ID]", "Put dead-lettered batches back on the queue (all without --ids)", AnalyticsService, "ReplayDeadLetters", (f) => ({ ids: list(f, "ids") })),
+
+  // -------------------------------------------------------------- operator SQL
+  {
+    name: "db query", usage: "--app ID \"SQL\" (or --sql SQL, or --file QUERY.sql)",
+    summary: "Run SQL on an application's database with operator rights (PRAGMA, CREATE VIEW/TRIGGER, WITH; time-limited, audited)",
+    run: async (ctx) => {
+      const f = ctx.flags;
+      need(f, "db query", "app");
+      const file = str(f, "file");
+      const sql = ctx.args.join(" ") || str(f, "sql") || (file !== undefined ? await readFile(file, "utf8") : "");
+      if (!sql.trim()) throw new CliError('db query needs the SQL: pulsebase db query --app 1 "SELECT 1"', 2);
+      const r = await invoke(ctx, SqlService, "RunSql", { app_id: str(f, "app")!, sql });
+      const results = (r.results ?? []) as JsonObject[];
+      return new Outcome(r, results.some((x) => typeof x.error === "string" && x.error !== ""));
+    },
+  },
+  rpc("db schema", "--app ID", "Tables and views of an application's database, with columns and indexes", SqlService, "GetSchema", (f, c) => (need(f, c, "app"), { app_id: str(f, "app") })),
+  rpc("db browse", "--app ID --table T [--page-size N] [--offset N]", "One page of a table's rows", SqlService, "BrowseTable", (f, c) => (need(f, c, "app", "table"), { app_id: str(f, "app"), table: str(f, "table"), page_size: str(f, "page-size"), offset: str(f, "offset") })),
+
+  // -------------------------------------------------------------- accounts and audit
+  rpc("audit list", `[--team ID] ${PAGE}`, "The audit log of a team (all teams without --team), newest first", AccountService, "ListAuditLog", (f) => ({ team_id: str(f, "team"), ...page(f) })),
+  rpc("members list", "--team ID", "A team's members and their roles", AccountService, "ListMembers", (f, c) => (need(f, c, "team"), { team_id: str(f, "team") })),
+  rpc("members role", "--team ID --user USER_ID --role viewer|developer|owner", "Change a member's role", AccountService, "SetMemberRole", (f, c) => (need(f, c, "team", "user", "role"), { team_id: str(f, "team"), user_id: str(f, "user"), role: roleFlag(f) })),
+  rpc("members remove", "--team ID --user USER_ID", "Remove a member from a team", AccountService, "RemoveMember", (f, c) => (need(f, c, "team", "user"), { team_id: str(f, "team"), user_id: str(f, "user") })),
+  {
+    name: "invitations create", usage: "--team ID --email E --role viewer|developer|owner",
+    summary: "Invite someone to a team: prints the one-time link (append it to the console's address)",
+    run: async (ctx) => {
+      const f = ctx.flags;
+      need(f, "invitations create", "team", "email", "role");
+      const inv = await invoke(ctx, AccountService, "CreateInvitation", { team_id: str(f, "team")!, email: str(f, "email")!, role: roleFlag(f) });
+      return { ...inv, link_path: `/invite#token=${String(inv.token)}` };
+    },
+  },
+  rpc("invitations list", "--team ID", "A team's invitations", AccountService, "ListInvitations", (f, c) => (need(f, c, "team"), { team_id: str(f, "team") })),
 
   // -------------------------------------------------------------- any method
   {

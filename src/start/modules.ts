@@ -8,6 +8,7 @@ import type { Shared } from "../app/build.js";
 import { createDatabaseModule } from "../database/database-module.js";
 import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { DatabaseService } from "../../gen/pulsebase/platform/v1/database_pb.js";
+import { SqlService } from "../../gen/pulsebase/admin/v1/sql_pb.js";
 import { binding } from "../app/module.js";
 import { createCmsModule } from "../cms/cms-module.js";
 import { createAnalyticsModule } from "../analytics/analytics-module.js";
@@ -21,7 +22,7 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
   const database: PulsebaseModule = {
     name: "database",
     device: [binding(DatabaseService, db.platform)],
-    admin: [binding(AdminDatabaseService, db.admin)],
+    admin: [binding(AdminDatabaseService, db.admin), binding(SqlService, db.sqlAdmin)],
     stop: () => db.close(),
   };
   const functions = createFunctionsServerModule({

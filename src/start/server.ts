@@ -10,6 +10,7 @@ import { loadOrCreateKeys } from "../identity/token-keys.js";
 import { DataDirLockedError, lockDataDir } from "./data-lock.js";
 import { createModules } from "./modules.js";
 import { openStorage } from "./storage.js";
+import { setupLink } from "../console/console-module.js";
 
 async function main(): Promise<void> {
   const config = loadConfigOrExit();
@@ -39,6 +40,9 @@ async function main(): Promise<void> {
     { https: ports.https, http: ports.http, admin: ports.admin, dataDir: config.dataDir, storage: config.databaseUrl ? "postgres" : "pglite", queue: config.natsUrl ? "nats" : "embedded" },
     "pulsebase listening",
   );
+  // Until the first owner is set up, every start prints a fresh one-time link (the previous one stops working).
+  const link = await setupLink(app.console.accounts, config.console.publicUrl ?? `http://127.0.0.1:${ports.admin}`);
+  if (link) console.log(`\nConsole: set up the first owner (one-time link):\n  ${link}\n`);
   if (op.created) {
     console.log(`\nOperator token (saved in ${op.file}):\n  ${op.token}\nUse it with the CLI: export PULSEBASE_OPERATOR_TOKEN=${op.token}\n`);
   }

@@ -61,7 +61,7 @@ const ports = { https: 0, admin: 0 };
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "pulsebase-readme-"));
   // A checkout as the user has it, with its own .data.
-  for (const f of ["package.json", "buf.yaml", "buf.gen.yaml", "tsconfig.json", "proto", "gen", "src", "bin", "node_modules"]) {
+  for (const f of ["package.json", "buf.yaml", "buf.gen.yaml", "tsconfig.json", "proto", "gen", "src", "bin", "node_modules", "packages"]) {
     await symlink(join(repo, f), join(dir, f));
   }
   server = await spawnServer({ npmStartIn: dir });

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file pulsebase/common/v1/options.proto.
  */
 export const file_pulsebase_common_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("CiFwdWxzZWJhc2UvY29tbW9uL3YxL29wdGlvbnMucHJvdG8SE3B1bHNlYmFzZS5jb21tb24udjEiPAoERmlsZRIQCghmaWxlbmFtZRgBIAEoCRIUCgxjb250ZW50X3R5cGUYAiABKAkSDAoEZGF0YRgDIAEoDCKVAwoLSHR0cFJlcXVlc3QSDgoGbWV0aG9kGAEgASgJEkUKC3BhdGhfcGFyYW1zGAIgAygLMjAucHVsc2ViYXNlLmNvbW1vbi52MS5IdHRwUmVxdWVzdC5QYXRoUGFyYW1zRW50cnkSOgoFcXVlcnkYAyADKAsyKy5wdWxzZWJhc2UuY29tbW9uLnYxLkh0dHBSZXF1ZXN0LlF1ZXJ5RW50cnkSPgoHaGVhZGVycxgEIAMoCzItLnB1bHNlYmFzZS5jb21tb24udjEuSHR0cFJlcXVlc3QuSGVhZGVyc0VudHJ5EgwKBGJvZHkYBSABKAwSFAoMY29udGVudF90eXBlGAYgASgJGjEKD1BhdGhQYXJhbXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGiwKClF1ZXJ5RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKdAQoMSHR0cFJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoBRI/CgdoZWFkZXJzGAIgAygLMi4ucHVsc2ViYXNlLmNvbW1vbi52MS5IdHRwUmVzcG9uc2UuSGVhZGVyc0VudHJ5EgwKBGJvZHkYAyABKAwaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEqRgoEQXV0aBIdChlBVVRIX0NPTlNVTUVSX1VOU1BFQ0lGSUVEEAASDQoJQVVUSF9OT05FEAESEAoMQVVUSF9BUFBfS0VZEAI6PAoJcmVzdF9udWxsEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjRhgMgASgIUghyZXN0TnVsbDpPCgRhdXRoEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYtYcDIAEoDjIZLnB1bHNlYmFzZS5jb21tb24udjEuQXV0aFIEYXV0aDpBCgtyZXN0X3N0YXR1cxIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLaHAyABKAVSCnJlc3RTdGF0dXM6RwoOcmVzdF9tdWx0aXBhcnQSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi3hwMgASgIUg1yZXN0TXVsdGlwYXJ0OkYKDnJlc3RfcmF3X3F1ZXJ5Eh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYuIcDIAEoCVIMcmVzdFJhd1F1ZXJ5OksKEHJlc3RfcGFzc3Rocm91Z2gSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi5hwMgASgIUg9yZXN0UGFzc3Rocm91Z2hiBnByb3RvMw", [file_google_protobuf_descriptor]);
+  fileDesc("CiFwdWxzZWJhc2UvY29tbW9uL3YxL29wdGlvbnMucHJvdG8SE3B1bHNlYmFzZS5jb21tb24udjEiPAoERmlsZRIQCghmaWxlbmFtZRgBIAEoCRIUCgxjb250ZW50X3R5cGUYAiABKAkSDAoEZGF0YRgDIAEoDCKVAwoLSHR0cFJlcXVlc3QSDgoGbWV0aG9kGAEgASgJEkUKC3BhdGhfcGFyYW1zGAIgAygLMjAucHVsc2ViYXNlLmNvbW1vbi52MS5IdHRwUmVxdWVzdC5QYXRoUGFyYW1zRW50cnkSOgoFcXVlcnkYAyADKAsyKy5wdWxzZWJhc2UuY29tbW9uLnYxLkh0dHBSZXF1ZXN0LlF1ZXJ5RW50cnkSPgoHaGVhZGVycxgEIAMoCzItLnB1bHNlYmFzZS5jb21tb24udjEuSHR0cFJlcXVlc3QuSGVhZGVyc0VudHJ5EgwKBGJvZHkYBSABKAwSFAoMY29udGVudF90eXBlGAYgASgJGjEKD1BhdGhQYXJhbXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGiwKClF1ZXJ5RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKdAQoMSHR0cFJlc3BvbnNlEg4KBnN0YXR1cxgBIAEoBRI/CgdoZWFkZXJzGAIgAygLMi4ucHVsc2ViYXNlLmNvbW1vbi52MS5IdHRwUmVzcG9uc2UuSGVhZGVyc0VudHJ5EgwKBGJvZHkYAyABKAwaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEqRgoEQXV0aBIdChlBVVRIX0NPTlNVTUVSX1VOU1BFQ0lGSUVEEAASDQoJQVVUSF9OT05FEAESEAoMQVVUSF9BUFBfS0VZEAIqdQoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASEgoOUk9MRV9BTk9OWU1PVVMQARIPCgtST0xFX1ZJRVdFUhACEhIKDlJPTEVfREVWRUxPUEVSEAMSDgoKUk9MRV9PV05FUhAEEg4KClJPTEVfQURNSU4QBSrcAQoFU2NvcGUSFQoRU0NPUEVfVU5TUEVDSUZJRUQQABIOCgpTQ09QRV9URUFNEAESDQoJU0NPUEVfQVBQEAISEgoOU0NPUEVfRlVOQ1RJT04QAxISCg5TQ09QRV9EQVRBQkFTRRAEEhIKDlNDT1BFX0NPTlNVTUVSEAUSDwoLU0NPUEVfRVZFTlQQBhINCglTQ09QRV9MT0cQBxIYChRTQ09QRV9MT0dfT0NDVVJSRU5DRRAIEhQKEFNDT1BFX0JSRUFEQ1JVTUIQCRIRCg1TQ09QRV9UUklHR0VSEAo6PAoJcmVzdF9udWxsEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjRhgMgASgIUghyZXN0TnVsbDpPCgRhdXRoEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYtYcDIAEoDjIZLnB1bHNlYmFzZS5jb21tb24udjEuQXV0aFIEYXV0aDpBCgtyZXN0X3N0YXR1cxIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLaHAyABKAVSCnJlc3RTdGF0dXM6RwoOcmVzdF9tdWx0aXBhcnQSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi3hwMgASgIUg1yZXN0TXVsdGlwYXJ0OkYKDnJlc3RfcmF3X3F1ZXJ5Eh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYuIcDIAEoCVIMcmVzdFJhd1F1ZXJ5OksKEHJlc3RfcGFzc3Rocm91Z2gSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi5hwMgASgIUg9yZXN0UGFzc3Rocm91Z2g6TwoEcm9sZRIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLqHAyABKA4yGS5wdWxzZWJhc2UuY29tbW9uLnYxLlJvbGVSBHJvbGU6OgoHbXV0YXRlcxIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLuHAyABKAhSB211dGF0ZXM6UQoFc2NvcGUSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGNOGAyABKA4yGi5wdWxzZWJhc2UuY29tbW9uLnYxLlNjb3BlUgVzY29wZWIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * A file uploaded in a multipart request.
@@ -153,6 +153,132 @@ export const AuthSchema: GenEnum<Auth> = /*@__PURE__*/
   enumDesc(file_pulsebase_common_v1_options, 0);
 
 /**
+ * The least role an operator needs for an admin method (the console's
+ * accounts, src/console/access.ts). The role is held per team; a method
+ * whose request names a team's resource (fields with the `scope` option)
+ * needs the role in that team. Unannotated admin methods are refused.
+ *
+ * @generated from enum pulsebase.common.v1.Role
+ */
+export enum Role {
+  /**
+   * @generated from enum value: ROLE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * No credentials (sign-in, first-owner setup, accepting an invitation).
+   *
+   * @generated from enum value: ROLE_ANONYMOUS = 1;
+   */
+  ANONYMOUS = 1,
+
+  /**
+   * Read-only.
+   *
+   * @generated from enum value: ROLE_VIEWER = 2;
+   */
+  VIEWER = 2,
+
+  /**
+   * Everything but members, invitations and instance settings.
+   *
+   * @generated from enum value: ROLE_DEVELOPER = 3;
+   */
+  DEVELOPER = 3,
+
+  /**
+   * Everything in the team, its members and invitations included.
+   *
+   * @generated from enum value: ROLE_OWNER = 4;
+   */
+  OWNER = 4,
+
+  /**
+   * The instance administrator (the first owner and the operator token):
+   * cross-tenant operations such as the ingestion queue's dead letters.
+   *
+   * @generated from enum value: ROLE_ADMIN = 5;
+   */
+  ADMIN = 5,
+}
+
+/**
+ * Describes the enum pulsebase.common.v1.Role.
+ */
+export const RoleSchema: GenEnum<Role> = /*@__PURE__*/
+  enumDesc(file_pulsebase_common_v1_options, 1);
+
+/**
+ * The kind of resource a request field names, so the server can find the
+ * team that owns it (src/console/scope-resolver.ts).
+ *
+ * @generated from enum pulsebase.common.v1.Scope
+ */
+export enum Scope {
+  /**
+   * @generated from enum value: SCOPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: SCOPE_TEAM = 1;
+   */
+  TEAM = 1,
+
+  /**
+   * @generated from enum value: SCOPE_APP = 2;
+   */
+  APP = 2,
+
+  /**
+   * @generated from enum value: SCOPE_FUNCTION = 3;
+   */
+  FUNCTION = 3,
+
+  /**
+   * @generated from enum value: SCOPE_DATABASE = 4;
+   */
+  DATABASE = 4,
+
+  /**
+   * @generated from enum value: SCOPE_CONSUMER = 5;
+   */
+  CONSUMER = 5,
+
+  /**
+   * @generated from enum value: SCOPE_EVENT = 6;
+   */
+  EVENT = 6,
+
+  /**
+   * @generated from enum value: SCOPE_LOG = 7;
+   */
+  LOG = 7,
+
+  /**
+   * @generated from enum value: SCOPE_LOG_OCCURRENCE = 8;
+   */
+  LOG_OCCURRENCE = 8,
+
+  /**
+   * @generated from enum value: SCOPE_BREADCRUMB = 9;
+   */
+  BREADCRUMB = 9,
+
+  /**
+   * @generated from enum value: SCOPE_TRIGGER = 10;
+   */
+  TRIGGER = 10,
+}
+
+/**
+ * Describes the enum pulsebase.common.v1.Scope.
+ */
+export const ScopeSchema: GenEnum<Scope> = /*@__PURE__*/
+  enumDesc(file_pulsebase_common_v1_options, 2);
+
+/**
  * On the REST interface an unset field with this option is written as JSON
  * null instead of being left out (e.g. a session's ended_at).
  *
@@ -203,4 +329,29 @@ export const rest_raw_query: GenExtension<MethodOptions, string> = /*@__PURE__*/
  */
 export const rest_passthrough: GenExtension<MethodOptions, boolean> = /*@__PURE__*/
   extDesc(file_pulsebase_common_v1_options, 5);
+
+/**
+ * Admin methods: the least role that may call it.
+ *
+ * @generated from extension: pulsebase.common.v1.Role role = 50106;
+ */
+export const role: GenExtension<MethodOptions, Role> = /*@__PURE__*/
+  extDesc(file_pulsebase_common_v1_options, 6);
+
+/**
+ * Admin methods: the call changes state, and is written to the audit log.
+ *
+ * @generated from extension: bool mutates = 50107;
+ */
+export const mutates: GenExtension<MethodOptions, boolean> = /*@__PURE__*/
+  extDesc(file_pulsebase_common_v1_options, 7);
+
+/**
+ * Admin request fields that name a resource (an id): the team owning it
+ * is the one whose role is checked.
+ *
+ * @generated from extension: pulsebase.common.v1.Scope scope = 50003;
+ */
+export const scope: GenExtension<FieldOptions, Scope> = /*@__PURE__*/
+  extDesc(file_pulsebase_common_v1_options, 8);
 

@@ -1,0 +1,149 @@
+// The signed-in layout: navigation, the current application (kept in the
+// URL as ?app=ID so links and reloads keep it), the user menu.
+import { createContext, useContext, useEffect, type ReactNode } from "react";
+import type { App } from "../../../gen/pulsebase/admin/v1/identity_pb.js";
+import { Role } from "../../../gen/pulsebase/common/v1/options_pb.js";
+import { api } from "./api";
+import { Link, useRouter } from "./router";
+import { useSession } from "./session";
+import { ErrorBox, Loading, useAsync } from "./ui";
+
+interface AppsContext {
+  apps: App[];
+  loading?: boolean;
+  app?: App;
+  select(id: bigint): void;
+  reload(): void;
+}
+
+const Ctx = createContext<AppsContext>({ apps: [], select: () => {}, reload: () => {} });
+
+export function useApps(): AppsContext {
+  return useContext(Ctx);
+}
+
+/** A link that keeps the selected application. */
+export function AppLink({ to, children, ...rest }: { to: string; children: ReactNode; className?: string; "aria-current"?: "page" | undefined }) {
+  const { app } = useApps();
+  const sep = to.includes("?") ? "&" : "?";
+  return (
+    <Link to={app ? `${to}${sep}app=${app.id}` : to} {...rest}>
+      {children}
+    </Link>
+  );
+}
+
+const NAV: [string, string][] = [
+  ["/apps", "Apps"],
+  ["/analytics", "Analytics"],
+  ["/database", "Database"],
+  ["/functions", "Functions"],
+  ["/cms", "CMS"],
+  ["/team", "Team"],
+];
+
+export function Shell({ children }: { children: ReactNode }) {
+  const session = useSession();
+  const { loc, go } = useRouter();
+  const apps = useAsync(async () => {
+    const lists = await Promise.all(session.me.teams.map((t) => api.identity.listApps({ teamId: t.teamId, pageSize: 500 })));
+    return lists.flatMap((l) => l.apps);
+  }, [session.me.teams.map((t) => t.teamId).join(",")]);
+  const wanted = loc.query.get("app");
+  const list = apps.data ?? [];
+  const app = list.find((a) => String(a.id) === wanted) ?? list[0];
+  useEffect(() => {
+    if (app && wanted !== String(app.id) && loc.path !== "/team") {
+      const q = new URLSearchParams(loc.query);
+      q.set("app", String(app.id));
+      window.history.replaceState(null, "", `${loc.path}?${q}`);
+    }
+  }, [app?.id, wanted, loc.path]);
+  const select = (id: bigint) => {
+    const q = new URLSearchParams(loc.query);
+    q.set("app", String(id));
+    // Deep pages name another app's resources: go to the section's root.
+    const section = "/" + (loc.path.split("/")[1] ?? "apps");
+    go(`${section}?${q}`);
+  };
+  const me = session.me;
+  const role = app ? Role[session.roleIn(app.teamId)]?.toLowerCase() : undefined;
+  return (
+    <Ctx.Provider value={{ apps: list, app, select, reload: apps.reload, loading: apps.data === undefined }}>
+      <div className="shell">
+        <a href="#main" className="skip">
+          Skip to content
+        </a>
+        <aside className="sidebar">
+          <div className="brand">Pulsebase</div>
+          <nav aria-label="Sections">
+            {NAV.map(([to, label]) => {
+              const current = loc.path === to || loc.path.startsWith(to + "/");
+              return (
+                <AppLink key={to} to={to} className={current ? "nav active" : "nav"} aria-current={current ? "page" : undefined}>
+                  {label}
+                </AppLink>
+              );
+            })}
+          </nav>
+        </aside>
+        <div className="main-col">
+          <header className="topbar">
+            <label className="app-picker">
+              <span>Application</span>
+              {apps.loading && !apps.data ? (
+                <Loading text="" />
+              ) : (
+                <select value={app ? String(app.id) : ""} onChange={(e) => select(BigInt(e.target.value))} aria-label="Application">
+                  {list.length === 0 && <option value="">No applications yet</option>}
+                  {list.map((a) => (
+                    <option key={String(a.id)} value={String(a.id)}>
+                      {a.name} (#{String(a.id)}) — {me.teams.find((t) => t.teamId === a.teamId)?.teamName ?? `team ${a.teamId}`}
+                    </option>
+                  ))}
+                </select>
+              )}
+            </label>
+            {role && <span className={`badge role-${role}`}>{role}</span>}
+            <div className="spacer" />
+            <details className="user-menu">
+              <summary>
+                {me.name || "Operator"} <span className="muted">{me.email}</span>
+              </summary>
+              <div className="menu">
+                <button type="button" onClick={() => void session.signOut(false)}>
+                  Sign out
+                </button>
+                <button type="button" onClick={() => void session.signOut(true)}>
+                  Sign out everywhere
+                </button>
+              </div>
+            </details>
+          </header>
+          <ErrorBox error={apps.error} retry={apps.reload} />
+          <main id="main" tabIndex={-1}>
+            {children}
+          </main>
+        </div>
+      </div>
+    </Ctx.Provider>
+  );
+}
+
+/** For pages that work on the selected application. */
+export function NeedApp({ children }: { children: (app: App) => ReactNode }) {
+  const { app, apps, loading } = useApps();
+  if (loading) return <Loading />;
+  if (!app) {
+    return (
+      <div className="empty">
+        {apps.length === 0 && (
+          <>
+            No application yet. <Link to="/apps">Create one</Link>.
+          </>
+        )}
+      </div>
+    );
+  }
+  return <>{children(app)}</>;
+}
