@@ -9,7 +9,8 @@
 //
 // The same watch cuts slow bodies: a body must arrive within `timeoutMs`
 // plus one second per `minBytesPerSecond` received, so a client trickling
-// bytes cannot hold a stream (or a connection) for ever.
+// bytes cannot hold a stream (or a connection) for ever; and an HTTP/2 stream
+// answered before its body arrived is reset with NO_ERROR (within a second).
 //
 // Bytes are counted where the HTTP layer hands them to the request stream
 // (its push()), whoever reads them: Fastify's parsers, busboy, Connect.
@@ -98,18 +99,6 @@ export class BodyBudget {
   private watch(w: Watch, res: RawResponse): void {
     this.arriving.add(w);
     this.sweeper ??= setInterval(() => this.sweep(), this.opts.sweepMs ?? 1000).unref();
-    const stream = (w.raw as Http2ServerRequest).stream;
-    if (stream) {
-      // Answered before its body ended (an error, a refusal): the client is
-      // told to stop sending (RFC 9113 8.1), instead of the stream staying
-      // half open until the client gives up.
-      // (The stream's own 'finish': the compatibility response emits its
-      // only once the stream has closed.)
-      stream.once("finish", () => {
-        // (after the frame that ends the response has gone out)
-        if (!w.ended) setImmediate(() => !w.ended && !stream.destroyed && stream.close(h2.NGHTTP2_NO_ERROR));
-      });
-    }
     res.once("close", () => {
       w.closed = true;
       // An HTTP/1.1 body still arriving after the answer (Node reads and
@@ -188,6 +177,15 @@ export class BodyBudget {
   private sweep(): void {
     const now = Date.now();
     for (const w of this.arriving) {
+      const stream = (w.raw as Http2ServerRequest).stream;
+      if (stream?.writableFinished) {
+        // Answered before its body ended (an error, a refusal): the client
+        // is told to stop sending (RFC 9113 8.1) instead of the stream
+        // staying half open until the client gives up.
+        this.arriving.delete(w);
+        if (!stream.destroyed) stream.close(h2.NGHTTP2_NO_ERROR);
+        continue;
+      }
       const allowed = this.opts.timeoutMs + (w.received / this.opts.minBytesPerSecond) * 1000;
       if (now - w.start <= allowed) continue;
       this.arriving.delete(w);
