@@ -103,14 +103,11 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
       return sendError(reply, iface, e);
     },
   };
-  // HTTP/2 limits, advertised in the server's SETTINGS: a client opening
-  // more concurrent streams gets them refused (REFUSED_STREAM, and after 100
-  // refusals the connection is closed); a header list over the limit resets
-  // its stream.
-  const http2 = {
-    settings: { maxConcurrentStreams: opts.http2MaxStreams, maxHeaderListSize: MAX_HEADER_LIST_BYTES },
-    maxHeaderListSize: MAX_HEADER_LIST_BYTES,
-  };
+  // HTTP/2 limits, advertised in the server's SETTINGS (Node's defaults
+  // advertise none): streams a client opens past the limit are refused
+  // (REFUSED_STREAM while it has not acknowledged the settings, a connection
+  // error once it has); a header list over the limit resets its stream.
+  const http2 = { settings: { maxConcurrentStreams: opts.http2MaxStreams, maxHeaderListSize: MAX_HEADER_LIST_BYTES } };
   const app = (opts.tls
     ? Fastify({ ...base, http2: true, http2SessionTimeout: opts.idleTimeoutMs ?? 120_000, https: { allowHTTP1: true, key: opts.tls.key, cert: opts.tls.cert, ...http2 } } as unknown as FastifyServerOptions)
     : Fastify(base)) as unknown as FastifyInstance;
