@@ -3,7 +3,7 @@
 // checked in one query), store log files in the blob store, publish the
 // batch to the durable queue and answer only after the queue stored it.
 import { createHash, randomUUID } from "node:crypto";
-import { create } from "@bufbuild/protobuf";
+import { create, toBinary, type Message } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
   AnalyticsService,
@@ -18,7 +18,7 @@ import type { Sql } from "../storage/sql.js";
 import type { BlobStore } from "../blobs/blob-store.js";
 import type { BatchQueue } from "../queue/queue.js";
 import { applyBreadcrumbs, applyEvents, applyLogs, foreignSessions, recordKey, stamp } from "./analytics-store.js";
-import { withTxRetry } from "./apply-batch.js";
+import { claimIdempotencyKey, withTxRetry } from "./apply-batch.js";
 import { encodePayload, PAYLOAD_VERSION, type BatchKind, type BatchPayload, type LogRow, type Recorder } from "./batch-payload.js";
 import { DEFAULT_CLOCK_SKEW_MS, limits } from "./limits.js";
 import { readBreadcrumbs, readEvents, readLogs } from "./record-views.js";
@@ -67,7 +67,14 @@ export function createAnalyticsServiceImpl(deps: AnalyticsServiceDeps): ServiceI
     }
   }
 
-  function batchId(c: ConsumerPrincipal, kind: BatchKind, ctx: HandlerContext): string {
+  /**
+   * The batch's id: random, or derived from its Idempotency-Key, which is
+   * then bound to the body it first came with (a digest of the request
+   * message, so the same form sent as JSON or multipart is the same body):
+   * the key sent again with another body is 422 idempotency_key_reused, not
+   * a 202 whose body the queue would drop as a duplicate.
+   */
+  async function batchId(c: ConsumerPrincipal, kind: BatchKind, ctx: HandlerContext, req: Message): Promise<string> {
     const key = ctx.requestHeader.get("idempotency-key")?.trim();
     if (!key) return `b-${randomUUID()}`;
     if (key.length > limits.idempotencyKeyMax) {
@@ -76,7 +83,15 @@ export function createAnalyticsServiceImpl(deps: AnalyticsServiceDeps): ServiceI
       });
     }
     const digest = createHash("sha256").update(`${c.appId}\n${c.consumerId}\n${kind}\n${key}`).digest("hex").slice(0, 40);
-    return `k-${digest}`;
+    const id = `k-${digest}`;
+    const body = createHash("sha256").update(toBinary(ctx.method.input, req as never)).digest("hex");
+    const first = await claimIdempotencyKey(sql, id, body);
+    if (first !== body) {
+      throw appError("idempotency_key_reused", "This Idempotency-Key was already used with a different body; send a new key for a new batch.", {
+        fields: { "Idempotency-Key": ["The Idempotency-Key was already used with a different body."] },
+      });
+    }
+    return id;
   }
 
   async function publish(payload: BatchPayload): Promise<void> {
@@ -200,7 +215,7 @@ export function createAnalyticsServiceImpl(deps: AnalyticsServiceDeps): ServiceI
       v.throwIfAny();
       await checkSessions(v, c.consumerId, rows.map((r, i) => ({ path: `events.${i}.session_id`, id: r!.session_id })));
       v.throwIfAny();
-      const id = batchId(c, "events", ctx);
+      const id = await batchId(c, "events", ctx, req);
       await publish({ v: PAYLOAD_VERSION, kind: "events", batchId: id, ...recorder(c), acceptedAt: ic.now.toISOString(), items: rows.map((r) => r!) });
       return create(BatchAcceptedSchema, { message: queuedMessage.events });
     },
@@ -215,7 +230,7 @@ export function createAnalyticsServiceImpl(deps: AnalyticsServiceDeps): ServiceI
       v.throwIfAny();
       await checkSessions(v, c.consumerId, logs.map((l, i) => ({ path: `logs.${i}.session_id`, id: l!.row.session_id })));
       v.throwIfAny();
-      const id = batchId(c, "logs", ctx);
+      const id = await batchId(c, "logs", ctx, req);
       // Files first: the message only carries their keys. Keys derive from the
       // batch id, so a retried idempotent batch overwrites, not duplicates.
       const rows = await Promise.all(
@@ -240,7 +255,7 @@ export function createAnalyticsServiceImpl(deps: AnalyticsServiceDeps): ServiceI
       v.throwIfAny();
       await checkSessions(v, c.consumerId, rows.map((r, i) => ({ path: `breadcrumbs.${i}.session_id`, id: r!.session_id })));
       v.throwIfAny();
-      const id = batchId(c, "breadcrumbs", ctx);
+      const id = await batchId(c, "breadcrumbs", ctx, req);
       await publish({ v: PAYLOAD_VERSION, kind: "breadcrumbs", batchId: id, ...recorder(c), acceptedAt: ic.now.toISOString(), items: rows.map((r) => r!) });
       return create(BatchAcceptedSchema, { message: queuedMessage.breadcrumbs });
     },

@@ -70,11 +70,28 @@ export async function withTxRetry<T>(fn: () => Promise<T>, attempts = 4): Promis
   }
 }
 
-/** Forgets processed-batch records older than the idempotency window. */
+/** Forgets processed-batch records and Idempotency-Key bodies older than the idempotency window. */
 export async function pruneProcessedBatches(sql: Sql, olderThanMs: number): Promise<number> {
   const { rowCount } = await sql.query(
     "DELETE FROM analytics_processed_batches WHERE processed_at < now() - $1 * interval '1 millisecond'",
     [olderThanMs],
   );
+  await sql.query("DELETE FROM analytics_idempotency_keys WHERE created_at < now() - $1 * interval '1 millisecond'", [olderThanMs]);
   return rowCount;
+}
+
+/**
+ * Binds a keyed batch id to the digest of the body it first came with;
+ * answers the digest it is bound to (the given one the first time). Two
+ * statements, so that a key a concurrent request has just bound is read
+ * once that request's insert committed.
+ */
+export async function claimIdempotencyKey(sql: Sql, batchId: string, bodyDigest: string): Promise<string> {
+  const ins = await sql.query<{ body_digest: string }>(
+    "INSERT INTO analytics_idempotency_keys (batch_id, body_digest) VALUES ($1, $2) ON CONFLICT (batch_id) DO NOTHING RETURNING body_digest",
+    [batchId, bodyDigest],
+  );
+  if (ins.rows[0]) return ins.rows[0].body_digest;
+  const { rows } = await sql.query<{ body_digest: string }>("SELECT body_digest FROM analytics_idempotency_keys WHERE batch_id = $1", [batchId]);
+  return rows[0]?.body_digest ?? bodyDigest;
 }

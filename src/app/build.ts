@@ -125,9 +125,17 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     logController: publicLog,
     tls: deps.tls,
     bodyLimitBytes: config.bodyLimitBytes,
+    bodyBudget: {
+      limitBytes: config.bodyBudgetBytes,
+      shareBytes: Math.floor(config.bodyBudgetBytes / 2),
+      timeoutMs: config.bodyTimeoutSeconds * 1000,
+      minBytesPerSecond: config.bodyMinRateBytes,
+    },
+    http2MaxStreams: config.http2MaxStreams,
     idleTimeoutMs: config.idleTimeoutSeconds * 1000,
     maxFileBytes: MAX_FILE_BYTES,
     trustedProxies: config.trustedProxies,
+    publicUrl: config.publicUrl,
     corsOrigins: config.corsOrigins,
     services: modules.flatMap((m) => m.device ?? []),
     authenticate,
@@ -148,7 +156,8 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
       (app) => consoleParts.routes(app),
     ],
   });
-  const plain = config.httpPort > 0 || deps.tls ? buildPlainApp({ logger, httpsPort: config.httpsPort, logController: observed("http") }) : undefined;
+  const redirectBase = () => config.publicUrl ?? `https://localhost:${(publicApp.server.address() as AddressInfo | null)?.port ?? config.httpsPort}`;
+  const plain = config.httpPort > 0 || deps.tls ? buildPlainApp({ logger, redirectBase, logController: observed("http") }) : undefined;
   const poolStats = deps.sql.poolStats?.bind(deps.sql);
   if (poolStats) registerPgPoolMetrics(metrics.registry, poolStats);
   if (nats) registerNatsMetrics(metrics.registry, nats);

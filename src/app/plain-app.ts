@@ -1,6 +1,7 @@
 // The plain-HTTP listener exists only to refuse (DECISIONS 1): CMS GET/HEAD
 // requests are redirected (308) to HTTPS, every other /api/ request is 401.
-// Health probes answer here too, for load balancers.
+// Health probes answer here too, for load balancers. Redirects point at the
+// configured public address, never at the Host the client sent.
 import { randomUUID } from "node:crypto";
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import type { Logger } from "pino";
@@ -9,13 +10,16 @@ import { ifaceOf } from "../http/fastify-errors.js";
 import { appError } from "../internal/errors.js";
 import { observeUnrouted } from "./access-log.js";
 
-export function buildPlainApp(opts: { logger: Logger; httpsPort: number; logController?: LogController }): FastifyInstance {
+export function buildPlainApp(opts: {
+  logger: Logger;
+  /** The HTTPS origin redirects point at (PULSEBASE_PUBLIC_URL, else https://localhost:<https port>). */
+  redirectBase: () => string;
+  logController?: LogController;
+}): FastifyInstance {
   const refuse = (req: FastifyRequest, reply: FastifyReply) => {
     reply.header("x-request-id", req.id);
     if (ifaceOf(req.url) === "cms" && (req.method === "GET" || req.method === "HEAD")) {
-      const host = String(req.headers.host ?? "localhost").replace(/:\d+$/, "");
-      const port = opts.httpsPort === 443 ? "" : `:${opts.httpsPort}`;
-      return reply.code(308).header("location", `https://${host}${port}${req.url}`).send();
+      return reply.code(308).header("location", `${opts.redirectBase()}${req.url}`).send();
     }
     return sendError(reply, "platform", appError("unauthenticated", "HTTPS is required."));
   };

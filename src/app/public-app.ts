@@ -1,23 +1,29 @@
 // The public listener: REST gateway + Connect handlers of the device
 // services (Connect, gRPC, gRPC-Web; HTTP/1.1 and HTTP/2 through ALPN), TLS.
 import { randomUUID } from "node:crypto";
+import type { AddressInfo } from "node:net";
+import { getOption } from "@bufbuild/protobuf";
 import { createContextValues } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import cors from "@fastify/cors";
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from "fastify";
 import type { Logger } from "pino";
+import { auth as authOption, Auth } from "../../gen/pulsebase/common/v1/options_pb.js";
 import { observeUnrouted } from "./access-log.js";
 import { lazyChildLogger } from "./lazy-child-logger.js";
 import { errorLogInterceptor } from "../connect/error-log.js";
 import { registerGrpcInfra } from "../connect/grpc-infra.js";
 import { consumerAuthInterceptor } from "../connect/interceptors.js";
+import { BodyBudget, hasBody, type BodyBudgetOptions } from "../http/body-budget.js";
+import { connectBodyGate } from "../http/connect-body-gate.js";
 import { sendError } from "../http/envelopes.js";
-import { answerClientError, ifaceOf, installErrorHandlers, installJsonParser } from "../http/fastify-errors.js";
+import { forwardedValue, isHost, ProxyTrust } from "../http/forwarded.js";
+import { answerClientError, ifaceOf, installErrorHandlers, installJsonParser, notFoundHandler } from "../http/fastify-errors.js";
 import { registerGateway, type AnyImpl } from "../http/gateway.js";
 import { buildOpenApi } from "../http/openapi.js";
 import { RouteTable } from "../http/route-table.js";
 import { appError } from "../internal/errors.js";
-import { kClientAddress, kRequestId, type ConsumerPrincipal } from "../internal/principal.js";
+import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../internal/principal.js";
 import type { ServiceBinding } from "./module.js";
 import type { TlsMaterial } from "./tls.js";
 
@@ -27,10 +33,16 @@ export interface PublicAppOptions {
   logController?: LogController;
   tls?: TlsMaterial;
   bodyLimitBytes: number;
+  /** The process's budget of request bodies and the pace they must arrive at (body-budget.ts). */
+  bodyBudget: BodyBudgetOptions;
+  /** Concurrent streams of one HTTP/2 connection (more are refused). */
+  http2MaxStreams: number;
   /** Inactivity limit of a connection (no bytes either way), 0 for none. */
   idleTimeoutMs?: number;
   maxFileBytes: number;
   trustedProxies: string[];
+  /** Where redirects to HTTPS point (PULSEBASE_PUBLIC_URL); unset: the trusted proxy's X-Forwarded-Host, else localhost. */
+  publicUrl?: string;
   corsOrigins: string[];
   services: ServiceBinding[];
   /** The principal at once when it is known (cached), else a promise of it. */
@@ -47,6 +59,19 @@ export function requestIdOf(header: string | string[] | undefined): string {
 }
 
 export const EXPOSED_HEADERS = ["x-request-id", "retry-after", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "etag"];
+
+/**
+ * Largest body of a route that takes no consumer token (registration, token
+ * issue, CMS reads, health and reflection): what those requests need, with
+ * room to spare; clients without a token cannot make the server buffer more.
+ */
+export const ANONYMOUS_BODY_LIMIT_BYTES = 64 * 1024;
+
+/**
+ * Largest HTTP/2 header list (the sum of name + value + 32 per header, RFC
+ * 9113 6.5.2), advertised in SETTINGS; HTTP/1.1 has Node's 16 KiB.
+ */
+export const MAX_HEADER_LIST_BYTES = 16 * 1024;
 
 export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: FastifyInstance; table: RouteTable }> {
   const base: FastifyServerOptions = {
@@ -78,23 +103,39 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
       return sendError(reply, iface, e);
     },
   };
+  // HTTP/2 limits, advertised in the server's SETTINGS (Node's defaults
+  // advertise none): streams a client opens past the limit are refused
+  // (REFUSED_STREAM while it has not acknowledged the settings, a connection
+  // error once it has); a header list over the limit resets its stream.
+  const http2 = { settings: { maxConcurrentStreams: opts.http2MaxStreams, maxHeaderListSize: MAX_HEADER_LIST_BYTES } };
   const app = (opts.tls
-    ? Fastify({ ...base, http2: true, http2SessionTimeout: opts.idleTimeoutMs ?? 120_000, https: { allowHTTP1: true, key: opts.tls.key, cert: opts.tls.cert } } as unknown as FastifyServerOptions)
+    ? Fastify({ ...base, http2: true, http2SessionTimeout: opts.idleTimeoutMs ?? 120_000, https: { allowHTTP1: true, key: opts.tls.key, cert: opts.tls.cert, ...http2 } } as unknown as FastifyServerOptions)
     : Fastify(base)) as unknown as FastifyInstance;
+  const budget = new BodyBudget(opts.bodyBudget);
+  app.addHook("onClose", (_app, done) => {
+    budget.close();
+    done();
+  });
 
-  const trusted = new Set(opts.trustedProxies);
+  const proxies = new ProxyTrust(opts.trustedProxies);
   // A callback hook, not an async one: no promise per request on the hot path.
   app.addHook("onRequest", (req, reply, done) => {
     reply.header("x-request-id", req.id);
     // Behind a TLS-terminating proxy, its X-Forwarded-Proto decides; without
     // TLS on this listener, only a trusted proxy saying https gets through.
-    const fromProxy = trusted.size > 0 && trusted.has(req.socket.remoteAddress ?? "");
-    const xfp = fromProxy ? String(req.headers["x-forwarded-proto"] ?? "").split(",")[0]!.trim().toLowerCase() : "";
+    const fromProxy = proxies.trusts(req.socket.remoteAddress);
+    const xfp = fromProxy ? (forwardedValue(req.headers["x-forwarded-proto"]) ?? "").toLowerCase() : "";
     const plain = xfp ? xfp === "http" : !opts.tls;
-    if (!plain) return done();
+    if (!plain) {
+      // No route takes it: answered before its body is read (Fastify would parse it first).
+      if (req.is404 && hasBody(req.raw)) return void notFound(req, reply);
+      return done();
+    }
     if (ifaceOf(req.url) === "cms" && (req.method === "GET" || req.method === "HEAD")) {
-      const host = String(req.headers["x-forwarded-host"] ?? req.headers.host ?? "localhost");
-      reply.code(308).header("location", `https://${host}${req.url}`).send();
+      // Never a Host the client chose: the configured address, else what the trusted proxy says.
+      const host = fromProxy ? forwardedValue(req.headers["x-forwarded-host"]) : undefined;
+      const base = opts.publicUrl ?? (host && isHost(host) ? `https://${host}` : `https://localhost:${(app.server.address() as AddressInfo | null)?.port ?? 443}`);
+      reply.code(308).header("location", `${base}${req.url}`).send();
       return;
     }
     sendError(reply, ifaceOf(req.url), appError("unauthenticated", "HTTPS is required."));
@@ -123,12 +164,15 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
     impls.set(s.service.typeName, s.impl);
   }
   installErrorHandlers(app, table);
+  const notFound = notFoundHandler(table);
   await registerGateway(app, {
     table,
     impls,
     authenticate: opts.authenticate,
     maxFileBytes: opts.maxFileBytes,
     bodyLimitBytes: opts.bodyLimitBytes,
+    anonymousBodyLimitBytes: ANONYMOUS_BODY_LIMIT_BYTES,
+    budget,
   });
 
   const openapi = JSON.stringify(buildOpenApi(table, { title: "Pulsebase device and content API", version: "1.0.0" }));
@@ -146,19 +190,35 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
 
   // The Connect plugin installs its own parsers (application/json included);
   // it may only do so in a scope without ours.
+  const consumerPaths = new Set<string>();
+  for (const s of opts.services) {
+    for (const m of s.service.methods) {
+      if (getOption(m, authOption) === Auth.CONSUMER_UNSPECIFIED) consumerPaths.add(`/${s.service.typeName}/${m.name}`);
+    }
+  }
+  const gate = { budget, authenticate: opts.authenticate, bodyLimitBytes: opts.bodyLimitBytes, anonymousBodyLimitBytes: ANONYMOUS_BODY_LIMIT_BYTES };
   await app.register(async (scope) => {
     scope.removeContentTypeParser("application/json");
+    connectBodyGate(scope, { ...gate, needsConsumer: (path) => consumerPaths.has(path) });
     await scope.register(fastifyConnectPlugin, {
       routes: (router) => {
         for (const s of opts.services) router.service(s.service, s.impl as never);
       },
       interceptors: [errorLogInterceptor(opts.logger), consumerAuthInterceptor(opts.authenticate)],
-      contextValues: (req) => createContextValues().set(kRequestId, String(req.id)).set(kClientAddress, req.ip),
+      contextValues: (req) => {
+        const values = createContextValues().set(kRequestId, String(req.id)).set(kClientAddress, req.ip);
+        return req.pulsebaseConsumer ? values.set(kConsumer, req.pulsebaseConsumer) : values;
+      },
       readMaxBytes: opts.bodyLimitBytes,
     });
   });
   // grpc.health.v1 and reflection, without a consumer token: the device
   // schemas are public (like /openapi.json).
-  await registerGrpcInfra(app, { services: opts.services, ready: opts.ready, readMaxBytes: opts.bodyLimitBytes });
+  await registerGrpcInfra(app, {
+    services: opts.services,
+    ready: opts.ready,
+    readMaxBytes: opts.bodyLimitBytes,
+    gate: (scope) => connectBodyGate(scope, { ...gate, needsConsumer: () => false }),
+  });
   return { app, table };
 }

@@ -66,6 +66,20 @@ function toMessage(data: JsonValue, meta?: Meta | Omit<Meta, "$typeName">): Cont
   return create(ContentResponseSchema, { data: fromJson(ValueSchema, data), meta });
 }
 
+/**
+ * Relation UUIDs of entries a reader may not see (unpublished, deleted, of
+ * another type) left out, as populate leaves them out (DECISIONS 30): null
+ * for a single relation, dropped from a multi one. Mutates and returns `out`.
+ */
+function hideUnpublished(out: JsonObject, fields: ContentTypeDef["fields"], visible: ReadonlySet<string>): JsonObject {
+  for (const f of fields) {
+    const v = out[f.name];
+    if (typeof v === "string") out[f.name] = visible.has(`${f.target}/${v}`) ? v : null;
+    else if (Array.isArray(v)) out[f.name] = v.filter((id) => typeof id === "string" && visible.has(`${f.target}/${id}`));
+  }
+  return out;
+}
+
 function matchesIfNoneMatch(header: string | null | undefined, etag: string): boolean {
   if (!header) return false;
   return header.split(",").some((t) => {
@@ -255,15 +269,17 @@ export function createContentServiceImpl(
   async function runList(b: Begun, def: ContentTypeDef, query: Query, search: boolean) {
     const lq = search ? parseSearchQuery(def, query) : parseListQuery(def, query);
     const built = buildListQuery(def, lq);
-    const { rows, total } = await timed(built.search, async (tx) => {
+    const relations = def.fields.filter((f) => f.type === "relation" && (!lq.fields || lq.fields.has(f.name)));
+    const { rows, total, visible } = await timed(built.search, async (tx) => {
       const r = await tx.query<EntryRow & { total?: number }>(built.text, built.params);
       let total: number;
       if (!built.counts) total = b.state.published.get(def.id) ?? 0;
       else if (r.rows[0]) total = Number(r.rows[0].total);
       else total = Number((await tx.query<{ total: number }>(built.countText, built.countParams)).rows[0]?.total ?? 0);
-      return { rows: r.rows, total };
+      return { rows: r.rows, total, visible: await publishedTargets(tx, b, def, r.rows, relations) };
     });
-    const render = compileRenderer(def, mediaBaseFor(deps.mediaBaseUrl, b.app.appKey), lq.fields);
+    const shown = compileRenderer(def, mediaBaseFor(deps.mediaBaseUrl, b.app.appKey), lq.fields);
+    const render = (row: EntryRow) => hideUnpublished(shown(row), relations, visible);
     const meta: Omit<Meta, "$typeName"> = {
       currentPage: lq.page,
       perPage: rows.length,
@@ -360,11 +376,41 @@ export function createContentServiceImpl(
         const row = rows[0];
         if (!row) throw appError("ENTRY_NOT_FOUND", `Entry ${req.uuid} not found.`);
         const out = compileRenderer(def, base)(row);
+        // Relations not populated keep their UUIDs, of published targets only (as populate does).
+        const plain = def.fields.filter((f) => f.type === "relation" && !populate.includes(f));
+        if (plain.length) hideUnpublished(out, plain, await publishedTargets(sql, b, def, [row], plain));
         if (populate.length) await populateRelations(b, def, row, out, populate, base);
         return { data: out };
       });
     },
   };
+
+  /**
+   * The relation targets among these rows' values that a reader may see:
+   * published entries of the field's target type, as `<slug>/<uuid>`.
+   */
+  async function publishedTargets(q: Sql, b: Begun, def: ContentTypeDef, rows: EntryRow[], fields: ContentTypeDef["fields"]): Promise<Set<string>> {
+    const ids = new Set<string>();
+    for (const row of rows) {
+      for (const f of fields) {
+        const v = row.data[f.name];
+        if (typeof v === "string") ids.add(v);
+        else if (Array.isArray(v)) for (const x of v) if (typeof x === "string") ids.add(x);
+      }
+    }
+    const valid = [...ids].filter((id) => UUID_RE.test(id));
+    const visible = new Set<string>();
+    if (valid.length === 0) return visible;
+    const { rows: found } = await q.query<{ id: string; content_type_id: number }>(
+      "SELECT id, content_type_id FROM cms_entries WHERE id = ANY($1::uuid[]) AND app_id = $2 AND published",
+      [valid, def.appId],
+    );
+    for (const r of found) {
+      const t = b.state.byId.get(Number(r.content_type_id));
+      if (t) visible.add(`${t.slug}/${r.id}`);
+    }
+    return visible;
+  }
 
   // One level: relation UUIDs are replaced by the published related entries
   // (unpublished or missing: null for single relations, left out of arrays).
@@ -389,9 +435,12 @@ export function createContentServiceImpl(
           WHERE id = ANY($1::uuid[]) AND app_id = $2 AND published`,
         [[...ids], def.appId],
       );
+      // The related entries' own relations stay UUIDs, of published targets only.
+      const nested = rows.flatMap((r) => b.state.byId.get(Number(r.content_type_id))?.fields.filter((f) => f.type === "relation") ?? []);
+      const visible = nested.length ? await publishedTargets(sql, b, def, rows, nested) : new Set<string>();
       for (const r of rows) {
         const t = b.state.byId.get(Number(r.content_type_id));
-        if (t) found.set(`${t.slug}/${r.id}`, compileRenderer(t, base)(r));
+        if (t) found.set(`${t.slug}/${r.id}`, hideUnpublished(compileRenderer(t, base)(r), t.fields.filter((f) => f.type === "relation"), visible));
       }
     }
     for (const f of fields) {

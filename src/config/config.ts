@@ -25,8 +25,14 @@ export interface Config {
   natsNamespace: string;
   tlsCertFile?: string;
   tlsKeyFile?: string;
-  /** Proxy addresses whose X-Forwarded-Proto is trusted. */
+  /** Proxy addresses whose X-Forwarded-Proto and X-Forwarded-Host are believed. */
   trustedProxies: string[];
+  /**
+   * The address devices reach the public listener at (PULSEBASE_PUBLIC_URL,
+   * origin only): the plain listener's redirects point there, never at a
+   * client-supplied Host. Unset: https://localhost:<https port>.
+   */
+  publicUrl?: string;
   /** JWT signing keys file (JSON); generated in the data dir when unset. */
   jwtKeysFile?: string;
   tokenTtlSeconds: number;
@@ -37,6 +43,21 @@ export interface Config {
    * silent client does not hold a socket for ever.
    */
   idleTimeoutSeconds: number;
+  /**
+   * Request bodies being received or held at once, all connections together
+   * (PULSEBASE_BODY_BUDGET_BYTES): past it a request is answered 503; one
+   * application (or all clients without a token together) holds at most half.
+   */
+  bodyBudgetBytes: number;
+  /**
+   * A request body must arrive within this many seconds plus one second per
+   * bodyMinRateBytes received (PULSEBASE_BODY_TIMEOUT_SECONDS and
+   * PULSEBASE_BODY_MIN_RATE_BYTES); a slower one is cut.
+   */
+  bodyTimeoutSeconds: number;
+  bodyMinRateBytes: number;
+  /** Concurrent streams one HTTP/2 connection may open (PULSEBASE_HTTP2_MAX_STREAMS). */
+  http2MaxStreams: number;
   corsOrigins: string[];
   mediaBaseUrl?: string;
   planEnforcement: boolean;
@@ -121,6 +142,17 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
   return raw;
 }
 
+/** An https (or http) origin: scheme, host and port, no path. */
+function origin(env: Env, name: string): string | undefined {
+  const raw = url(env, name, ["https:", "http:"]);
+  if (raw === undefined) return undefined;
+  const u = new URL(raw);
+  if ((u.pathname !== "/" && u.pathname !== "") || u.search || u.hash || u.username || u.password) {
+    throw new ConfigError(`${name} must be an origin such as https://api.example.com (no path, query or credentials), got "${raw}"`);
+  }
+  return u.origin;
+}
+
 function list(env: Env, name: string, def: string[]): string[] {
   const raw = env[name];
   if (raw === undefined || raw.trim() === "") return def;
@@ -157,6 +189,12 @@ export function loadConfig(env: Env = process.env): Config {
   if (metricsToken && metricsToken.length < 16) {
     throw new ConfigError("PULSEBASE_METRICS_TOKEN must be at least 16 characters");
   }
+  const bodyLimitBytes = int(env, "PULSEBASE_BODY_LIMIT_BYTES", 50 * 1024 * 1024, 1024, 1024 * 1024 * 1024);
+  const bodyBudgetBytes = int(env, "PULSEBASE_BODY_BUDGET_BYTES", 256 * 1024 * 1024, 2048, 16 * 1024 * 1024 * 1024);
+  // One application may hold half of the budget: its largest request must fit in that half.
+  if (bodyBudgetBytes < 2 * bodyLimitBytes) {
+    throw new ConfigError(`PULSEBASE_BODY_BUDGET_BYTES must be at least twice PULSEBASE_BODY_LIMIT_BYTES (${2 * bodyLimitBytes}), got ${bodyBudgetBytes}`);
+  }
   return {
     dataDir: dataDirOf(env),
     console: {
@@ -177,10 +215,15 @@ export function loadConfig(env: Env = process.env): Config {
     tlsCertFile: cert,
     tlsKeyFile: key,
     trustedProxies,
+    publicUrl: origin(env, "PULSEBASE_PUBLIC_URL"),
     jwtKeysFile: env.PULSEBASE_JWT_KEYS_FILE?.trim() || undefined,
     tokenTtlSeconds: int(env, "PULSEBASE_TOKEN_TTL_SECONDS", 30 * 24 * 3600, 60, 366 * 24 * 3600),
-    bodyLimitBytes: int(env, "PULSEBASE_BODY_LIMIT_BYTES", 50 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    bodyLimitBytes,
     idleTimeoutSeconds: int(env, "PULSEBASE_IDLE_TIMEOUT_SECONDS", 120, 1, 3600),
+    bodyBudgetBytes,
+    bodyTimeoutSeconds: int(env, "PULSEBASE_BODY_TIMEOUT_SECONDS", 30, 1, 3600),
+    bodyMinRateBytes: int(env, "PULSEBASE_BODY_MIN_RATE_BYTES", 4096, 1, 1024 * 1024 * 1024),
+    http2MaxStreams: int(env, "PULSEBASE_HTTP2_MAX_STREAMS", 100, 1, 10_000),
     corsOrigins: list(env, "PULSEBASE_CORS_ORIGINS", ["*"]),
     mediaBaseUrl: url(env, "PULSEBASE_MEDIA_BASE_URL", ["http:", "https:"]),
     planEnforcement: bool(env, "PULSEBASE_PLAN_ENFORCEMENT", true),

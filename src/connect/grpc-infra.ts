@@ -19,6 +19,8 @@ export interface GrpcInfraOptions {
   /** Run on reflection calls only (e.g. the operator token on the admin listener). */
   reflectionInterceptors?: Interceptor[];
   readMaxBytes: number;
+  /** Installs per-route hooks in the scope before the routes are added (the public listener's body gate). */
+  gate?: (scope: FastifyInstance) => void;
 }
 
 export async function registerGrpcInfra(app: FastifyInstance, opts: GrpcInfraOptions): Promise<void> {
@@ -41,6 +43,7 @@ export async function registerGrpcInfra(app: FastifyInstance, opts: GrpcInfraOpt
   await app.register(async (scope) => {
     // The Connect plugin installs its own parser for application/json.
     if (scope.hasContentTypeParser("application/json")) scope.removeContentTypeParser("application/json");
+    opts.gate?.(scope);
     await scope.register(fastifyConnectPlugin, {
       routes: (router) => {
         for (const b of [health.binding, ...reflection]) router.service(b.service, b.impl as never);

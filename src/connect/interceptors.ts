@@ -11,7 +11,8 @@ import { bearerToken } from "../identity/tokens.js";
 
 export function consumerAuthInterceptor(authenticate: (h: string | undefined) => ConsumerPrincipal | Promise<ConsumerPrincipal>): Interceptor {
   return (next) => async (req) => {
-    if (getOption(req.method, authOption) === Auth.CONSUMER_UNSPECIFIED) {
+    // (Set already when the token was checked before the body was read: connect-body-gate.ts.)
+    if (getOption(req.method, authOption) === Auth.CONSUMER_UNSPECIFIED && !req.contextValues.get(kConsumer)) {
       req.contextValues.set(kConsumer, await authenticate(req.header.get("authorization") ?? undefined));
     }
     return next(req);

@@ -17,8 +17,12 @@ export type ShapeResult =
 /**
  * Headers a function cannot set: hop-by-hop and framing headers (the server
  * owns the connection and the body length), cookies (the platform uses no
- * cookies), CORS (configured on the server, DECISIONS 34), the request id and
- * the service's internal namespace.
+ * cookies), CORS (configured on the server, DECISIONS 34), the request id,
+ * the service's internal namespace, and what acts on the whole origin every
+ * application shares rather than on this one answer: Clear-Site-Data (would
+ * wipe other applications' browser storage), Service-Worker-Allowed (would
+ * widen a service worker's scope), NEL and Report-To (would have browsers
+ * report requests to other applications to the function's endpoint).
  */
 const FORBIDDEN = new Set([
   "connection",
@@ -36,7 +40,31 @@ const FORBIDDEN = new Set([
   "content-encoding",
   "alt-svc",
   "strict-transport-security",
+  "clear-site-data",
+  "service-worker-allowed",
+  "nel",
+  "report-to",
 ]);
+
+/** Statuses that have no body (RFC 9110 15.3.5, 15.3.6, 15.4.5): a function's body for them is dropped. */
+const NO_BODY = new Set([204, 205, 304]);
+
+/**
+ * Every answer of a function is to a request with a consumer token: a shared
+ * cache (a CDN, a proxy) must never keep it for another caller, whatever the
+ * function says. `public` and `s-maxage` are removed and `private` added
+ * unless the answer is `no-store` (RFC 9111 3.5: without them a shared cache
+ * does not store an answer to a request with Authorization, but with
+ * `must-revalidate` it may).
+ */
+export function privateCacheControl(value: string): string {
+  const kept = value.split(",").map((d) => d.trim()).filter((d) => {
+    const name = d.split("=")[0]!.trim().toLowerCase();
+    return d !== "" && name !== "public" && name !== "s-maxage";
+  });
+  if (!kept.some((d) => /^(private|no-store)$/i.test(d))) kept.unshift("private");
+  return kept.join(", ");
+}
 const FORBIDDEN_PREFIXES = ["x-pulsebase-", "access-control-", "proxy-", ":"];
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -81,6 +109,16 @@ export function shapeResponse(raw: RawResponse | undefined, maxBytes: number): S
       continue;
     }
     headers[lower] = value;
+  }
+  const cc = headers["cache-control"];
+  if (cc !== undefined) {
+    const forced = privateCacheControl(cc);
+    if (forced !== cc) warnings.push(`header "cache-control" sent as ${JSON.stringify(forced)}: answers to a token are private`);
+    headers["cache-control"] = forced;
+  }
+  if (NO_BODY.has(status)) {
+    if (raw.body !== "" && !(raw.body === "null" && !raw.text)) warnings.push(`body dropped: a ${status} answer has none`);
+    return { ok: true, response: { status, headers: { ...headers }, body: Buffer.alloc(0) }, warnings };
   }
   if (headers["content-type"] === undefined) {
     headers["content-type"] = raw.text ? "text/plain; charset=utf-8" : "application/json";

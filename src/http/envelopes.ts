@@ -1,5 +1,6 @@
 // One envelope writer per interface. Platform (platform-api.md section 7,
-// DECISIONS 5): { error, message }, and 422 { message, errors }. CMS
+// DECISIONS 5): { error, message }, and 422 { message, errors } (with the
+// error code too when it is not validation_failed). CMS
 // (cms-api.md section 7): { error: { status, code, message } }, the 429 without
 // a code (DECISIONS 25).
 import type { FastifyReply } from "fastify";
@@ -32,7 +33,9 @@ export function errorBody(iface: Iface, err: ConnectError): ErrorBody {
   if (status === 422) {
     const errors: Record<string, string[]> = {};
     for (const v of detail?.fieldViolations ?? []) errors[v.field] = [...v.messages];
-    return { status, body: { message, errors }, retryAfter };
+    // A 422 that is not a plain validation failure also names its code.
+    const body = code === "validation_failed" ? { message, errors } : { error: code, message, errors };
+    return { status, body, retryAfter };
   }
   return { status, body: { error: code, message }, retryAfter };
 }

@@ -4,6 +4,7 @@
 import type { ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { ConnectError } from "@connectrpc/connect";
 import { appError } from "../internal/errors.js";
 import { errorBody, sendError, type Iface } from "./envelopes.js";
 import type { RouteTable } from "./route-table.js";
@@ -13,6 +14,9 @@ export function ifaceOf(url: string): Iface {
 }
 
 function translate(err: FastifyError) {
+  // Ours already (the body budget failing a request stream, body-budget.ts),
+  // whatever status Fastify's body reader stamped on it.
+  if ((err as unknown) instanceof ConnectError) return err as unknown as ConnectError;
   switch (err.code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
       return appError("payload_too_large");
@@ -35,14 +39,23 @@ function translate(err: FastifyError) {
 }
 
 export function installErrorHandlers(app: FastifyInstance, table: RouteTable): void {
+  app.setErrorHandler((err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
+    return sendError(reply, ifaceOf(req.url), translate(err));
+  });
+  app.setNotFoundHandler(notFoundHandler(table));
+}
+
+/**
+ * The answer for a path no route takes: 405 naming the allowed methods when
+ * the path exists, else 404. Also called before a body is read (a request
+ * to no route has no business sending one).
+ */
+export function notFoundHandler(table: RouteTable): (req: FastifyRequest, reply: FastifyReply) => FastifyReply {
   const matchers = table.routes.map((r) => ({
     verb: r.verb,
     re: new RegExp("^" + r.path.replace(/:[a-z_][a-z0-9_]*/g, "[^/]+") + "/?$"),
   }));
-  app.setErrorHandler((err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
-    return sendError(reply, ifaceOf(req.url), translate(err));
-  });
-  app.setNotFoundHandler((req: FastifyRequest, reply: FastifyReply) => {
+  return (req: FastifyRequest, reply: FastifyReply) => {
     const path = req.url.split("?")[0]!;
     const iface = ifaceOf(path);
     if (iface === "cms" && !["GET", "HEAD", "OPTIONS"].includes(req.method)) {
@@ -54,7 +67,7 @@ export function installErrorHandlers(app: FastifyInstance, table: RouteTable): v
       return sendError(reply, iface, appError(iface === "cms" ? "METHOD_NOT_ALLOWED" : "method_not_allowed"));
     }
     return sendError(reply, iface, appError(iface === "cms" ? "NOT_FOUND" : "not_found", "No such endpoint."));
-  });
+  };
 }
 
 /** JSON parser that takes an empty body as no body and answers bad JSON with 400. */

@@ -9,6 +9,7 @@ import multipart from "@fastify/multipart";
 import { Auth } from "../../gen/pulsebase/common/v1/options_pb.js";
 import { appError, Violations } from "../internal/errors.js";
 import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../internal/principal.js";
+import { ANONYMOUS, type BodyBudget } from "./body-budget.js";
 import { sendError } from "./envelopes.js";
 import { REST_FAST_PATH, REST_JSON_PATH, type RestFastPath, type RestFastPaths, type RestJsonPath, type RestJsonPaths } from "./fast-path.js";
 import { RestHandlerContext } from "./handler-context.js";
@@ -30,9 +31,21 @@ export interface GatewayOptions {
   maxFileBytes: number;
   /** Largest request (all parts together). */
   bodyLimitBytes: number;
+  /** Largest request body of a route that takes no consumer token. */
+  anonymousBodyLimitBytes: number;
+  /** Admits request bodies before they are read (body-budget.ts). */
+  budget: BodyBudget;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The consumer of a route that needs a token, set before its body is read. */
+    pulsebaseConsumer: ConsumerPrincipal | null;
+  }
 }
 
 export async function registerGateway(app: FastifyInstance, opts: GatewayOptions): Promise<void> {
+  if (!app.hasRequestDecorator("pulsebaseConsumer")) app.decorateRequest("pulsebaseConsumer", null);
   // The synchronous answers run batched at the end of each poll phase (turn-batch.ts).
   const later = turnBatch((err) => app.log.error({ err }, "gateway: a batched answer failed"));
   const passthrough: RestRoute[] = [];
@@ -68,7 +81,7 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
     scope.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: opts.bodyLimitBytes }, (_req, body, done) => done(null, body));
     for (const route of passthrough) {
       const impl = opts.impls.get(route.service.typeName)!;
-      scope.route({ method: route.verb, url: route.path, handler: passthroughHandler(route, impl[route.method.localName]!.bind(impl), opts) });
+      scope.route({ method: route.verb, url: route.path, ...bodyGate(route, opts), handler: passthroughHandler(route, impl[route.method.localName]!.bind(impl)) });
     }
   });
 }
@@ -84,8 +97,52 @@ function addRoute(app: FastifyInstance, route: RestRoute, opts: GatewayOptions, 
   const json = route.verb === "POST" && route.auth === Auth.CONSUMER_UNSPECIFIED && route.body === "*"
     ? (impl as { [REST_JSON_PATH]?: RestJsonPaths })[REST_JSON_PATH]?.[route.method.localName]
     : undefined;
-  const handler = fast ? fastHandler(route, fast, generic, later) : json ? jsonHandler(route, json, generic, opts, later) : generic.handler;
-  app.route({ method: route.verb, url: route.path, handler });
+  const handler = fast ? fastHandler(route, fast, generic, later) : json ? jsonHandler(route, json, generic, later) : generic.handler;
+  app.route({ method: route.verb, url: route.path, ...bodyGate(route, opts), handler });
+}
+
+/**
+ * What runs before a route's body is read. A route that needs a consumer
+ * token checks it first: without a valid one the answer is 401 and not a
+ * byte of the body is read (nor buffered). Then the body is admitted into
+ * the process's budget (503 past it), charged to the token's application.
+ * Routes without a token take small bodies only; GET bodies are admitted
+ * where they are read (readGetBody), so a GET without one costs nothing.
+ */
+function bodyGate(route: RestRoute, opts: GatewayOptions) {
+  if (route.auth !== Auth.CONSUMER_UNSPECIFIED) {
+    if (route.verb === "GET") return { bodyLimit: opts.anonymousBodyLimitBytes };
+    return {
+      bodyLimit: opts.anonymousBodyLimitBytes,
+      onRequest: function admitAnonymous(req: FastifyRequest, reply: FastifyReply, done: () => void) {
+        const refused = opts.budget.admit(req.raw, reply.raw, ANONYMOUS, opts.anonymousBodyLimitBytes);
+        if (refused) return void sendError(reply, route.iface, refused);
+        done();
+      },
+    };
+  }
+  const admitted = (req: FastifyRequest, reply: FastifyReply, done: () => void, p: ConsumerPrincipal) => {
+    req.pulsebaseConsumer = p;
+    const refused = opts.budget.admit(req.raw, reply.raw, p.appId, opts.bodyLimitBytes);
+    if (refused) return void sendError(reply, route.iface, refused);
+    done();
+  };
+  const refuse = (req: FastifyRequest, reply: FastifyReply, err: unknown) => {
+    opts.budget.drain(req.raw, reply.raw);
+    sendError(reply, route.iface, err);
+  };
+  return {
+    onRequest: function authenticateFirst(req: FastifyRequest, reply: FastifyReply, done: () => void) {
+      let c: ConsumerPrincipal | Promise<ConsumerPrincipal>;
+      try {
+        c = opts.authenticate(req.headers.authorization);
+      } catch (err) {
+        return refuse(req, reply, err);
+      }
+      if (c instanceof Promise) c.then((p) => admitted(req, reply, done, p), (err: unknown) => refuse(req, reply, err));
+      else admitted(req, reply, done, c);
+    },
+  };
 }
 
 type Call = (req: Message, ctx: RestHandlerContext) => unknown;
@@ -97,15 +154,9 @@ function contextFor(route: RestRoute, req: FastifyRequest): RestHandlerContext {
   return new RestHandlerContext(route.service, route.method, req.method, req.url, req.headers, values);
 }
 
-/** Sets the consumer on ctx; a promise only when it has to be looked up. */
-function authenticate(route: RestRoute, req: FastifyRequest, ctx: RestHandlerContext, opts: GatewayOptions): Promise<void> | undefined {
-  if (route.auth !== Auth.CONSUMER_UNSPECIFIED) return undefined;
-  const c = opts.authenticate(req.headers.authorization);
-  if (!(c instanceof Promise)) {
-    ctx.values.set(kConsumer, c);
-    return undefined;
-  }
-  return c.then((p) => void ctx.values.set(kConsumer, p));
+/** The consumer the route's onRequest hook authenticated (bodyGate), on ctx. */
+function setConsumer(req: FastifyRequest, ctx: RestHandlerContext): void {
+  if (req.pulsebaseConsumer) ctx.values.set(kConsumer, req.pulsebaseConsumer);
 }
 
 /**
@@ -139,9 +190,8 @@ function messageHandler(route: RestRoute, call: Call, opts: GatewayOptions) {
     handler: async function restHandler(req: FastifyRequest, reply: FastifyReply) {
       const ctx = contextFor(route, req);
       try {
-        const authed = authenticate(route, req, ctx, opts);
-        if (authed) await authed;
-        const msg = await requestMessage(route, input, req, opts);
+        setConsumer(req, ctx);
+        const msg = await requestMessage(route, input, req, reply, opts);
         const res = (await call(msg, ctx)) as object;
         const body = encode(res);
         const set = ctx.setHeaders;
@@ -189,18 +239,16 @@ function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<t
  * messages (see fast-path.ts): authenticated like the generic path, then
  * asked; the generic handler runs when it does not answer.
  */
-function jsonHandler(route: RestRoute, json: RestJsonPath, generic: ReturnType<typeof messageHandler>, opts: GatewayOptions, later: TurnBatch) {
+function jsonHandler(route: RestRoute, json: RestJsonPath, generic: ReturnType<typeof messageHandler>, later: TurnBatch) {
   const send = (reply: FastifyReply, text: string) => reply.code(route.status).type("application/json; charset=utf-8").send(text);
-  // Without a promise when neither the principal nor the answer needs one
-  // (a known token, a point read): a PK read then runs start to end in one
-  // call.
+  // Without a promise when the answer needs none (a point read): a PK read
+  // then runs start to end in one call. (The token was checked before the
+  // body was read: bodyGate.)
   return batched(route, later, function jsonAnswer(req, reply) {
     const body = req.body;
-    if (!isPlainObject(body)) return generic.handler(req, reply);
-    const consumer = opts.authenticate(req.headers.authorization);
-    const answer = consumer instanceof Promise
-      ? consumer.then((c) => json({ body, appId: c.appId, requestId: String(req.id) }))
-      : json({ body, appId: consumer.appId, requestId: String(req.id) });
+    const consumer = req.pulsebaseConsumer;
+    if (!isPlainObject(body) || !consumer) return generic.handler(req, reply);
+    const answer = json({ body, appId: consumer.appId, requestId: String(req.id) });
     if (typeof answer === "string") return send(reply, answer);
     if (answer === undefined) return generic.handler(req, reply);
     return answer.then((text) => (text !== undefined ? send(reply, text) : generic.handler(req, reply)));
@@ -264,11 +312,11 @@ function setHeader(reply: FastifyReply, k: string, v: string): void {
   } else reply.header(k, v);
 }
 
-async function requestMessage(route: RestRoute, schema: DescMessage, req: FastifyRequest, opts: GatewayOptions): Promise<Message> {
+async function requestMessage(route: RestRoute, schema: DescMessage, req: FastifyRequest, reply: FastifyReply, opts: GatewayOptions): Promise<Message> {
   const v = new Violations();
   const fields: Record<string, unknown> = {};
   let body: unknown = req.body;
-  if (route.verb === "GET" && body === undefined) body = await readGetBody(req, opts.bodyLimitBytes);
+  if (route.verb === "GET" && body === undefined) body = await readGetBody(req, reply, opts);
   // Only the multipart routes' scope parses multipart (isMultipart exists
   // there); elsewhere Fastify refuses such a body with 415, and a GET body
   // that is not JSON is refused by readGetBody.
@@ -307,11 +355,16 @@ async function requestMessage(route: RestRoute, schema: DescMessage, req: Fastif
  * Fastify does not parse GET bodies; the spec's GET /api/consumer/token sends
  * JSON in one (DECISIONS 3), so read it here.
  */
-async function readGetBody(req: FastifyRequest, limit: number): Promise<unknown> {
+async function readGetBody(req: FastifyRequest, reply: FastifyReply, opts: GatewayOptions): Promise<unknown> {
+  // (an HTTP/2 GET without a declared length has no body worth reading)
   const len = Number(req.headers["content-length"] ?? 0);
   if (!len && !req.headers["transfer-encoding"]) return undefined;
   const ct = String(req.headers["content-type"] ?? "");
   if (!ct.startsWith("application/json")) throw appError("unsupported_media_type", "A GET body must be application/json.");
+  const consumer = req.pulsebaseConsumer;
+  const limit = consumer ? opts.bodyLimitBytes : opts.anonymousBodyLimitBytes;
+  const refused = opts.budget.admit(req.raw, reply.raw, consumer?.appId ?? ANONYMOUS, limit);
+  if (refused) throw refused;
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req.raw) {
@@ -328,13 +381,12 @@ async function readGetBody(req: FastifyRequest, limit: number): Promise<unknown>
   }
 }
 
-function passthroughHandler(route: RestRoute, call: (req: Message, ctx: RestHandlerContext) => unknown, opts: GatewayOptions) {
+function passthroughHandler(route: RestRoute, call: (req: Message, ctx: RestHandlerContext) => unknown) {
   const input = route.method.input;
   return async function passthrough(req: FastifyRequest, reply: FastifyReply) {
     const ctx = contextFor(route, req);
     try {
-      const authed = authenticate(route, req, ctx, opts);
-      if (authed) await authed;
+      setConsumer(req, ctx);
       const headers: Record<string, string> = {};
       for (const [k, val] of Object.entries(req.headers)) {
         if (val === undefined || k.startsWith(":")) continue;

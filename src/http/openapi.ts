@@ -89,7 +89,7 @@ export function buildOpenApi(table: RouteTable, info: { title: string; version: 
   }
   components.PlatformError = {
     type: "object",
-    description: "The platform error envelope: { error, message }, or for 422 { message, errors } with the messages per field path",
+    description: "The platform error envelope: { error, message }, or for 422 { message, errors } with the messages per field path (and error when the code is not validation_failed, e.g. idempotency_key_reused)",
     required: ["message"],
     properties: {
       error: { type: "string", description: "Machine-readable code, e.g. not_found" },

@@ -84,20 +84,27 @@ export function createConsumerServiceImpl({ store, tokens, auth, limiter }: Cons
     },
 
     async issueToken(req, ctx) {
-      await limiter.take(ctx.values.get(kClientAddress), req.consumerId.trim());
+      const address = ctx.values.get(kClientAddress);
+      // Every attempt counts against the caller's address, failed ones too;
+      // a consumer's own bucket only once the request proved it may name it.
+      await limiter.attempt(address);
       const v = new Violations();
       requireString(v, "app_key", req.appKey);
-      if (req.consumerId.trim() === "") v.add("consumer_id", "The consumer_id field is required.");
-      else if (!/^\d{1,18}$/.test(req.consumerId.trim())) v.add("consumer_id", "The consumer_id field must be an integer.");
+      const raw = req.consumerId.trim();
+      if (raw === "") v.add("consumer_id", "The consumer_id field is required.");
+      else if (!/^\d{1,18}$/.test(raw)) v.add("consumer_id", "The consumer_id field must be an integer.");
       v.throwIfAny();
+      // (0123 is consumer 123)
+      const consumerId = Number(raw);
       const app = await store.getAppByKey(req.appKey);
-      const consumer = app ? await store.getConsumer(Number(req.consumerId.trim())) : undefined;
+      const consumer = app ? await store.getConsumer(consumerId) : undefined;
       // Same answer for an unknown key and an unknown consumer: nothing to probe.
       if (!app || !consumer || consumer.app_id !== app.id) throw appError("not_found", "Consumer not found.");
       if (app.strict_token_mode) {
         if (!req.deviceId) throw appError("validation_failed", "The device_id field is required.", { fields: { device_id: ["The device_id field is required."] } });
         if (req.deviceId !== consumer.device_id) throw appError("not_found", "Consumer not found.");
       }
+      await limiter.mint(address, app.id, consumer.id, !app.strict_token_mode);
       return { token: await tokens.issue(BigInt(consumer.id), app.app_key) };
     },
   };

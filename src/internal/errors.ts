@@ -27,6 +27,8 @@ export const catalogue = {
   payload_too_large: { grpc: Code.ResourceExhausted, http: 413, message: "Request body too large." },
   unsupported_media_type: { grpc: Code.InvalidArgument, http: 415, message: "Unsupported content type." },
   validation_failed: { grpc: Code.InvalidArgument, http: 422, message: "The given data was invalid." },
+  // A batch's Idempotency-Key sent again with a different body (docs/analytics.md).
+  idempotency_key_reused: { grpc: Code.FailedPrecondition, http: 422, message: "This Idempotency-Key was already used with a different body." },
   rate_limited: { grpc: Code.ResourceExhausted, http: 429, message: "Too many requests." },
   internal_error: { grpc: Code.Internal, http: 500, message: "Internal error." },
   unavailable: { grpc: Code.Unavailable, http: 503, message: "Service temporarily unavailable." },

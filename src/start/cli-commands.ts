@@ -40,9 +40,13 @@ export interface Command {
   run(ctx: CommandContext): Promise<unknown>;
 }
 
-/** A command's output that also reports a failure (e.g. a run that did not end "ok"). */
+/**
+ * A command's output that also reports a failure (e.g. a run that did not
+ * end "ok") or carries a note for the operator (printed on stderr, so that
+ * stdout stays the JSON).
+ */
 export class Outcome {
-  constructor(readonly output: unknown, readonly failed: boolean) {}
+  constructor(readonly output: unknown, readonly failed: boolean, readonly note?: string) {}
 }
 
 export const ADMIN_SERVICES: DescService[] = [IdentityService, DatabaseService, SqlService, FunctionService, CmsService, AnalyticsService, AccountService];
@@ -177,6 +181,19 @@ function roleFlag(f: Flags): string {
   return `ROLE_${r.toUpperCase()}`;
 }
 
+/** What the application's token mode lets the holder of its (public) app key do. */
+function tokenModeNote(app: Record<string, JsonValue>): string {
+  if (app.strict_token_mode === true) {
+    return "token mode: strict. GET /api/consumer/token also requires the consumer's device_id.";
+  }
+  return [
+    "token mode: lenient (the spec's default). Whoever has this app key, which ships inside your app, can get a token",
+    "for any consumer id of the app from GET /api/consumer/token, and with it read that consumer's stored user_email",
+    "and device_id; one address may do so for at most 20 different consumers an hour. Strict mode also requires the",
+    `consumer's device_id: pulsebase apps settings --id ${String(app.id)} --strict-token-mode true`,
+  ].join("\n");
+}
+
 async function setPlan(ctx: CommandContext, cmd: string): Promise<Record<string, JsonValue>> {
   const f = ctx.flags;
   const appId = oneOf(f, cmd, "app", "id");
@@ -264,7 +281,9 @@ export const COMMANDS: Command[] = [
       need(ctx.flags, "apps create", "name");
       const name = str(ctx.flags, "name")!;
       const team = str(ctx.flags, "team") ?? String((await invoke(ctx, IdentityService, "CreateTeam", { name })).id);
-      return invoke(ctx, IdentityService, "CreateApp", { team_id: team, name });
+      const app = await invoke(ctx, IdentityService, "CreateApp", { team_id: team, name });
+      // The mode is part of the answer even while false, with what it means.
+      return new Outcome({ ...app, strict_token_mode: app.strict_token_mode === true }, false, tokenModeNote(app));
     },
   },
   rpc("apps list", `[--team TEAM_ID] ${PAGE}`, "List applications (of one team, or all)", IdentityService, "ListApps", (f) => ({ team_id: str(f, "team"), ...page(f, 500) })),

@@ -187,6 +187,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     });
     if (result instanceof Outcome) {
       printJson(result.output);
+      if (result.note) console.error(result.note);
       return result.failed ? 1 : 0;
     }
     printJson(result);

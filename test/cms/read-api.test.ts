@@ -326,10 +326,13 @@ describe("show", () => {
     expect(e5.author).toBeNull(); // Bob is unpublished
     const related = e5.related as JsonObject[];
     expect(related.map((x) => x.title)).toEqual(["Alpha news", "Beta 100% sure"]);
-    // one level only: the populated entry keeps its own relations as UUIDs
+    // one level only: the populated entry keeps its own relations as UUIDs (of published targets only)
     expect(related[0]!.author).toBe(ids.ann);
-    // without populate the UUIDs stay
-    expect(((await r.show("article", ids.a5!)).data as JsonObject).related).toEqual([ids.a1, ids.hidden, ids.a2]);
+    expect(related[1]!.author).toBeNull(); // Beta's author is Bob
+    // without populate the UUIDs stay, but never those of unpublished targets
+    const plain = (await r.show("article", ids.a5!)).data as JsonObject;
+    expect(plain.related).toEqual([ids.a1, ids.a2]);
+    expect(plain.author).toBeNull();
     // * populates every relation field
     const all = (await r.show("article", ids.a1!, { populate: "*" })).data as JsonObject;
     expect((all.author as JsonObject).name).toBe("Ann");
@@ -338,6 +341,24 @@ describe("show", () => {
     expect(((await r.show("article", ids.a1!, { populate: "title,nope" })).data as JsonObject).author).toBe(ids.ann);
     // populate on list is ignored
     expect(rows(await r.list("article", { populate: "author", "filter[title]": "Alpha news" }))[0]!.author).toBe(ids.ann);
+  });
+});
+
+describe("relations of unpublished entries", () => {
+  it("are left out of list and search answers as populate leaves them out: null for a single relation, dropped from a multi one", async () => {
+    for (const res of [await r.list("article"), await r.search("article", { q: "Epsilon" }), await r.list("article", { fields: "title,author,related" })]) {
+      const e5 = rows(res).find((e) => e.title === "Epsilon")!;
+      expect(e5.related).toEqual([ids.a1, ids.a2]);
+      expect(e5.author).toBeNull();
+    }
+    const beta = rows(await r.list("article", { "filter[kind]": "page" }))[0]!;
+    expect(beta.author).toBeNull();
+    // no UUID of an unpublished entry anywhere in the answers
+    for (const res of [await r.list("article"), await r.list("article", { per_page: "2", page: "1" }), await r.search("article", { q: "news" })]) {
+      const text = JSON.stringify(res.data);
+      expect(text).not.toContain(ids.bob!);
+      expect(text).not.toContain(ids.hidden!);
+    }
   });
 });
 

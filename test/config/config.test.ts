@@ -9,6 +9,9 @@ describe("configuration", () => {
     expect(c.databaseUrl).toBeUndefined();
     expect(c.natsUrl).toBeUndefined();
     expect(c.tokenTtlSeconds).toBe(30 * 24 * 3600);
+    expect(c).toMatchObject({ bodyBudgetBytes: 256 * 1024 * 1024, bodyTimeoutSeconds: 30, bodyMinRateBytes: 4096, http2MaxStreams: 100 });
+    expect(c.publicUrl).toBeUndefined();
+    expect(loadConfig({ PULSEBASE_PUBLIC_URL: "https://API.example.com:8443/" }).publicUrl).toBe("https://api.example.com:8443");
   });
 
   it.each([
@@ -19,6 +22,10 @@ describe("configuration", () => {
     [{ PULSEBASE_TLS_CERT_FILE: "/x" }, /must be set together/],
     [{ PULSEBASE_TRUSTED_PROXIES: "proxy.local" }, /PULSEBASE_TRUSTED_PROXIES must list IP addresses/],
     [{ PULSEBASE_PLAN_ENFORCEMENT: "maybe" }, /PULSEBASE_PLAN_ENFORCEMENT must be true or false/],
+    [{ PULSEBASE_PUBLIC_URL: "https://api.example.com/v1" }, /PULSEBASE_PUBLIC_URL must be an origin/],
+    [{ PULSEBASE_PUBLIC_URL: "ftp://api.example.com" }, /PULSEBASE_PUBLIC_URL must use https: or http:/],
+    [{ PULSEBASE_BODY_BUDGET_BYTES: String(64 * 1024 * 1024) }, /PULSEBASE_BODY_BUDGET_BYTES must be at least twice PULSEBASE_BODY_LIMIT_BYTES/],
+    [{ PULSEBASE_HTTP2_MAX_STREAMS: "0" }, /PULSEBASE_HTTP2_MAX_STREAMS must be between/],
   ])("refuses %o naming the variable", (env, re) => {
     expect(() => loadConfig(env as Record<string, string>)).toThrow(re);
   });

@@ -170,4 +170,42 @@ describe("batches", () => {
     const r = await admin.listBreadcrumbs({ filter: { appId, name: "idem" } });
     expect(Number(r.breadcrumbs[0]!.occurrences)).toBe(1);
   });
+
+  it("refuses an Idempotency-Key sent again with a different body (422 idempotency_key_reused), and keeps the first body", async () => {
+    const h = { ...auth(), "content-type": "application/json", "idempotency-key": "k-reused" };
+    const first = JSON.stringify({ breadcrumbs: [{ name: "idem-first" }] });
+    expect((await s.fetch("/api/breadcrumbs/batch", { method: "POST", headers: h, body: first })).status).toBe(202);
+    const other = await s.fetch("/api/breadcrumbs/batch", { method: "POST", headers: h, body: JSON.stringify({ breadcrumbs: [{ name: "idem-second" }] }) });
+    expect(other.status).toBe(422);
+    expect(await other.json()).toEqual({
+      error: "idempotency_key_reused",
+      message: "This Idempotency-Key was already used with a different body; send a new key for a new batch.",
+      errors: { "Idempotency-Key": ["The Idempotency-Key was already used with a different body."] },
+    });
+    // The same body again is still the harmless retry.
+    expect((await s.fetch("/api/breadcrumbs/batch", { method: "POST", headers: h, body: first })).status).toBe(202);
+    const admin = s.adminClient(AdminAnalyticsService);
+    await until(() => admin.listBreadcrumbs({ filter: { appId, name: "idem-first" } }), (r) => r.breadcrumbs.length === 1);
+    expect((await admin.listBreadcrumbs({ filter: { appId, name: "idem-second" } })).breadcrumbs).toHaveLength(0);
+  });
+
+  it("takes the same batch as JSON and as multipart for the same body under one Idempotency-Key", async () => {
+    const key = { "idempotency-key": "k-json-or-form" };
+    const json = await s.fetch("/api/events/batch", {
+      method: "POST",
+      headers: { ...auth(), ...key, "content-type": "application/json" },
+      body: JSON.stringify({ events: [{ name: "idem-form", metadata: { level: "3" }, session_id: sessionId }] }),
+    });
+    expect(json.status).toBe(202);
+    const form = new FormData();
+    form.set("events[0][name]", "idem-form");
+    form.set("events[0][metadata][level]", "3");
+    form.set("events[0][session_id]", String(sessionId));
+    const multipart = await s.fetch("/api/events/batch", { method: "POST", headers: { ...auth(), ...key }, body: form as unknown as RequestInit["body"] });
+    expect(multipart.status).toBe(202);
+    form.set("events[0][metadata][level]", "4");
+    const changed = await s.fetch("/api/events/batch", { method: "POST", headers: { ...auth(), ...key }, body: form as unknown as RequestInit["body"] });
+    expect(changed.status).toBe(422);
+    expect((await changed.json()).error).toBe("idempotency_key_reused");
+  });
 });

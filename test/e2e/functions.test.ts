@@ -2,6 +2,7 @@
 // /api/fn/{slug} over REST with every method, statuses of the spec's table,
 // header stripping and response shaping; event triggers end to end over the
 // real NATS JetStream (an INSERT through /api/db reaches the function).
+import { connect as h2connect } from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
@@ -17,6 +18,7 @@ let appId: bigint;
 const ECHO = `export default async function (req, ctx) {
   if (req.query.fail) throw new Error("secret internal detail");
   if (req.query.shape) return { status: 201, headers: { "x-made-by": "fn", "set-cookie": "a=b" }, body: "created" };
+  if (req.query.status) return { status: Number(req.query.status), headers: JSON.parse(req.query.h ?? "{}"), body: "a body" };
   return { method: req.method, slug: req.slug, query: req.query, headers: req.headers, payload: req.body, consumer: ctx.consumer.id, env: ctx.env.GREETING };
 }`;
 
@@ -73,6 +75,40 @@ describe("/api/fn/{slug}", () => {
     const text = await failed.text();
     expect(text).not.toContain("secret internal detail");
     expect(JSON.parse(text).error).toBe("function_error");
+  });
+
+  it("keeps answers private and drops origin-wide headers and bodies of 205 and 304, over HTTP/1.1 and HTTP/2", async () => {
+    const h = encodeURIComponent(JSON.stringify({ "cache-control": "public, max-age=600", "clear-site-data": '"*"', "service-worker-allowed": "/", etag: '"v1"' }));
+    const ok = await call(`/api/fn/echo?status=200&h=${h}`);
+    expect(ok.headers.get("cache-control")).toBe("private, max-age=600");
+    expect(ok.headers.get("clear-site-data")).toBeNull();
+    expect(ok.headers.get("service-worker-allowed")).toBeNull();
+    expect(await ok.text()).toBe("a body");
+    for (const status of [205, 304]) {
+      const r = await call(`/api/fn/echo?status=${status}&h=${h}`);
+      expect(r.status).toBe(status);
+      expect(r.headers.get("etag")).toBe('"v1"');
+      expect(await r.text()).toBe("");
+    }
+    const session = h2connect(s.httpsUrl, { rejectUnauthorized: false });
+    try {
+      for (const status of [205, 304, 200]) {
+        const st = session.request({ ":path": `/api/fn/echo?status=${status}&h=${h}`, authorization: `Bearer ${token}` });
+        const answer = await new Promise<{ status: number; body: string; headers: Record<string, unknown> }>((resolve, reject) => {
+          let headers: Record<string, unknown> = {};
+          let body = "";
+          st.on("response", (x) => (headers = x));
+          st.on("data", (d: Buffer) => (body += d.toString()));
+          st.on("end", () => resolve({ status: Number(headers[":status"]), body, headers }));
+          st.on("error", reject);
+        });
+        expect(answer.status).toBe(status);
+        expect(answer.body).toBe(status === 200 ? "a body" : "");
+        expect(answer.headers["cache-control"]).toBe("private, max-age=600");
+      }
+    } finally {
+      session.destroy();
+    }
   });
 
   it("answers 401, 404 and 503 as the spec's table says", async () => {

@@ -18,13 +18,14 @@ afterAll(async () => {
   await server.close();
 });
 
+// (/api/session/end: a route of the identity module, the only one this server mounts.)
 it("closes an HTTP/1.1 connection whose request body stops arriving", async () => {
   const url = new URL(server.httpsUrl);
   const socket = tlsConnect({ host: url.hostname, port: Number(url.port), rejectUnauthorized: false, ALPNProtocols: ["http/1.1"] });
   await new Promise<void>((done) => socket.once("secureConnect", () => done()));
   const started = Date.now();
   socket.write(
-    `POST /api/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"name":`,
+    `POST /api/session/end HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"name":`,
   );
   let received = "";
   socket.on("data", (d) => (received += d));
@@ -43,7 +44,7 @@ it("closes an HTTP/2 session that goes silent mid-request", async () => {
   const started = Date.now();
   const stream = session.request({
     ":method": "POST",
-    ":path": "/api/events",
+    ":path": "/api/session/end",
     authorization: `Bearer ${token}`,
     "content-type": "application/json",
     "content-length": "1000",

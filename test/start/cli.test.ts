@@ -70,6 +70,19 @@ describe("finding the admin listener", () => {
     expect(JSON.parse(byPort.stdout).app_key).toBe(app.app_key);
   });
 
+  it("says in apps create which token mode the application is in and what strict mode protects", async () => {
+    const env = { PULSEBASE_ADMIN_URL: s.adminUrl, PULSEBASE_OPERATOR_TOKEN: s.operatorToken };
+    const created = await cli(["apps", "create", "--name", "token mode"], env);
+    expect(created.code, created.stderr).toBe(0);
+    const app = JSON.parse(created.stdout);
+    expect(app.strict_token_mode).toBe(false);
+    expect(created.stderr).toContain("token mode: lenient");
+    expect(created.stderr).toMatch(/user_email\s+and device_id/);
+    expect(created.stderr).toContain(`pulsebase apps settings --id ${app.id} --strict-token-mode true`);
+    const strict = await cli(["apps", "settings", "--id", String(app.id), "--strict-token-mode", "true"], env);
+    expect(JSON.parse(strict.stdout).strict_token_mode).toBe(true);
+  });
+
   it("takes --admin-url over PULSEBASE_ADMIN_URL, and PULSEBASE_ADMIN_URL over PULSEBASE_ADMIN_PORT", async () => {
     const dead = await freePort();
     const token = { PULSEBASE_OPERATOR_TOKEN: s.operatorToken };
