@@ -50,6 +50,26 @@ export interface Config {
    * (PULSEBASE_METRICS_TOKEN); unset = open to whoever reaches that listener.
    */
   metricsToken?: string;
+  /** Linked databases' engine scheduling (issue 15 point 2; docs/database.md). */
+  db: {
+    /** Engine processes (PULSEBASE_DB_ENGINE_PROCESSES). */
+    engineProcesses: number;
+    /** Requests of one application running at once on them; 0 = half of them (PULSEBASE_DB_APP_RUNNING). */
+    appRunning: number;
+    /** Requests of one application waiting for an engine or a remote slot (PULSEBASE_DB_APP_QUEUED). */
+    appQueued: number;
+    /** How long a request may wait to start (PULSEBASE_DB_QUEUE_WAIT_MS). */
+    queueWaitMs: number;
+    /** Requests of one application outstanding on its remote libSQL server (PULSEBASE_DB_REMOTE_APP_RUNNING). */
+    remoteAppRunning: number;
+  };
+  /** ctx.db calls of one function invocation (docs/functions.md). */
+  fnDbCalls: {
+    /** Handed to the database at once (PULSEBASE_FN_DB_CALLS_RUNNING). */
+    running: number;
+    /** Waiting for one of those (PULSEBASE_FN_DB_CALLS_QUEUED). */
+    queued: number;
+  };
 }
 
 /** The admin listener's port when PULSEBASE_ADMIN_PORT is unset (the CLI's default too). */
@@ -158,6 +178,17 @@ export function loadConfig(env: Env = process.env): Config {
     pgPoolSize: int(env, "PULSEBASE_PG_POOL_SIZE", 10, 1, 1000),
     accessLog: bool(env, "PULSEBASE_ACCESS_LOG", true),
     metricsToken,
+    db: {
+      engineProcesses: int(env, "PULSEBASE_DB_ENGINE_PROCESSES", 2, 1, 64),
+      appRunning: int(env, "PULSEBASE_DB_APP_RUNNING", 0, 0, 64),
+      appQueued: int(env, "PULSEBASE_DB_APP_QUEUED", 64, 1, 100_000),
+      queueWaitMs: int(env, "PULSEBASE_DB_QUEUE_WAIT_MS", 2000, 10, 600_000),
+      remoteAppRunning: int(env, "PULSEBASE_DB_REMOTE_APP_RUNNING", 8, 1, 1000),
+    },
+    fnDbCalls: {
+      running: int(env, "PULSEBASE_FN_DB_CALLS_RUNNING", 4, 1, 100),
+      queued: int(env, "PULSEBASE_FN_DB_CALLS_QUEUED", 100, 0, 10_000),
+    },
   };
 }
 

@@ -14,6 +14,19 @@ export interface DatabaseLimits {
   queryTimeoutMs: number;
   /** Size an embedded database file may grow to (SQLite max_page_count). */
   maxDatabaseBytes: number;
+  /**
+   * Requests of one application running at once on the engine processes;
+   * 0 = half the processes, at least 1 (fair-queue.ts).
+   */
+  appRunning: number;
+  /** Requests of one application waiting to start (engine or remote); more are refused (503). */
+  appQueued: number;
+  /** How long a request may wait to start before it is refused (503), in milliseconds. */
+  queueWaitMs: number;
+  /** Requests of one application outstanding at once on its remote libSQL server. */
+  remoteAppRunning: number;
+  /** A running request whose function run ended is stopped (its engine killed) after this long, in ms. */
+  abandonGraceMs: number;
 }
 
 export const DEFAULT_DATABASE_LIMITS: DatabaseLimits = {
@@ -24,6 +37,11 @@ export const DEFAULT_DATABASE_LIMITS: DatabaseLimits = {
   maxResultBytes: 8 * 1024 * 1024,
   queryTimeoutMs: 5000,
   maxDatabaseBytes: 1024 * 1024 * 1024,
+  appRunning: 0,
+  appQueued: 64,
+  queueWaitMs: 2000,
+  remoteAppRunning: 8,
+  abandonGraceMs: 500,
 };
 
 export interface DatabaseConfig {

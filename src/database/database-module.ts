@@ -32,7 +32,14 @@ export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: 
   await mkdir(config.dataDir, { recursive: true });
   const limits = { ...DEFAULT_DATABASE_LIMITS, ...config.limits };
   const store = createDatabaseStore(deps.sql);
-  const pool = new EnginePool({ processes: config.engineProcesses, timeoutMs: limits.queryTimeoutMs });
+  const pool = new EnginePool({
+    processes: config.engineProcesses,
+    timeoutMs: limits.queryTimeoutMs,
+    appRunning: limits.appRunning,
+    appQueued: limits.appQueued,
+    queueWaitMs: limits.queueWaitMs,
+    abandonGraceMs: limits.abandonGraceMs,
+  });
   const remote = new RemoteExecutor();
   const reader = config.pointReads === false ? undefined : new PointReader();
   const runner = createQueryRunner({ store, pool, reader, remote, dataDir: config.dataDir, limits, linkCacheMs: config.linkCacheMs });

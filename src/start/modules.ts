@@ -9,6 +9,7 @@ import { createDatabaseModule } from "../database/database-module.js";
 import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { DatabaseService } from "../../gen/pulsebase/platform/v1/database_pb.js";
 import { binding } from "../app/module.js";
+import { registerEngineMetrics } from "../app/metrics.js";
 import { createCmsModule } from "../cms/cms-module.js";
 import { createAnalyticsModule } from "../analytics/analytics-module.js";
 import { createFunctionsServerModule } from "../functions/functions-server-module.js";
@@ -25,19 +26,27 @@ async function connectNats(url: string | undefined, shared: Shared): Promise<Nat
 
 export async function createModules(shared: Shared): Promise<PulsebaseModule[]> {
   const { config, sql, logger } = shared;
-  const db = await createDatabaseModule({ dataDir: config.dataDir }, { sql });
+  const db = await createDatabaseModule(
+    {
+      dataDir: config.dataDir,
+      engineProcesses: config.db.engineProcesses,
+      limits: { appRunning: config.db.appRunning, appQueued: config.db.appQueued, queueWaitMs: config.db.queueWaitMs, remoteAppRunning: config.db.remoteAppRunning },
+    },
+    { sql },
+  );
   const database: PulsebaseModule = {
     name: "database",
     device: [binding(DatabaseService, db.platform)],
     admin: [binding(AdminDatabaseService, db.admin)],
     stop: () => db.close(),
+    registerMetrics: (registry) => registerEngineMetrics(registry, { engines: () => db.pool.stats(), remote: () => db.runner.remoteStats() }),
   };
   const nats = await connectNats(config.natsUrl, shared);
   const functions = createFunctionsServerModule({
     sql,
     database: db,
     dataDir: config.dataDir,
-    config: { enforcePlan: config.planEnforcement },
+    config: { enforcePlan: config.planEnforcement, sandbox: { dbCallsRunning: config.fnDbCalls.running, dbCallsQueued: config.fnDbCalls.queued } },
     nats,
     natsNamespace: config.natsNamespace,
     onError: (err) => logger.error({ err }, "functions background work failed"),
