@@ -75,5 +75,63 @@ export async function databaseScenarios(ctx: BenchContext): Promise<Row[]> {
     result: await h1Load({ url: `${ctx.https}/api/db/batch`, method: "POST", headers: auth, body: insertBody, durationSec: d, connections: 4 }),
   });
   bare.close();
+  rows.push(...(await fairnessRows(ctx)));
+  return rows;
+}
+
+/** A new app with an empty linked database and a device token for it. */
+async function linkedApp(ctx: BenchContext, name: string) {
+  const { token, appId, teamId } = await ctx.newConsumer(name);
+  const dbs = ctx.adminClient(AdminDatabaseService);
+  const db = await dbs.createDatabase({ teamId, name: "bench" });
+  await dbs.linkDatabase({ databaseId: db.id, appId });
+  return { "authorization": `Bearer ${token}`, "content-type": "application/json" };
+}
+
+/**
+ * Issue 15 point 2: application B's trivial query (`SELECT 1`, which needs an
+ * engine process) with and without application A flooding the engine pool
+ * with runaway statements, in the same run. A keeps six in flight the whole
+ * time (each stopped at the 5 s limit, or refused after waiting 2 s), so it
+ * holds its share of the engines throughout. The engines run on the
+ * server's core (taskset is inherited): A's runaway statement takes half of
+ * that core from B's requests, which the latency shows too.
+ */
+async function fairnessRows(ctx: BenchContext): Promise<Row[]> {
+  const a = await linkedApp(ctx, "flooder");
+  const b = await linkedApp(ctx, "victim");
+  const d = ctx.durationSec;
+  const url = `${ctx.https}/api/db/query`;
+  const trivial = JSON.stringify({ sql: "SELECT 1" });
+  const rows: Row[] = [];
+  const alone = await seqLoad({ url, method: "POST", headers: b, body: trivial, durationSec: d });
+  rows.push({ scenario: "SELECT 1 of app B, 1 in flight", transport: "REST h1", result: alone });
+  const aloneConc = await h1Load({ url, method: "POST", headers: b, body: trivial, durationSec: d, connections: 8 });
+  rows.push({ scenario: "SELECT 1 of app B, 8 in flight", transport: "REST h1", result: aloneConc });
+
+  const runaway = JSON.stringify({ sql: "SELECT count(*) FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c)" });
+  let flooding = true;
+  const answered: Record<number, number> = {};
+  const flood = Array.from({ length: 6 }, async () => {
+    while (flooding) {
+      const r = await fetch(url, { method: "POST", headers: a, body: runaway }).catch(() => undefined);
+      if (r) {
+        answered[r.status] = (answered[r.status] ?? 0) + 1;
+        await r.arrayBuffer();
+      }
+    }
+  });
+  await new Promise((r) => setTimeout(r, 300)); // A holds its share now
+  try {
+    const during = await seqLoad({ url, method: "POST", headers: b, body: trivial, durationSec: d });
+    rows.push({ scenario: "SELECT 1 of app B, 1 in flight, A flooding", transport: "REST h1", baseline: "SELECT 1 of app B, 1 in flight REST h1", result: during, note: `p99 ${alone.p99Ms.toFixed(2)} -> ${during.p99Ms.toFixed(2)} ms` });
+    const duringConc = await h1Load({ url, method: "POST", headers: b, body: trivial, durationSec: d, connections: 8 });
+    rows.push({ scenario: "SELECT 1 of app B, 8 in flight, A flooding", transport: "REST h1", baseline: "SELECT 1 of app B, 8 in flight REST h1", result: duringConc, note: `p99 ${aloneConc.p99Ms.toFixed(0)} -> ${duringConc.p99Ms.toFixed(0)} ms` });
+  } finally {
+    flooding = false;
+    await Promise.all(flood);
+  }
+  const last = rows[rows.length - 1]!;
+  last.note += `; A answered ${Object.entries(answered).map(([st, n]) => `${n}x ${st}`).join(", ")}`;
   return rows;
 }
