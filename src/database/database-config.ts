@@ -50,6 +50,8 @@ export interface DatabaseConfig {
   limits?: Partial<DatabaseLimits>;
   /** Engine processes running embedded databases (default 2). */
   engineProcesses?: number;
+  /** Nice value added to the engine processes' CPU priority (default 5; 0 = the service's own). */
+  engineNice?: number;
   /** How long the query path may use a cached app -> database lookup (default 1000 ms). */
   linkCacheMs?: number;
   /** Serve point reads of embedded databases in the service process (default true; see point-reader.ts). */

@@ -39,6 +39,7 @@ export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: 
     appQueued: limits.appQueued,
     queueWaitMs: limits.queueWaitMs,
     abandonGraceMs: limits.abandonGraceMs,
+    nice: config.engineNice,
   });
   const remote = new RemoteExecutor();
   const reader = config.pointReads === false ? undefined : new PointReader();

@@ -19,6 +19,7 @@
 // keeps getting its statements killed pays for the restarts with its own
 // share.
 import { spawn, type ChildProcess } from "node:child_process";
+import { setPriority } from "node:os";
 import type { Duplex } from "node:stream";
 import { fileURLToPath } from "node:url";
 import type { EngineMessage, EngineReply, EngineRequest, EngineResult } from "./engine-protocol.js";
@@ -53,6 +54,12 @@ export interface EnginePoolOptions {
   queueWaitMs?: number;
   /** A running request whose signal fired is stopped after this long, in ms (default 500). */
   abandonGraceMs?: number;
+  /**
+   * CPU priority of the engine processes below the service's (a nice value
+   * added, default 5; 0 = the same): a runaway statement yields the CPU to
+   * request handling, every application's.
+   */
+  nice?: number;
 }
 
 export interface EngineRunOptions {
@@ -157,6 +164,13 @@ class Engine {
   private spawn(): void {
     // Node's built-in type stripping runs the .ts file; no loader flags.
     const child = spawn(process.execPath, [enginePath], { stdio: ["ignore", "inherit", "inherit", "pipe"] });
+    if (this.pool.nice > 0 && child.pid) {
+      try {
+        setPriority(child.pid, this.pool.nice);
+      } catch {
+        // not allowed here: the process keeps the service's priority
+      }
+    }
     this.bornAt = Date.now();
     const channel = child.stdio[3] as Duplex;
     this.child = child;
@@ -319,8 +333,10 @@ export class EnginePool {
   private readonly queue: FairQueue<Job>;
   readonly restarts = { timeout: 0, cancelled: 0, crash: 0 };
   private readonly queueWaitMs: number;
+  readonly nice: number;
 
   constructor(opts: EnginePoolOptions) {
+    this.nice = opts.nice ?? 5;
     const n = Math.max(1, opts.processes ?? 2);
     this.queueWaitMs = opts.queueWaitMs ?? 2000;
     this.queue = new FairQueue<Job>({
