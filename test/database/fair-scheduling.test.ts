@@ -6,10 +6,28 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { failure } from "./errors.js";
 import { createHarness, rowsOf, type Harness } from "./harness.js";
+import { until } from "../helpers/until.js";
 
 const RUNAWAY = "SELECT count(*) FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c)";
+/** Waits until every engine process has started (the counts below assume they serve). */
+async function enginesUp(h: Harness): Promise<void> {
+  const end = Date.now() + 30_000;
+  while (h.module.pool.stats().starting > 0) {
+    if (Date.now() > end) throw new Error("the engine processes did not start");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Waits until the pool holds what `ok` expects of the application (each request first looks its link up). */
+function poolHas(h: Harness, app: number, want: { queued: number; running: number }): Promise<true> {
+  return until(async () => {
+    const o = h.module.pool.stats().owners.find((x) => x.owner === app);
+    return o && o.queued === want.queued && o.running === want.running ? true : undefined;
+  }, 10_000, 10);
+}
+
 /** A statement that keeps an engine busy for a while (well under the time limit). */
-const busy = (n: number) => `SELECT count(*) FROM generate_series(1, ${n}) a, generate_series(1, 1000) b`;
+const busy = (n: number) => `SELECT count(*) FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < ${n * 1000}) SELECT x FROM c)`;
 
 describe("two engines, one application floods", () => {
   let h: Harness;
@@ -22,15 +40,14 @@ describe("two engines, one application floods", () => {
     b = await h.app(team);
     await h.linkedDb(team, a);
     await h.linkedDb(team, b);
+    await enginesUp(h);
   });
   afterAll(async () => h?.close());
 
   it("holds A to one engine and a queue of three; B is answered at once; A's overflow gets 503 in the envelope", async () => {
     const flood = Array.from({ length: 4 }, () => failure(h.query(a, RUNAWAY)));
-    await new Promise((r) => setTimeout(r, 100));
-    const s = h.module.pool.stats();
-    expect(s.owners.find((o) => o.owner === a)).toEqual({ owner: a, queued: 3, running: 1 });
-    expect(s.busy).toBe(1);
+    await poolHas(h, a, { queued: 3, running: 1 });
+    expect(h.module.pool.stats().busy).toBe(1);
 
     // one more from A: its queue is full
     const full = await failure(h.query(a, "SELECT 1"));
@@ -69,6 +86,7 @@ describe("one engine, three applications", () => {
       await h.query(app, "CREATE TABLE t (v TEXT)");
       apps.push(app);
     }
+    await enginesUp(h);
   });
   afterAll(async () => h?.close());
 
@@ -79,7 +97,7 @@ describe("one engine, three applications", () => {
     // A queues four, then B and C one each: A's turn comes once, then B's
     // and C's, then A's again (one request per turn)
     const all = [q(a, "a1"), q(a, "a2"), q(a, "a3"), q(a, "a4")];
-    await new Promise((r) => setTimeout(r, 50));
+    await poolHas(h, a, { queued: 3, running: 1 });
     all.push(q(b, "b1"), q(c, "c1"));
     await Promise.all(all);
     // (which of A's, and B or C first, depends on when each reached the pool)
@@ -94,11 +112,11 @@ describe("one engine, three applications", () => {
     const ctl = new AbortController();
     const opts = { signal: ctl.signal };
     const runaway = h.module.runner.query(a, { sql: RUNAWAY }, opts);
+    runaway.catch(() => {});
+    await poolHas(h, a, { queued: 0, running: 1 });
     const write = h.module.runner.query(a, { sql: "INSERT INTO t VALUES ('must not run')" }, opts);
     const settled = Promise.allSettled([runaway, write]);
-    await new Promise((r) => setTimeout(r, 150));
-    const st = h.module.pool.stats();
-    expect(st, JSON.stringify(st)).toMatchObject({ queued: 1, running: 1 });
+    await poolHas(h, a, { queued: 1, running: 1 });
     const restartsBefore = h.module.pool.stats().restarts.cancelled;
     const t0 = performance.now();
     ctl.abort();

@@ -26,8 +26,10 @@ let appId: number;
 beforeAll(async () => {
   db = await createTestDb("postgres");
   dataDir = await mkdtemp(join(tmpdir(), "pb-leftover-"));
-  // one engine: a query left running would hold up everything after it
-  dbModule = await createDatabaseModule({ dataDir, linkCacheMs: 0, engineProcesses: 1, limits: { queryTimeoutMs: 5000, abandonGraceMs: 200 } }, { sql: db.sql });
+  // One engine: a query left running would hold up everything after it. The
+  // link stays cached, so a run's calls reach the engine queue in the order
+  // it made them (each would otherwise first look the link up).
+  dbModule = await createDatabaseModule({ dataDir, linkCacheMs: 600_000, engineProcesses: 1, limits: { queryTimeoutMs: 5000, abandonGraceMs: 200 } }, { sql: db.sql });
   const fdb = functionDbFromQueryRunner(dbModule.runner);
   sandbox = createSandbox({ dbBridge: (app) => createDbBridge(fdb, app), limits: { dbCallsRunning: 2, dbCallsQueued: 3 } });
   appId = await createApp(db.sql);
