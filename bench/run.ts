@@ -8,7 +8,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { IdentityService } from "../gen/pulsebase/admin/v1/identity_pb.js";
 import { h1Load, h2, pinSelf, printTable, seqLoad, startServer, stopServer, type Row } from "./lib.js";
 import { identityScenarios } from "./scenarios/identity.js";
-import { databaseScenarios } from "./scenarios/database-http.js";
+import { databaseScenarios, fairnessScenarios } from "./scenarios/database-http.js";
 import { cmsScenarios } from "./scenarios/cms-http.js";
 import { functionsScenarios } from "./scenarios/functions-http.js";
 import { analyticsScenarios } from "./scenarios/analytics-http.js";
@@ -49,6 +49,7 @@ type Suite = (ctx: BenchContext) => Promise<Row[]>;
 const suites: Record<string, Suite> = {
   identity: identityScenarios,
   database: databaseScenarios,
+  fairness: fairnessScenarios,
   analytics: analyticsScenarios,
   functions: functionsScenarios,
   cms: cmsScenarios,
@@ -56,7 +57,7 @@ const suites: Record<string, Suite> = {
   observability: observabilityScenarios,
 };
 /** Suites run when --only is not given (cms-large seeds 1M rows: opt-in). */
-const DEFAULT_SUITES = ["identity", "database", "analytics", "functions", "cms", "observability"];
+const DEFAULT_SUITES = ["identity", "database", "fairness", "analytics", "functions", "cms", "observability"];
 
 const { values } = parseArgs({
   options: {

@@ -8,7 +8,7 @@ import { createClient as createLibsql } from "@libsql/client";
 import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { QueryRequestSchema } from "../../gen/pulsebase/platform/v1/database_pb.js";
 import { jsonToValue } from "../../src/database/proto-values.js";
-import { h1Load, h2, inProcessLoad, seqLoad, type Row } from "../lib.js";
+import { h1Load, h2, inProcessLoad, seqLoad, type BenchResult, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 
 const SEED = 10_000;
@@ -75,5 +75,105 @@ export async function databaseScenarios(ctx: BenchContext): Promise<Row[]> {
     result: await h1Load({ url: `${ctx.https}/api/db/batch`, method: "POST", headers: auth, body: insertBody, durationSec: d, connections: 4 }),
   });
   bare.close();
+  return rows;
+}
+
+/** A new app with an empty linked database and a device token for it. */
+async function linkedApp(ctx: BenchContext, name: string) {
+  const { token, appId, teamId } = await ctx.newConsumer(name);
+  const dbs = ctx.adminClient(AdminDatabaseService);
+  const db = await dbs.createDatabase({ teamId, name: "bench" });
+  await dbs.linkDatabase({ databaseId: db.id, appId });
+  return { "authorization": `Bearer ${token}`, "content-type": "application/json" };
+}
+
+/**
+ * Issue 15 point 2: application B's trivial query (`SELECT 1`, which needs an
+ * engine process) with and without application A flooding the engine pool
+ * with runaway statements, in the same run. A keeps six in flight (each
+ * stopped at the 5 s limit, or refused after waiting 2 s), so it holds its
+ * share of the engines throughout. Alone and flooded alternate twice (A's
+ * last runaways drained in between) and each row pools both rounds, so
+ * drift of this shared machine hits both. The engines run on the server's
+ * core (taskset is inherited): A's runaway statement also takes CPU from B,
+ * which the latency includes.
+ */
+export async function fairnessScenarios(ctx: BenchContext): Promise<Row[]> {
+  const a = await linkedApp(ctx, "flooder");
+  const b = await linkedApp(ctx, "victim");
+  const half = (ctx.durationSec * 1000) / 2;
+  const url = `${ctx.https}/api/db/query`;
+  const trivial = JSON.stringify({ sql: "SELECT 1" });
+  const runaway = JSON.stringify({ sql: "SELECT count(*) FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c)" });
+  const { Pool } = await import("undici");
+  const origin = new URL(url).origin;
+
+  /** B's latencies (ms) with `inFlight` requests outstanding for `ms`. */
+  async function victim(inFlight: number, ms: number): Promise<{ lat: number[]; errors: number; ms: number }> {
+    const pool = new Pool(origin, { connections: inFlight, connect: { rejectUnauthorized: false } });
+    const lat: number[] = [];
+    let errors = 0;
+    const t0 = performance.now();
+    const end = t0 + ms;
+    try {
+      await Promise.all(
+        Array.from({ length: inFlight }, async () => {
+          while (performance.now() < end) {
+            const s = performance.now();
+            const r = await pool.request({ path: "/api/db/query", method: "POST", headers: b, body: trivial });
+            await r.body.arrayBuffer();
+            if (r.statusCode === 200) lat.push(performance.now() - s);
+            else errors++;
+          }
+        }),
+      );
+    } finally {
+      await pool.close();
+    }
+    return { lat, errors, ms: performance.now() - t0 };
+  }
+
+  const answered: Record<number, number> = {};
+  async function flooded<T>(work: () => Promise<T>): Promise<T> {
+    let on = true;
+    const flood = Array.from({ length: 6 }, async () => {
+      while (on) {
+        const r = await fetch(url, { method: "POST", headers: a, body: runaway }).catch(() => undefined);
+        if (r) {
+          answered[r.status] = (answered[r.status] ?? 0) + 1;
+          await r.arrayBuffer();
+        }
+      }
+    });
+    await new Promise((r) => setTimeout(r, 300)); // A holds its share now
+    try {
+      return await work();
+    } finally {
+      on = false;
+      await Promise.all(flood); // A's last runaways end before B is measured alone again
+    }
+  }
+
+  const result = (parts: Array<{ lat: number[]; errors: number; ms: number }>): BenchResult => {
+    const lat = Float64Array.from(parts.flatMap((p) => p.lat)).sort();
+    const q = (p: number) => (lat.length ? lat[Math.min(lat.length - 1, Math.floor(p * lat.length))]! : 0);
+    const ms = parts.reduce((x, p) => x + p.ms, 0);
+    return { requests: lat.length, errors: parts.reduce((x, p) => x + p.errors, 0), durationMs: ms, rps: (lat.length / ms) * 1000, p50Ms: q(0.5), p99Ms: q(0.99), statuses: {} };
+  };
+  const rows: Row[] = [];
+  for (const inFlight of [1, 8]) {
+    const alone: Array<{ lat: number[]; errors: number; ms: number }> = [];
+    const during: typeof alone = [];
+    for (let round = 0; round < 2; round++) {
+      alone.push(await victim(inFlight, half));
+      during.push(await flooded(() => victim(inFlight, half)));
+    }
+    const base = `SELECT 1 of app B, ${inFlight} in flight`;
+    const x = result(alone);
+    const y = result(during);
+    rows.push({ scenario: base, transport: "REST h1", result: x });
+    rows.push({ scenario: `${base}, A flooding`, transport: "REST h1", baseline: `${base} REST h1`, result: y, note: `B p99 ${x.p99Ms.toFixed(2)} -> ${y.p99Ms.toFixed(2)} ms` });
+  }
+  rows[rows.length - 1]!.note += `; A answered ${Object.entries(answered).map(([st, n]) => `${n}x ${st}`).join(", ")}`;
   return rows;
 }

@@ -318,7 +318,111 @@ export function registerIsolateMetrics(registry: Registry, stats: () => IsolateS
   });
   gauge("pulsebase_isolate_waiting_calls", "Invocations waiting for a free isolate.", (s) => s.waiting);
   gauge("pulsebase_isolate_versions", "Function versions with at least one isolate.", (s) => s.keys);
-  gauge("pulsebase_isolate_heap_bytes", "Heap used by the sandbox's isolates (idle ones read at scrape, busy ones as last sampled).", (s) => s.heapBytes);
+  gauge("pulsebase_isolate_heap_bytes", "Heap used by the sandbox's isolates, as sampled when each was last idle (a scrape never calls into an isolate).", (s) => s.heapBytes);
+}
+
+/** What registerEngineMetrics reads: the engine pool's and the remote executor's scheduling state. */
+export interface EngineMetricsSource {
+  engines(): {
+    processes: number;
+    busy: number;
+    starting: number;
+    queued: number;
+    running: number;
+    owners: Array<{ owner: number | string; queued: number; running: number }>;
+    refused: Record<string, number>;
+    restarts: Record<string, number>;
+  };
+  remote(): { queued: number; running: number; refused: Record<string, number> };
+}
+
+/**
+ * pulsebase_engine_* of the linked databases' engine pool (processes, and
+ * requests queued and in flight, in total and per application: only
+ * applications with requests at the scrape are listed) and
+ * pulsebase_remote_db_* of the requests to remote libSQL servers. Plain
+ * counters read from the pool; nothing calls into an engine.
+ */
+export function registerEngineMetrics(registry: Registry, source: EngineMetricsSource): void {
+  const read = perScrape(async () => ({ engines: source.engines(), remote: source.remote() }));
+  new Gauge({
+    name: "pulsebase_engine_processes",
+    help: "Engine processes of the linked databases, by state (busy, idle, or starting after a kill or crash).",
+    labelNames: ["state"],
+    registers: [registry],
+    async collect() {
+      const e = (await read()).engines;
+      this.set({ state: "busy" }, e.busy);
+      this.set({ state: "starting" }, e.starting);
+      this.set({ state: "idle" }, Math.max(0, e.processes - e.busy - e.starting));
+    },
+  });
+  new Gauge({
+    name: "pulsebase_engine_requests",
+    help: "Requests for the engine processes, by state (queued, or in_flight: running, or holding their application's slot while their killed process restarts).",
+    labelNames: ["state"],
+    registers: [registry],
+    async collect() {
+      const e = (await read()).engines;
+      this.set({ state: "queued" }, e.queued);
+      this.set({ state: "in_flight" }, e.running);
+    },
+  });
+  new Gauge({
+    name: "pulsebase_engine_app_requests",
+    help: "Requests for the engine processes per application with any at this scrape, by state (queued, in_flight).",
+    labelNames: ["app", "state"],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const o of (await read()).engines.owners) {
+        const app = String(o.owner);
+        this.set({ app, state: "queued" }, o.queued);
+        this.set({ app, state: "in_flight" }, o.running);
+      }
+    },
+  });
+  new Counter({
+    name: "pulsebase_engine_refused_requests_total",
+    help: "Engine requests that never ran: queue_full (the application's queue was full), queue_timeout (waited too long), cancelled (their function run ended).",
+    labelNames: ["reason"],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const [reason, n] of Object.entries((await read()).engines.refused)) if (reason !== "shutdown") this.inc({ reason }, n);
+    },
+  });
+  new Counter({
+    name: "pulsebase_engine_restarts_total",
+    help: "Engine processes replaced: timeout (a query ran past the time limit), cancelled (a run that ended left a query running), memory (a query passed the engine memory limit), crash.",
+    labelNames: ["cause"],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const [cause, n] of Object.entries((await read()).engines.restarts)) this.inc({ cause }, n);
+    },
+  });
+  new Gauge({
+    name: "pulsebase_remote_db_requests",
+    help: "Requests for remote libSQL servers, by state (queued, in_flight).",
+    labelNames: ["state"],
+    registers: [registry],
+    async collect() {
+      const r = (await read()).remote;
+      this.set({ state: "queued" }, r.queued);
+      this.set({ state: "in_flight" }, r.running);
+    },
+  });
+  new Counter({
+    name: "pulsebase_remote_db_refused_requests_total",
+    help: "Requests for remote libSQL servers that never started, by reason (queue_full, queue_timeout, cancelled).",
+    labelNames: ["reason"],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const [reason, n] of Object.entries((await read()).remote.refused)) if (reason !== "shutdown") this.inc({ reason }, n);
+    },
+  });
 }
 
 /**

@@ -83,6 +83,26 @@ export interface Config {
    * (PULSEBASE_WORKER_METRICS_PORT); 0 serves none.
    */
   workerMetricsPort: number;
+  /** Linked databases' engine scheduling (issue 15 point 2; docs/database.md). */
+  db: {
+    /** Engine processes (PULSEBASE_DB_ENGINE_PROCESSES). */
+    engineProcesses: number;
+    /** Requests of one application running at once on them; 0 = half of them (PULSEBASE_DB_APP_RUNNING). */
+    appRunning: number;
+    /** Requests of one application waiting for an engine or a remote slot (PULSEBASE_DB_APP_QUEUED). */
+    appQueued: number;
+    /** How long a request may wait to start (PULSEBASE_DB_QUEUE_WAIT_MS). */
+    queueWaitMs: number;
+    /** Requests of one application outstanding on its remote libSQL server (PULSEBASE_DB_REMOTE_APP_RUNNING). */
+    remoteAppRunning: number;
+  };
+  /** ctx.db calls of one function invocation (docs/functions.md). */
+  fnDbCalls: {
+    /** Handed to the database at once (PULSEBASE_FN_DB_CALLS_RUNNING). */
+    running: number;
+    /** Waiting for one of those (PULSEBASE_FN_DB_CALLS_QUEUED). */
+    queued: number;
+  };
 }
 
 export interface ConsoleConfig {
@@ -234,6 +254,17 @@ export function loadConfig(env: Env = process.env): Config {
     metricsToken,
     changePollMs: int(env, "PULSEBASE_CHANGE_POLL_MS", 250, 50, 10_000),
     workerMetricsPort: int(env, "PULSEBASE_WORKER_METRICS_PORT", DEFAULT_WORKER_METRICS_PORT, 0, 65535),
+    db: {
+      engineProcesses: int(env, "PULSEBASE_DB_ENGINE_PROCESSES", 2, 1, 64),
+      appRunning: int(env, "PULSEBASE_DB_APP_RUNNING", 0, 0, 64),
+      appQueued: int(env, "PULSEBASE_DB_APP_QUEUED", 64, 1, 100_000),
+      queueWaitMs: int(env, "PULSEBASE_DB_QUEUE_WAIT_MS", 2000, 10, 600_000),
+      remoteAppRunning: int(env, "PULSEBASE_DB_REMOTE_APP_RUNNING", 8, 1, 1000),
+    },
+    fnDbCalls: {
+      running: int(env, "PULSEBASE_FN_DB_CALLS_RUNNING", 4, 1, 100),
+      queued: int(env, "PULSEBASE_FN_DB_CALLS_QUEUED", 100, 0, 10_000),
+    },
   };
 }
 

@@ -26,6 +26,19 @@ export interface DatabaseLimits {
   maxEngineMemoryBytes: number;
   /** PRAGMA journal_size_limit: the size a WAL is cut back to when it is reset. */
   walSizeLimitBytes: number;
+  /**
+   * Requests of one application running at once on the engine processes;
+   * 0 = half the processes, at least 1 (fair-queue.ts).
+   */
+  appRunning: number;
+  /** Requests of one application waiting to start (engine or remote); more are refused (503). */
+  appQueued: number;
+  /** How long a request may wait to start before it is refused (503), in milliseconds. */
+  queueWaitMs: number;
+  /** Requests of one application outstanding at once on its remote libSQL server. */
+  remoteAppRunning: number;
+  /** A running request whose function run ended is stopped (its engine killed) after this long, in ms. */
+  abandonGraceMs: number;
 }
 
 export const DEFAULT_DATABASE_LIMITS: DatabaseLimits = {
@@ -42,6 +55,11 @@ export const DEFAULT_DATABASE_LIMITS: DatabaseLimits = {
   maxColumnsPerTable: 100,
   maxEngineMemoryBytes: 512 * 1024 * 1024,
   walSizeLimitBytes: 64 * 1024 * 1024,
+  appRunning: 0,
+  appQueued: 64,
+  queueWaitMs: 2000,
+  remoteAppRunning: 8,
+  abandonGraceMs: 500,
 };
 
 export interface DatabaseConfig {
@@ -50,6 +68,8 @@ export interface DatabaseConfig {
   limits?: Partial<DatabaseLimits>;
   /** Engine processes running embedded databases (default 2). */
   engineProcesses?: number;
+  /** Nice value added to the engine processes' CPU priority (default 5; 0 = the service's own). */
+  engineNice?: number;
   /** How long the query path may use a cached app -> database lookup (default 1000 ms). */
   linkCacheMs?: number;
   /** Serve point reads of embedded databases in the service process (default true; see point-reader.ts). */

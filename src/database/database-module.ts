@@ -54,6 +54,11 @@ export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: 
       maxSchemaObjects: limits.maxSchemaObjects,
       maxColumnsPerTable: limits.maxColumnsPerTable,
     },
+    appRunning: limits.appRunning,
+    appQueued: limits.appQueued,
+    queueWaitMs: limits.queueWaitMs,
+    abandonGraceMs: limits.abandonGraceMs,
+    nice: config.engineNice,
   });
   const remote = new RemoteExecutor();
   // the reader copies no value larger than a response may carry

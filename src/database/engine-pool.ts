@@ -1,22 +1,34 @@
 // A small pool of engine processes (engine-process.ts) that run embedded
-// databases' statements off the service's event loop. A request goes to the
-// process its database prefers (database id modulo pool size, so that
-// process has the connection and compiled statements warm) when that one is
-// idle, else to the least busy one. Each process runs one request at a time;
-// the request at the head of a process gets the query time limit, and when
-// it runs over, the process is killed (the only way to stop a statement
-// inside the native driver), its request fails with a timeout, and requests
-// queued behind it move to a fresh process. SQLite rolls back whatever the
-// killed process had not committed, and the new process checkpoints that
-// file's WAL (a killed write leaves its frames behind). Each process's
-// resident memory is watched: one that passes the limit while it runs a
-// request is killed the same way (the request fails with
-// EngineMemoryError), an idle one is replaced.
+// databases' statements off the service's event loop. Each process runs one
+// request at a time and is sent the next only when it answered, so nothing
+// waits inside a process behind another application's statement. Who runs
+// next is decided by a FairQueue (fair-queue.ts): one queue per application,
+// served round robin, at most `appRunning` requests of one application on
+// the processes at once (half the processes by default), a bounded queue and
+// a bounded wait per request. A request goes to the process its database
+// prefers (database id modulo pool size, warm connection and statements)
+// when that one is free, else to any free one.
+//
+// A request that runs past the query time limit is stopped by killing its
+// process (the only way to stop a statement inside the native driver); it
+// fails with a timeout and SQLite rolls back what it had not committed; the
+// new process first checkpoints that file's WAL (a killed write leaves its
+// frames behind). Each process's resident memory is watched: one that passes
+// the limit while it runs a request is killed the same way (the request
+// fails with EngineMemoryError), an idle one is replaced. A
+// request whose signal fires while running (the function run that made it
+// ended) is answered at once and its process killed if it is still busy
+// `abandonGraceMs` later. Either way the application keeps the slot its
+// request used until the replacement process is ready, so a tenant that
+// keeps getting its statements killed pays for the restarts with its own
+// share.
 import { spawn, type ChildProcess } from "node:child_process";
 import { closeSync, openSync, readSync } from "node:fs";
+import { setPriority } from "node:os";
 import type { Duplex } from "node:stream";
 import { fileURLToPath } from "node:url";
 import type { EngineMessage, EngineReply, EngineRequest, EngineResult, EngineSettings } from "./engine-protocol.js";
+import { FairQueue, type FairJob, type OwnerKey, type OwnerStats, type RefusalReason } from "./fair-queue.js";
 
 const enginePath = fileURLToPath(new URL("./engine-process.ts", import.meta.url));
 
@@ -24,12 +36,37 @@ export class EngineTimeoutError extends Error {}
 export class EngineFailure extends Error {}
 /** The request's engine passed its memory limit and was stopped. */
 export class EngineMemoryError extends Error {}
+/** The request never started: its application's queue was full, or it waited longer than the queue limit. */
+export class EngineBusyError extends Error {
+  constructor(
+    message: string,
+    readonly reason: "queue_full" | "queue_timeout",
+  ) {
+    super(message);
+  }
+}
+/** The request's signal fired (the function run that made it ended) before it was answered. */
+export class EngineCancelledError extends Error {}
 
 export interface EnginePoolOptions {
   /** Number of engine processes (default 2). */
   processes?: number;
   /** Query time limit per request in milliseconds. */
   timeoutMs: number;
+  /** Requests of one application running at once (default: half the processes, at least 1). */
+  appRunning?: number;
+  /** Requests of one application waiting for a process; more are refused (default 64). */
+  appQueued?: number;
+  /** How long a request may wait for a process before it is refused, in ms (default 2000). */
+  queueWaitMs?: number;
+  /** A running request whose signal fired is stopped after this long, in ms (default 500). */
+  abandonGraceMs?: number;
+  /**
+   * CPU priority of the engine processes below the service's (a nice value
+   * added, default 5; 0 = the same): a runaway statement yields the CPU to
+   * request handling, every application's.
+   */
+  nice?: number;
   /** Limits every engine process applies (engine-protocol.ts). */
   settings?: Partial<EngineSettings>;
   /** Resident memory an engine process may use (default: unlimited). */
@@ -59,24 +96,98 @@ function residentBytes(pid: number | undefined): number | undefined {
   }
 }
 
-interface Pending {
+export interface EngineRunOptions {
+  /** Whose share the request uses: the application id (default: one lane for the service's own work). */
+  owner?: OwnerKey;
+  /** When it fires, a queued request is dropped and a running one stopped (after abandonGraceMs). */
+  signal?: AbortSignal;
+}
+
+const SERVICE_OWNER = "service";
+
+export interface EnginePoolStats {
+  processes: number;
+  /** Processes running a request. */
+  busy: number;
+  /** Processes starting (after a kill or a crash) and not yet serving. */
+  starting: number;
+  queued: number;
+  running: number;
+  /** Applications (owners) with requests queued or running. */
+  owners: OwnerStats[];
+  refused: Record<RefusalReason, number>;
+  /** Processes killed or lost, by cause, since start. */
+  restarts: { timeout: number; cancelled: number; memory: number; crash: number };
+}
+
+class Job implements FairJob {
+  settled = false;
+  engine: Engine | undefined;
+
+  constructor(
+    readonly owner: OwnerKey,
+    readonly signal: AbortSignal | undefined,
+    readonly msg: EngineRequest,
+    readonly affinity: number,
+    private readonly pool: EnginePool,
+    private readonly res: (r: EngineResult[]) => void,
+    private readonly rej: (e: Error) => void,
+  ) {}
+
+  refuse(reason: RefusalReason): void {
+    this.fail(this.pool.refusal(reason));
+  }
+
+  onAbort(): void {
+    this.engine?.abandon(this);
+    this.fail(new EngineCancelledError("the request was cancelled: the run that made it ended"));
+  }
+
+  succeed(results: EngineResult[]): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.res(results);
+  }
+
+  fail(err: Error): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.rej(err);
+  }
+}
+
+interface Control {
   msg: EngineMessage;
-  resolve(results: EngineResult[]): void;
+  resolve(): void;
   reject(err: Error): void;
 }
 
 class Engine {
   child!: ChildProcess;
   private channel!: Duplex;
-  queue: Pending[] = [];
-  timer: NodeJS.Timeout | undefined;
+  /** The request the process is running. */
+  job: Job | undefined;
+  private jobDeadline = 0;
+  /** The control message the process is handling (closing a file). */
+  private ctl: Control | undefined;
+  /** Waiting for the new process's first answer: it is not serving yet. */
+  starting = true;
+  /** Control messages waiting for the process to be free. */
+  readonly controls: Control[] = [];
+  /**
+   * The request whose running cost the previous process (killed or
+   * crashed): its application keeps the slot until this process is ready.
+   */
+  private held: Job | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private bornAt = 0;
   closing = false;
-
   private readonly memoryTimer: NodeJS.Timeout | undefined;
 
   constructor(
+    private readonly pool: EnginePool,
     private readonly timeoutMs: number,
-    private readonly onKilled: (orphans: Pending[]) => void,
+    private readonly graceMs: number,
     private readonly opts: Pick<EnginePoolOptions, "settings" | "maxMemoryBytes" | "tempDir"> = {},
   ) {
     this.spawn();
@@ -85,16 +196,28 @@ class Engine {
     }
   }
 
+  get free(): boolean {
+    return !this.starting && !this.job && !this.ctl && !this.closing;
+  }
+
   private spawn(): void {
     // Node's built-in type stripping runs the .ts file; no loader flags.
     const child = spawn(process.execPath, [enginePath, JSON.stringify(this.opts.settings ?? {})], {
       stdio: ["ignore", "inherit", "inherit", "pipe"],
       env: this.opts.tempDir ? { ...process.env, SQLITE_TMPDIR: this.opts.tempDir } : process.env,
     });
-    const bornAt = Date.now();
+    if (this.pool.nice > 0 && child.pid) {
+      try {
+        setPriority(child.pid, this.pool.nice);
+      } catch {
+        // not allowed here: the process keeps the service's priority
+      }
+    }
+    this.bornAt = Date.now();
     const channel = child.stdio[3] as Duplex;
     this.child = child;
     this.channel = channel;
+    this.starting = true;
     channel.setEncoding("utf8");
     let pending: string[] = [];
     channel.on("data", (chunk: string) => {
@@ -117,68 +240,94 @@ class Engine {
     });
     child.on("exit", () => {
       if (this.child !== child || this.closing) return;
-      // died on its own (crash, out of memory): fail the running request,
-      // requeue the others on a fresh process
-      const [head, ...rest] = this.queue;
-      this.queue = [];
-      this.clearTimer();
-      head?.reject(new EngineFailure("the database engine process exited"));
-      this.respawning = true;
-      // a process that dies at once (broken install) is not restarted in a tight loop
-      setTimeout(() => {
-        this.respawning = false;
-        if (this.closing) return;
-        this.spawn();
-        const ck = head && this.checkpointAfter(head);
-        if (ck) this.queue.unshift(ck);
-        for (const p of this.queue) this.send(p.msg);
-        this.arm();
-      }, Date.now() - bornAt < 1000 ? 500 : 0).unref();
-      this.onKilled(rest);
+      this.lost();
     });
+    // The first answer says the process is up: a no-op close. Until then it
+    // gets no request, so no request's time limit pays for the start-up.
+    this.write({ type: "close", id: this.pool.nextId(), path: "" });
   }
 
-  /** True while a crashed process waits to be replaced; submit() only queues then. */
-  private respawning = false;
-
-  // Messages submitted in the same event-loop turn go out in one write: on a
-  // busy server this saves a pipe write and a context switch per request.
-  private outbox: string[] = [];
-  private flushScheduled = false;
-
-  private send(msg: EngineMessage): void {
-    this.outbox.push(`${JSON.stringify(msg)}\n`);
-    if (this.flushScheduled) return;
-    this.flushScheduled = true;
-    setImmediate(() => {
-      this.flushScheduled = false;
-      const data = this.outbox.join("");
-      this.outbox = [];
-      if (data) this.channel.write(data);
-    });
+  private write(msg: EngineMessage): void {
+    this.channel.write(`${JSON.stringify(msg)}\n`);
   }
 
-  get load(): number {
-    return this.queue.length;
+  /** Died on its own (crash, out of memory): fail what it ran, start another. */
+  private lost(): void {
+    this.clearTimer();
+    const job = this.job;
+    const ctl = this.ctl;
+    this.job = undefined;
+    this.ctl = undefined;
+    this.starting = true;
+    this.pool.restarts.crash++;
+    if (job) {
+      job.engine = undefined;
+      job.fail(new EngineFailure("the database engine process exited"));
+      this.hold(job);
+      this.checkpointAfter(job);
+    }
+    ctl?.resolve(); // its connections died with it
+    // a process that dies at once (broken install) is not restarted in a tight loop
+    setTimeout(() => {
+      if (!this.closing) this.spawn();
+    }, Date.now() - this.bornAt < 1000 ? 500 : 0).unref();
   }
 
-  submit(p: Pending): void {
-    if (this.closing) {
-      p.reject(new EngineFailure("the database engine is shut down"));
+  private hold(job: Job): void {
+    if (this.held) this.pool.finished(this.held);
+    this.held = job;
+  }
+
+  /**
+   * The fresh process's first work, before any request: checkpoint and
+   * truncate the WAL of the file the killed request was using.
+   */
+  private checkpointAfter(job: Job): void {
+    const noop = () => {};
+    this.controls.unshift({ msg: { type: "checkpoint", id: this.pool.nextId(), path: job.msg.path }, resolve: noop, reject: noop });
+  }
+
+  /** Stops a busy engine over its memory limit; replaces an idle one (memory freed but kept by the process). */
+  private checkMemory(): void {
+    if (this.closing || this.starting || this.opts.maxMemoryBytes === undefined) return;
+    const rss = residentBytes(this.child.pid);
+    if (rss === undefined || rss <= this.opts.maxMemoryBytes) return;
+    if (this.job) {
+      this.kill("memory");
       return;
     }
-    this.queue.push(p);
-    if (this.respawning) return; // sent when the new process starts
-    this.send(p.msg);
-    if (this.queue.length === 1) this.arm();
+    if (this.ctl) return; // a close or a checkpoint: looked at again in a moment
+    const old = this.child;
+    this.spawn();
+    old.kill("SIGKILL"); // idle: no request and no transaction in it
   }
 
-  private arm(): void {
+  /** Runs a request (the process is free). */
+  start(job: Job): void {
+    this.job = job;
+    job.engine = this;
+    this.write(job.msg);
+    this.jobDeadline = performance.now() + this.timeoutMs;
+    this.timer = setTimeout(() => this.kill("timeout"), this.timeoutMs);
+  }
+
+  /** Sends the next control message if the process is free; true if it did. */
+  sendControl(): boolean {
+    if (!this.free) return false;
+    const c = this.controls.shift();
+    if (!c) return false;
+    this.ctl = c;
+    this.write(c.msg);
+    return true;
+  }
+
+  /** The running request is no longer wanted: stop it if it is still running after the grace time. */
+  abandon(job: Job): void {
+    if (this.job !== job) return;
+    const left = this.jobDeadline - performance.now();
+    if (left <= this.graceMs) return; // its time limit comes first
     this.clearTimer();
-    const head = this.queue[0];
-    // a close or a checkpoint is bounded by itself (the checkpoint never waits for a lock)
-    if (!head || head.msg.type !== "run") return;
-    this.timer = setTimeout(() => this.kill(), this.timeoutMs);
+    this.timer = setTimeout(() => this.kill("cancelled"), this.graceMs);
   }
 
   private clearTimer(): void {
@@ -187,59 +336,58 @@ class Engine {
   }
 
   private onReply(reply: EngineReply): void {
-    const head = this.queue.shift();
-    this.arm();
-    if (!head) return;
-    if (reply.ok) head.resolve(reply.results);
-    else head.reject(new EngineFailure(reply.fatal));
-  }
-
-  private kill(reason: Error = new EngineTimeoutError(`the query ran longer than ${this.timeoutMs} ms and was stopped`)): void {
-    const [head, ...rest] = this.queue;
-    this.queue = [];
     this.clearTimer();
-    const old = this.child;
-    old.kill("SIGKILL");
-    this.spawn();
-    const ck = head && this.checkpointAfter(head);
-    if (ck) this.submit(ck);
-    head?.reject(reason);
-    this.onKilled(rest);
-  }
-
-  /**
-   * A request for the fresh process, before anything else: checkpoint and
-   * truncate the WAL of the file the killed request was using (not after a
-   * killed checkpoint, which would only be killed again).
-   */
-  private checkpointAfter(head: Pending): Pending | undefined {
-    if (head.msg.type !== "run") return undefined;
-    return { msg: { type: "checkpoint", id: 0, path: head.msg.path }, resolve: () => {}, reject: () => {} };
-  }
-
-  /** Stops a busy engine over its memory limit; replaces an idle one (memory freed but kept by the process). */
-  private checkMemory(): void {
-    if (this.closing || this.respawning || this.opts.maxMemoryBytes === undefined) return;
-    const rss = residentBytes(this.child.pid);
-    if (rss === undefined || rss <= this.opts.maxMemoryBytes) return;
-    const mib = Math.round(this.opts.maxMemoryBytes / (1024 * 1024));
-    if (this.queue.length > 0) {
-      if (this.queue[0]!.msg.type !== "run") return; // looked at again in a moment
-      this.kill(new EngineMemoryError(`the query needed more than the engine's ${mib} MiB of memory and was stopped`));
-      return;
+    if (this.starting) {
+      this.starting = false;
+      const held = this.held;
+      this.held = undefined;
+      if (held) this.pool.finished(held);
+    } else if (this.ctl) {
+      const c = this.ctl;
+      this.ctl = undefined;
+      if (reply.ok) c.resolve();
+      else c.reject(new EngineFailure(reply.fatal));
+    } else if (this.job) {
+      const job = this.job;
+      this.job = undefined;
+      job.engine = undefined;
+      this.pool.finished(job);
+      if (reply.ok) job.succeed(reply.results);
+      else job.fail(new EngineFailure(reply.fatal));
     }
-    const old = this.child;
+    this.pool.pump();
+  }
+
+  private kill(cause: "timeout" | "cancelled" | "memory"): void {
+    this.clearTimer();
+    const job = this.job;
+    this.job = undefined;
+    this.pool.restarts[cause]++;
+    this.child.kill("SIGKILL");
     this.spawn();
-    old.kill("SIGKILL"); // idle: no request and no transaction in it
+    if (job) {
+      job.engine = undefined;
+      const mib = Math.round((this.opts.maxMemoryBytes ?? 0) / (1024 * 1024));
+      job.fail(
+        cause === "timeout"
+          ? new EngineTimeoutError(`the query ran longer than ${this.timeoutMs} ms and was stopped`)
+          : cause === "memory"
+            ? new EngineMemoryError(`the query needed more than the engine's ${mib} MiB of memory and was stopped`)
+            : new EngineCancelledError("the request was cancelled: the run that made it ended"),
+      );
+      this.hold(job);
+      this.checkpointAfter(job);
+    }
   }
 
   async close(): Promise<void> {
     this.closing = true;
     this.clearTimer();
     if (this.memoryTimer) clearInterval(this.memoryTimer);
-    const queued = this.queue;
-    this.queue = [];
-    for (const p of queued) p.reject(new EngineFailure("the database engine is shut down"));
+    const shut = new EngineFailure("the database engine is shut down");
+    this.job?.fail(shut);
+    this.ctl?.reject(shut);
+    for (const c of this.controls.splice(0)) c.reject(shut);
     const child = this.child;
     if (child.exitCode !== null || child.signalCode !== null) return;
     await new Promise<void>((resolve) => {
@@ -252,26 +400,71 @@ class Engine {
 
 export class EnginePool {
   private readonly engines: Engine[];
-  private nextId = 1;
+  private lastId = 0;
   private closed = false;
+  private readonly queue: FairQueue<Job>;
+  readonly restarts = { timeout: 0, cancelled: 0, memory: 0, crash: 0 };
+  private readonly queueWaitMs: number;
+  readonly nice: number;
 
   constructor(opts: EnginePoolOptions) {
+    this.nice = opts.nice ?? 5;
     const n = Math.max(1, opts.processes ?? 2);
-    this.engines = Array.from({ length: n }, () => new Engine(opts.timeoutMs, (orphans) => this.requeue(orphans), opts));
+    this.queueWaitMs = opts.queueWaitMs ?? 2000;
+    this.queue = new FairQueue<Job>({
+      running: opts.appRunning || Math.max(1, Math.floor(n / 2)),
+      queued: opts.appQueued ?? 64,
+      waitMs: this.queueWaitMs,
+    });
+    this.engines = Array.from({ length: n }, () => new Engine(this, opts.timeoutMs, opts.abandonGraceMs ?? 500, opts));
   }
 
-  private requeue(orphans: Pending[]): void {
-    for (const p of orphans) this.pick(undefined).submit(p);
+  /** The limits in force (after defaults). */
+  get limits(): { appRunning: number; appQueued: number; queueWaitMs: number } {
+    return { appRunning: this.queue.limits.running, appQueued: this.queue.limits.queued, queueWaitMs: this.queueWaitMs };
   }
 
-  private pick(preferred: number | undefined): Engine {
-    if (preferred !== undefined) {
-      const e = this.engines[preferred % this.engines.length]!;
-      if (e.load === 0) return e;
+  nextId(): number {
+    return ++this.lastId;
+  }
+
+  /** The error of a request that left the queue without running. */
+  refusal(reason: RefusalReason): Error {
+    const l = this.queue.limits;
+    switch (reason) {
+      case "queue_full":
+        return new EngineBusyError(`too many requests of this application are waiting for the database (at most ${l.queued})`, reason);
+      case "queue_timeout":
+        return new EngineBusyError(`the database is busy: the request could not start within ${l.waitMs} ms`, reason);
+      case "cancelled":
+        return new EngineCancelledError("the request was cancelled: the run that made it ended");
+      case "shutdown":
+        return new EngineFailure("the database engine is shut down");
     }
-    let best = this.engines[0]!;
-    for (const e of this.engines) if (e.load < best.load) best = e;
-    return best;
+  }
+
+  /** A request of the queue stopped using its process (its application's slot is free). */
+  finished(job: Job): void {
+    this.queue.finish(job);
+  }
+
+  /** Hands free processes their next work: control messages first, then requests in fair order. */
+  pump(): void {
+    for (const e of this.engines) if (e.controls.length > 0) e.sendControl();
+    while (this.queue.queuedCount > 0) {
+      let any: Engine | undefined;
+      for (const e of this.engines) {
+        if (e.free) {
+          any = e;
+          break;
+        }
+      }
+      if (!any) return;
+      const job = this.queue.take();
+      if (!job) return;
+      const preferred = this.engines[job.affinity % this.engines.length]!;
+      (preferred.free ? preferred : any).start(job);
+    }
   }
 
   /** Process ids of the engine processes (operations, tests). */
@@ -280,26 +473,49 @@ export class EnginePool {
   }
 
   /** Runs a request; `affinity` (the database id) picks the preferred process. */
-  run(req: Omit<EngineRequest, "id" | "type">, affinity: number): Promise<EngineResult[]> {
+  run(req: Omit<EngineRequest, "id" | "type">, affinity: number, opts: EngineRunOptions = {}): Promise<EngineResult[]> {
     if (this.closed) return Promise.reject(new EngineFailure("the database engine is shut down"));
-    const msg: EngineRequest = { ...req, type: "run", id: this.nextId++ };
-    return new Promise((resolve, reject) => this.pick(affinity).submit({ msg, resolve, reject }));
+    return new Promise((resolve, reject) => {
+      const msg: EngineRequest = { ...req, type: "run", id: this.nextId() };
+      this.queue.push(new Job(opts.owner ?? SERVICE_OWNER, opts.signal, msg, affinity, this, resolve, reject));
+      this.pump();
+    });
   }
 
   /** Closes every process's connection to a file (before the file is removed). */
   async closeFile(path: string): Promise<void> {
-    await Promise.all(
-      this.engines.map(
-        (e) =>
-          new Promise<void>((resolve, reject) =>
-            e.submit({ msg: { type: "close", id: this.nextId++, path }, resolve: () => resolve(), reject }),
-          ),
-      ),
+    const done = this.engines.map(
+      (e) =>
+        new Promise<void>((resolve, reject) => {
+          e.controls.push({ msg: { type: "close", id: this.nextId(), path }, resolve, reject });
+        }),
     );
+    this.pump();
+    await Promise.all(done);
+  }
+
+  stats(): EnginePoolStats {
+    let busy = 0;
+    let starting = 0;
+    for (const e of this.engines) {
+      if (e.starting) starting++;
+      else if (e.job) busy++;
+    }
+    return {
+      processes: this.engines.length,
+      busy,
+      starting,
+      queued: this.queue.queuedCount,
+      running: this.queue.runningCount,
+      owners: this.queue.ownerStats(),
+      refused: { ...this.queue.refused },
+      restarts: { ...this.restarts },
+    };
   }
 
   async close(): Promise<void> {
     this.closed = true;
+    this.queue.clear("shutdown");
     await Promise.all(this.engines.map((e) => e.close()));
   }
 }

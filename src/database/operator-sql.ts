@@ -70,6 +70,8 @@ export function createOperatorSql(deps: OperatorSqlDeps): OperatorSql {
               service: true,
             },
             db.id,
+            // scheduled in the application's share, like its devices' requests
+            { owner: appId },
           );
         } else {
           results = await withTimeout(

@@ -3,6 +3,7 @@
 import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { DatabaseService } from "../../gen/pulsebase/platform/v1/database_pb.js";
 import { SqlService } from "../../gen/pulsebase/admin/v1/sql_pb.js";
+import { registerEngineMetrics } from "../app/metrics.js";
 import { binding, type PulsebaseModule } from "../app/module.js";
 import type { Sql } from "../storage/sql.js";
 import type { DatabaseConfig } from "./database-config.js";
@@ -15,5 +16,6 @@ export async function createDatabasePulsebaseModule(config: DatabaseConfig, deps
     device: [binding(DatabaseService, m.platform)],
     admin: [binding(AdminDatabaseService, m.admin), binding(SqlService, m.sqlAdmin)],
     stop: () => m.close(),
+    registerMetrics: (registry) => registerEngineMetrics(registry, { engines: () => m.pool.stats(), remote: () => m.runner.remoteStats() }),
   };
 }

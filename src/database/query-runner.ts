@@ -2,12 +2,16 @@
 // the order of DECISIONS 20: request shape (422), linked database (403
 // database_not_linked), guard (403 forbidden_query), status (503
 // database_unavailable); then the statements run on the database's
-// executor (embedded: the engine pool; remote: @libsql/client).
+// executor (embedded: the engine pool; remote: @libsql/client). Both are
+// shared by every application, so both are scheduled per application
+// (fair-queue.ts): a bounded share running, a bounded queue and a bounded
+// wait, 503 database_unavailable past them (issue 15 point 2).
 import { join } from "node:path";
 import { appError, Violations } from "../internal/errors.js";
 import { DEFAULT_DATABASE_LIMITS, type DatabaseLimits } from "./database-config.js";
 import type { DatabaseStore, LinkedDatabase } from "./database-store.js";
-import { EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "./engine-pool.js";
+import { EngineBusyError, EngineCancelledError, EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "./engine-pool.js";
+import { FairQueue, type FairJob, type RefusalReason } from "./fair-queue.js";
 import type { EngineResult, EngineStatement } from "./engine-protocol.js";
 import type { PointReader, PointShape } from "./point-reader.js";
 import type { RemoteExecutor } from "./remote-executor.js";
@@ -33,20 +37,33 @@ export interface QueryRunnerDeps {
   linkCacheMs?: number;
 }
 
+/** Per call: what ties a request to the run that made it (a function's ctx.db). */
+export interface QueryOptions {
+  /** When it fires, the request is dropped if still waiting, and stopped if running. */
+  signal?: AbortSignal;
+}
+
 export interface QueryRunner {
   /** POST /api/db/query: one sql string (maybe several statements). */
-  query(appId: number, input: StatementInput): Promise<EngineResult[]>;
+  query(appId: number, input: StatementInput, opts?: QueryOptions): Promise<EngineResult[]>;
   /** POST /api/db/batch. */
-  batch(appId: number, statements: readonly StatementInput[], transaction: boolean): Promise<EngineResult[]>;
+  batch(appId: number, statements: readonly StatementInput[], transaction: boolean, opts?: QueryOptions): Promise<EngineResult[]>;
   /**
    * query(), with the results at once (no promise) when no wait is needed:
    * the app's link is cached and the sql is one point read the reader
    * answers (see point-reader.ts). Throws at once what query() would for a
    * request-shape, link or guard problem found without waiting.
    */
-  queryNow(appId: number, input: StatementInput): EngineResult[] | Promise<EngineResult[]>;
+  queryNow(appId: number, input: StatementInput, opts?: QueryOptions): EngineResult[] | Promise<EngineResult[]>;
   /** Forget cached app -> database lookups (after operator changes). */
   invalidate(): void;
+  /** Requests waiting for and running on remote servers, per application (metrics). */
+  remoteStats(): { queued: number; running: number; refused: Record<RefusalReason, number> };
+}
+
+/** A request to a remote server, waiting for its application's turn. */
+interface RemoteJob extends FairJob {
+  start(): void;
 }
 
 interface Planned extends EngineStatement {
@@ -72,6 +89,12 @@ type Linked = LinkedDatabase & { path?: string };
 export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
   const limits: DatabaseLimits = { ...DEFAULT_DATABASE_LIMITS, ...deps.limits };
   const cacheMs = deps.linkCacheMs ?? 1000;
+  // Remote servers run statements themselves; what the service bounds is
+  // how many of one application's requests it has outstanding at once.
+  const remoteQueue = new FairQueue<RemoteJob>({ running: limits.remoteAppRunning, queued: limits.appQueued, waitMs: limits.queueWaitMs });
+  const pumpRemote = () => {
+    for (let j = remoteQueue.take(); j; j = remoteQueue.take()) j.start();
+  };
   const cache = new Map<number, { db: Linked | undefined; until: number }>();
 
   /** The cached link, while it is fresh. */
@@ -224,15 +247,52 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
     return deps.reader.wantsVerdict(db.path!, p.sql) ? p.point : undefined;
   }
 
-  async function execute(appId: number, planned: Planned[], transaction: boolean): Promise<EngineResult[]> {
+  async function execute(appId: number, planned: Planned[], transaction: boolean, signal: AbortSignal | undefined): Promise<EngineResult[]> {
     const db = await linked(appId);
     admit(db, planned);
     const r = pointRead(db, planned, transaction);
-    return r ? [r] : executeOn(db, planned, transaction);
+    return r ? [r] : executeOn(appId, db, planned, transaction, signal);
+  }
+
+  /** A remote request, when its application's turn comes. */
+  function remoteTurn(appId: number, signal: AbortSignal | undefined, run: () => Promise<EngineResult[]>): Promise<EngineResult[]> {
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const job: RemoteJob = {
+        owner: appId,
+        signal,
+        refuse: (reason) => reject(refusalOf(reason)),
+        // the server goes on with it; the caller stops waiting, the slot stays taken until it ends
+        onAbort: () => {
+          settled = true;
+          reject(new EngineCancelledError("the request was cancelled: the run that made it ended"));
+        },
+        start() {
+          withTimeout(run(), limits.queryTimeoutMs)
+            .then(
+              (r) => !settled && resolve(r),
+              (e: unknown) => !settled && reject(e),
+            )
+            .finally(() => {
+              remoteQueue.finish(job);
+              pumpRemote();
+            });
+        },
+      };
+      remoteQueue.push(job);
+      pumpRemote();
+    });
+  }
+
+  function refusalOf(reason: RefusalReason): Error {
+    if (reason === "queue_full") return new EngineBusyError(`too many requests of this application are waiting for the database (at most ${limits.appQueued})`, reason);
+    if (reason === "queue_timeout") return new EngineBusyError(`the database is busy: the request could not start within ${limits.queueWaitMs} ms`, reason);
+    if (reason === "cancelled") return new EngineCancelledError("the request was cancelled: the run that made it ended");
+    return new EngineFailure("the database is shut down");
   }
 
   /** On the engine processes or the remote server (the link admitted, no point read). */
-  async function executeOn(db: Linked, planned: Planned[], transaction: boolean): Promise<EngineResult[]> {
+  async function executeOn(appId: number, db: Linked, planned: Planned[], transaction: boolean, signal: AbortSignal | undefined): Promise<EngineResult[]> {
     try {
       if (db.kind === "embedded") {
         // The same binding as a libSQL server's (named by name), so both answer alike.
@@ -252,6 +312,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
             ...(classify ? { classify } : {}),
           },
           db.id,
+          { owner: appId, signal },
         );
         const verdict = results[0]?.verdict;
         if (verdict) {
@@ -260,49 +321,57 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
         }
         return results;
       }
-      return await withTimeout(
+      return await remoteTurn(appId, signal, () =>
         deps.remote.run(
           { id: db.id, url: db.url ?? "", authToken: db.authToken ?? "" },
           planned.map((p) => ({ sql: p.remote.sql, args: p.args, verb: p.verb, names: p.remote.names })),
           transaction,
           { maxRows: limits.maxRows, maxBytes: limits.maxResultBytes },
         ),
-        limits.queryTimeoutMs,
       );
     } catch (e) {
       if (e instanceof EngineTimeoutError) throw appError("timeout", e.message, { cause: e });
       if (e instanceof EngineMemoryError) throw appError("query_too_large", e.message, { cause: e });
+      if (e instanceof EngineBusyError) {
+        throw appError("database_unavailable", `${capitalised(e.message)}; retry later.`, { cause: e, retryAfterSeconds: 1 });
+      }
+      if (e instanceof EngineCancelledError) throw appError("unavailable", capitalised(e.message), { cause: e });
       if (e instanceof EngineFailure) throw appError("query_error", `The database backend failed: ${e.message}`, { cause: e });
       throw appError("query_error", undefined, { cause: e });
     }
   }
 
-  function queryNow(appId: number, input: StatementInput): EngineResult[] | Promise<EngineResult[]> {
+  function queryNow(appId: number, input: StatementInput, opts?: QueryOptions): EngineResult[] | Promise<EngineResult[]> {
     const made = offThread([input]);
-    if (made) return made.then((m) => execute(appId, plan([input], false, false, m), false));
+    if (made) return made.then((m) => execute(appId, plan([input], false, false, m), false, opts?.signal));
     const planned = plan([input], false, false);
     const hit = cachedLink(appId);
-    if (!hit) return execute(appId, planned, false);
+    if (!hit) return execute(appId, planned, false, opts?.signal);
     admit(hit.db, planned);
     const r = pointRead(hit.db, planned, false);
-    return r ? [r] : executeOn(hit.db, planned, false);
+    return r ? [r] : executeOn(appId, hit.db, planned, false, opts?.signal);
   }
 
   return {
-    query(appId, input) {
-      const r = queryNow(appId, input);
+    query(appId, input, opts) {
+      const r = queryNow(appId, input, opts);
       return Array.isArray(r) ? Promise.resolve(r) : r;
     },
     queryNow,
-    batch(appId, statements, transaction) {
+    batch(appId, statements, transaction, opts) {
       const made = offThread(statements);
-      if (made) return made.then((m) => execute(appId, plan(statements, true, transaction, m), transaction));
-      return execute(appId, plan(statements, true, transaction), transaction);
+      if (made) return made.then((m) => execute(appId, plan(statements, true, transaction, m), transaction, opts?.signal));
+      return execute(appId, plan(statements, true, transaction), transaction, opts?.signal);
     },
     invalidate() {
       cache.clear();
     },
+    remoteStats: () => ({ queued: remoteQueue.queuedCount, running: remoteQueue.runningCount, refused: { ...remoteQueue.refused } }),
   };
+}
+
+function capitalised(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {

@@ -14,11 +14,11 @@ function toResult(r: RunnerResult): FunctionDbResult {
 
 export function functionDbFromQueryRunner(runner: Pick<QueryRunner, "query" | "batch">): FunctionDb {
   return {
-    async query(appId, sql, params) {
-      return (await runner.query(appId, { sql, params })).map(toResult);
+    async query(appId, sql, params, opts) {
+      return (await runner.query(appId, { sql, params }, opts)).map(toResult);
     },
-    async batch(appId, statements, { transaction }) {
-      return (await runner.batch(appId, statements, transaction)).map(toResult);
+    async batch(appId, statements, { transaction, signal }) {
+      return (await runner.batch(appId, statements, transaction, { signal })).map(toResult);
     },
   };
 }

@@ -2,7 +2,8 @@
 // isolate (plain copied data, but untrusted) and calls FunctionDb for the
 // function's own application only. Never rejects: failures go back as
 // { ok: false, code, message } and the isolate turns them into an Error with
-// `code`.
+// `code`. Each call carries its run's signal down to the database, so what
+// an ended run left waiting or running is cancelled (issue 15 point 1).
 import { errorDetail } from "../internal/errors.js";
 import type { DbBridge } from "../sandbox/function-isolate.js";
 import type { FunctionDb, FunctionDbParams, FunctionDbStatement } from "./function-db.js";
@@ -13,10 +14,10 @@ const MAX_STATEMENTS = 100;
 type Reply = { ok: true; results: unknown } | { ok: false; code: string; message: string };
 
 export function createDbBridge(db: FunctionDb, appId: number): DbBridge {
-  return async (op, a, b): Promise<Reply> => {
+  return async (op, a, b, run): Promise<Reply> => {
     try {
       if (op === "query") {
-        return { ok: true, results: await db.query(appId, checkSql(a, "sql"), checkParams(b, "params")) };
+        return { ok: true, results: await db.query(appId, checkSql(a, "sql"), checkParams(b, "params"), { signal: run.signal }) };
       }
       if (op === "batch") {
         if (!Array.isArray(a) || a.length === 0) return bad("statements must be a non-empty array");
@@ -27,7 +28,7 @@ export function createDbBridge(db: FunctionDb, appId: number): DbBridge {
           const params = checkParams(st.params ?? null, `statements.${i}.params`);
           return params === undefined ? { sql: checkSql(st.sql, `statements.${i}.sql`) } : { sql: checkSql(st.sql, `statements.${i}.sql`), params };
         });
-        return { ok: true, results: await db.batch(appId, statements, { transaction: b === true }) };
+        return { ok: true, results: await db.batch(appId, statements, { transaction: b === true, signal: run.signal }) };
       }
       return bad("unknown db operation");
     } catch (err) {

@@ -22,7 +22,13 @@ export interface FunctionDbStatement {
   params?: FunctionDbParams;
 }
 
+/** Ties a call to the run that made it. */
+export interface FunctionDbCallOptions {
+  /** Fires when the run ends: the call is dropped if still waiting for the database, stopped if running. */
+  signal?: AbortSignal;
+}
+
 export interface FunctionDb {
-  query(appId: number, sql: string, params?: FunctionDbParams): Promise<FunctionDbResult[]>;
-  batch(appId: number, statements: FunctionDbStatement[], opts: { transaction: boolean }): Promise<FunctionDbResult[]>;
+  query(appId: number, sql: string, params?: FunctionDbParams, opts?: FunctionDbCallOptions): Promise<FunctionDbResult[]>;
+  batch(appId: number, statements: FunctionDbStatement[], opts: { transaction: boolean } & FunctionDbCallOptions): Promise<FunctionDbResult[]>;
 }

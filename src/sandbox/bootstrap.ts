@@ -7,6 +7,12 @@
 // globals or prototypes only changes its own output (the host validates that
 // output anyway). The host never hands a host object in: only the db
 // Reference (kept in this closure, unreachable from user code) and copies.
+//
+// Code in the isolate runs only inside a call the host makes (each with a
+// time limit): a db call goes out fire-and-forget (applyIgnored) and its
+// answer comes back in a later host call (entry 4), never as a promise that
+// isolated-vm settles by itself. So nothing of a run can resume once the
+// host stops answering it (issue 15 point 1).
 export const BOOTSTRAP_SOURCE = String.raw`(function (dbRef, limits) {
   "use strict";
   const stringify = JSON.stringify;
@@ -57,15 +63,36 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (dbRef, limits) {
     warn: capture("warn"), error: capture("error"),
   });
 
+  // Host calls started and not yet answered. A run that ends with one still
+  // pending has left work behind: the host disposes the isolate rather than
+  // let that work resume it later, outside any run's time limit.
+  let pendingCalls = 0;
+  const PromiseCtor = Promise;
+  // Resolvers of the calls waiting for their answer, by call id.
+  const waiting = Object.create(null);
+  let nextCall = 1;
   function callDb(op, a, b) {
-    return dbRef.apply(undefined, [op, a, b], { arguments: { copy: true }, result: { promise: true, copy: true } })
-      .then(function (r) {
+    const id = nextCall++;
+    pendingCalls++;
+    const p = new PromiseCtor(function (resolve) { waiting[id] = resolve; });
+    try {
+      dbRef.applyIgnored(undefined, [id, op, a, b], { arguments: { copy: true } });
+    } catch (e) {
+      // arguments that cannot be copied out (functions, symbols)
+      delete waiting[id];
+      pendingCalls--;
+      return PromiseCtor.reject(e);
+    }
+    return p.then(function (r) {
         if (r && r.ok) return r.results;
         const e = new ErrorCtor(r && r.message ? r.message : "database call failed");
         e.code = r && r.code ? r.code : "query_error";
         throw e;
       });
   }
+  // A run's output for the host: "L<n>:" in front when n host calls were
+  // still pending when it finished (the JSON output starts with "{").
+  function tagged(s) { return pendingCalls > 0 ? "L" + pendingCalls + ":" + s : s; }
   const db = freeze({
     query: function (sql, params) { return callDb("query", sql, params === undefined ? null : params); },
     batch: function (statements, opts) { return callDb("batch", statements, !!(opts && opts.transaction)); },
@@ -104,30 +131,40 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (dbRef, limits) {
   }
 
   return function bind(handler, doneRef) {
-    // Input and output cross the isolate boundary as one JSON string each:
-    // cheaper than structured copies of the request object.
-    //   entry(0, input): the whole run as a promise (the host awaits it on
-    //     isolated-vm's thread: the slow path);
-    //   entry(1, input): starts a run inside a synchronous host call; the
-    //     isolate drains its microtasks before that call returns, so a run
-    //     that does not wait on the host has finished by then;
+    // Input, output and db answers cross the isolate boundary as one JSON
+    // string each: cheaper than structured copies of the request object.
+    //   entry(1, input, notify): starts a run. In a synchronous host call
+    //     the isolate drains its microtasks before the call returns, so a
+    //     run that does not wait on the host has finished by then. With
+    //     notify, doneRef gets the output when the run finishes;
     //   entry(2): the finished run's output, or undefined when it is still
     //     waiting (on db calls): then doneRef gets the output when it settles;
-    //   entry(3): nothing (the host's async check that the isolate is free).
+    //   entry(4, answers): the answers of db calls, [[id, reply], ...]; the
+    //     run goes on within this call.
+    // Outputs are tagged (see tagged()).
     let out, notify = false;
-    return function entry(mode, input) {
-      if (mode === 3) return undefined;
+    return function entry(mode, input, notifyNow) {
+      if (mode === 4) {
+        const answers = parse(input);
+        for (let i = 0; i < answers.length; i++) {
+          const id = answers[i][0];
+          const resolve = waiting[id];
+          if (resolve === undefined) continue;
+          delete waiting[id];
+          pendingCalls--;
+          resolve(answers[i][1]);
+        }
+        return undefined;
+      }
       if (mode === 2) {
         if (out === undefined) notify = true;
         return out;
       }
       const args = parse(input);
-      const p = invoke(args[0], args[1]).then(stringify);
-      if (mode === 0) return p;
-      out = undefined; notify = false;
-      p.then(function (s) {
-        out = s;
-        if (notify) doneRef.applyIgnored(undefined, [s]);
+      out = undefined; notify = notifyNow === true;
+      invoke(args[0], args[1]).then(stringify).then(function (s) {
+        out = tagged(s);
+        if (notify) doneRef.applyIgnored(undefined, [out]);
       });
       return undefined;
     };

@@ -4,7 +4,7 @@
 // another version (least recently used) is released to make room; otherwise
 // the caller waits (its wait counts against its own timeout). Isolates idle
 // longer than `idleMs` are released by a sweep.
-import { deadline } from "./deadlines.js";
+import { deadline } from "../internal/deadlines.js";
 import { FunctionIsolate } from "./function-isolate.js";
 
 interface Waiter {
@@ -84,7 +84,13 @@ export class IsolatePool {
 
   private tryAcquire(key: string, create: () => Promise<FunctionIsolate>): Promise<Lease> | undefined {
     const s = this.slot(key);
-    const warm = s.idle.pop();
+    let warm = s.idle.pop();
+    // never hand out one disposed while idle (it cannot be, short of a bug: be safe)
+    while (warm?.disposed) {
+      s.count--;
+      this.total--;
+      warm = s.idle.pop();
+    }
     if (warm) {
       warm.busy = true;
       this.leased.add(warm);
@@ -226,16 +232,16 @@ export class IsolatePool {
   }
 
   /**
-   * Counts for metrics. heapBytes: idle isolates are read now (cheap, they
-   * run nothing), busy ones as last sampled (reading a running isolate's
-   * heap would wait for it).
+   * Counts for metrics. heapBytes: each isolate's last sample, taken while
+   * it was idle; nothing here calls into an isolate (a synchronous read of
+   * one that is running would wait for it on the service's thread).
    */
   stats(): { total: number; idle: number; keys: number; waiting: number; heapBytes: number } {
     let idle = 0;
     let heapBytes = 0;
     for (const s of this.slots.values()) {
       idle += s.idle.length;
-      for (const iso of s.idle) heapBytes += iso.heapUsed();
+      for (const iso of s.idle) heapBytes += iso.heapSampled;
     }
     for (const iso of this.leased) heapBytes += iso.heapSampled;
     let waiting = 0;
@@ -253,6 +259,8 @@ export class IsolatePool {
       }
     }
     this.waiters.clear();
+    // runs still going (or their left-over work) stop with the sandbox
+    for (const iso of this.leased) iso.dispose();
     this.leased.clear();
     for (const s of this.slots.values()) for (const iso of s.idle) iso.dispose();
     this.slots.clear();

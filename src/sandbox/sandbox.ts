@@ -112,11 +112,19 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
           logs: out.logs,
           logsTruncated: out.logsTruncated,
           durationMs: performance.now() - started,
-          memoryBytes: iso.heapUsed(),
+          memoryBytes: iso.heapSampled,
           coldStart: cold,
         };
       } finally {
-        if (iso) pool.release(key, iso);
+        if (iso) {
+          // An isolate whose run's end is still being checked stays leased
+          // until it is known idle (or disposed): see FunctionIsolate.quiesce.
+          const done = iso.afterRun;
+          if (done) {
+            const leased = iso;
+            void done.then(() => pool.release(key, leased));
+          } else pool.release(key, iso);
+        }
       }
     },
 

@@ -49,6 +49,10 @@ export interface SandboxLimits {
   syncBudgetMs: number;
   /** How long a version stays off the fast path before it is judged again. */
   slowRecheckMs: number;
+  /** ctx.db calls of one invocation handed to the database at once; more wait (issue 15 point 2). */
+  dbCallsRunning: number;
+  /** ctx.db calls of one invocation waiting for one of those slots; more fail with database_unavailable. */
+  dbCallsQueued: number;
 }
 
 export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
@@ -64,6 +68,8 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   syncSliceMs: 10,
   syncBudgetMs: 1,
   slowRecheckMs: 60_000,
+  dbCallsRunning: 4,
+  dbCallsQueued: 100,
 };
 
 /** What identifies the code to run and how much it may use. */
@@ -97,7 +103,7 @@ export interface RunResult {
   logs: LogLine[];
   logsTruncated: boolean;
   durationMs: number;
-  /** Heap in use by the isolate after the run. */
+  /** Heap in use by the isolate, as last sampled while it was idle (after this run when it ended on the service's thread). */
   memoryBytes: number;
   /** True when this run had to create (and compile into) a new isolate. */
   coldStart: boolean;

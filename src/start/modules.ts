@@ -10,6 +10,7 @@ import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/adm
 import { DatabaseService } from "../../gen/pulsebase/platform/v1/database_pb.js";
 import { SqlService } from "../../gen/pulsebase/admin/v1/sql_pb.js";
 import { binding } from "../app/module.js";
+import { registerEngineMetrics } from "../app/metrics.js";
 import { createCmsModule } from "../cms/cms-module.js";
 import { createAnalyticsModule } from "../analytics/analytics-module.js";
 import { createFunctionsServerModule } from "../functions/functions-server-module.js";
@@ -17,19 +18,27 @@ import { createFunctionsServerModule } from "../functions/functions-server-modul
 export async function createModules(shared: Shared): Promise<PulsebaseModule[]> {
   const { config, sql, logger, nats, changes } = shared;
   // Link and status changes reach the other processes' link caches through the change bus.
-  const db = await createDatabaseModule({ dataDir: config.dataDir }, { sql, onChange: () => void changes.publish("database", 0) });
+  const db = await createDatabaseModule(
+    {
+      dataDir: config.dataDir,
+      engineProcesses: config.db.engineProcesses,
+      limits: { appRunning: config.db.appRunning, appQueued: config.db.appQueued, queueWaitMs: config.db.queueWaitMs, remoteAppRunning: config.db.remoteAppRunning },
+    },
+    { sql, onChange: () => void changes.publish("database", 0) },
+  );
   changes.subscribe("database", () => db.runner.invalidate());
   const database: PulsebaseModule = {
     name: "database",
     device: [binding(DatabaseService, db.platform)],
     admin: [binding(AdminDatabaseService, db.admin), binding(SqlService, db.sqlAdmin)],
     stop: () => db.close(),
+    registerMetrics: (registry) => registerEngineMetrics(registry, { engines: () => db.pool.stats(), remote: () => db.runner.remoteStats() }),
   };
   const functions = createFunctionsServerModule({
     sql,
     database: db,
     dataDir: config.dataDir,
-    config: { enforcePlan: config.planEnforcement },
+    config: { enforcePlan: config.planEnforcement, sandbox: { dbCallsRunning: config.fnDbCalls.running, dbCallsQueued: config.fnDbCalls.queued } },
     nats,
     changes,
     natsNamespace: config.natsNamespace,

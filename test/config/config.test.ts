@@ -46,3 +46,27 @@ describe("observability settings", () => {
     expect(() => loadConfig(env as Record<string, string>)).toThrow(re);
   });
 });
+
+describe("tenant fairness settings (issue 15)", () => {
+  it("defaults to a fair share of the engines and bounded queues; each is settable", () => {
+    const c = loadConfig({});
+    expect(c.db).toEqual({ engineProcesses: 2, appRunning: 0, appQueued: 64, queueWaitMs: 2000, remoteAppRunning: 8 });
+    expect(c.fnDbCalls).toEqual({ running: 4, queued: 100 });
+    const set = loadConfig({
+      PULSEBASE_DB_ENGINE_PROCESSES: "4", PULSEBASE_DB_APP_RUNNING: "2", PULSEBASE_DB_APP_QUEUED: "10",
+      PULSEBASE_DB_QUEUE_WAIT_MS: "500", PULSEBASE_DB_REMOTE_APP_RUNNING: "3",
+      PULSEBASE_FN_DB_CALLS_RUNNING: "1", PULSEBASE_FN_DB_CALLS_QUEUED: "0",
+    });
+    expect(set.db).toEqual({ engineProcesses: 4, appRunning: 2, appQueued: 10, queueWaitMs: 500, remoteAppRunning: 3 });
+    expect(set.fnDbCalls).toEqual({ running: 1, queued: 0 });
+  });
+
+  it.each([
+    [{ PULSEBASE_DB_ENGINE_PROCESSES: "0" }, /PULSEBASE_DB_ENGINE_PROCESSES must be between 1 and 64/],
+    [{ PULSEBASE_DB_APP_QUEUED: "0" }, /PULSEBASE_DB_APP_QUEUED must be between/],
+    [{ PULSEBASE_DB_QUEUE_WAIT_MS: "1s" }, /PULSEBASE_DB_QUEUE_WAIT_MS must be an integer/],
+    [{ PULSEBASE_FN_DB_CALLS_RUNNING: "0" }, /PULSEBASE_FN_DB_CALLS_RUNNING must be between 1 and 100/],
+  ])("refuses %o naming the variable", (env, re) => {
+    expect(() => loadConfig(env as Record<string, string>)).toThrow(re);
+  });
+});

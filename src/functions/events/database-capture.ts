@@ -36,7 +36,7 @@ export function changeCaptureFromDatabase(deps: {
     if (db.status !== "active") throw appError("database_unavailable");
     return db;
   }
-  async function runOn(db: LinkedDatabase, statements: FunctionDbStatement[]): Promise<FunctionDbResult[]> {
+  async function runOn(appId: number, db: LinkedDatabase, statements: FunctionDbStatement[]): Promise<FunctionDbResult[]> {
     if (db.kind === "remote") {
       if (!db.url) throw appError("database_unavailable");
       return remote.run({ id: db.id, url: db.url, authToken: db.authToken ?? "" }, statements);
@@ -59,6 +59,8 @@ export function changeCaptureFromDatabase(deps: {
         ...LIMITS,
       },
       db.id,
+      // the application's own share of the engines (engine-pool.ts)
+      { owner: appId },
     );
     return results.map(
       (r): FunctionDbResult => ({
@@ -72,11 +74,11 @@ export function changeCaptureFromDatabase(deps: {
   }
   return {
     async serviceBatch(appId, statements) {
-      return runOn(await linked(appId), statements);
+      return runOn(appId, await linked(appId), statements);
     },
     async pin(appId) {
       const db = await linked(appId);
-      return { serviceBatch: (_appId, statements) => runOn(db, statements) };
+      return { serviceBatch: (_appId, statements) => runOn(appId, db, statements) };
     },
     close() {
       if (!deps.remote) remote.close();

@@ -1,7 +1,8 @@
-// One coarse timer for every run's wall-clock deadline, instead of a
-// setTimeout per invocation (the per-call timer showed up in the warm path).
-// Deadlines fire within TICK_MS after they pass; the isolate's own V8 timeout
-// still cuts CPU-bound code exactly.
+// One coarse timer for many short deadlines (function runs, requests waiting
+// for an engine), instead of a setTimeout each (the per-call timer showed up
+// in the functions' warm path). Deadlines fire within TICK_MS after they
+// pass; where exactness matters (CPU-bound isolate code) V8's own timeout
+// cuts first.
 const TICK_MS = 10;
 
 interface Entry {
