@@ -9,6 +9,7 @@ import { jetstream } from "@nats-io/jetstream";
 import { TEST_NATS_URL } from "../helpers/db.js";
 import { createModules } from "../../src/start/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 
 const METRICS_TOKEN = "metrics_token_0123456789abcdef";
 
@@ -157,11 +158,15 @@ describe("JetStream queue", () => {
   it("reads lag from the JetStream consumer", async () => {
     const js = await startTestServer({ modules: createModules, env: { NATS_URL: TEST_NATS_URL } });
     try {
-      const text = await scrape("", js);
+      // The function-event stream is set up in the background after start: its gauges are up once it exists.
+      const events = { queue: "function-events", backend: "jetstream" };
+      const text = await until(async () => {
+        const t = await scrape("", js);
+        return sample(t, "pulsebase_queue_stats_up", events) === 1 ? t : undefined;
+      });
       expect(sample(text, "pulsebase_queue_stats_up", { queue: "analytics", backend: "jetstream" })).toBe(1);
       expect(sample(text, "pulsebase_queue_lag_messages", { queue: "analytics", backend: "jetstream" })).toBe(0);
       expect(sample(text, "pulsebase_queue_in_flight_messages", { queue: "analytics", backend: "jetstream" })).toBe(0);
-      const events = { queue: "function-events", backend: "jetstream" };
       expect(sample(text, "pulsebase_queue_stats_up", events)).toBe(1);
       expect(sample(text, "pulsebase_queue_lag_messages", events)).toBe(0);
       expect(sample(text, "pulsebase_queue_dead_letter_messages", events)).toBe(0);
