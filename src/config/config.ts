@@ -60,6 +60,22 @@ export interface Config {
    * (PULSEBASE_WORKER_METRICS_PORT); 0 serves none.
    */
   workerMetricsPort: number;
+  /** Functions' limits and schedule timing (issue 19; docs/functions.md). */
+  functions: {
+    /** PULSEBASE_FUNCTION_PUBLIC_PER_MINUTE: calls of one public or signed trigger per minute (all processes). */
+    publicTriggerPerMinute: number;
+    /** PULSEBASE_FUNCTION_PUBLIC_PER_ADDRESS_PER_MINUTE: of one such trigger from one address (per process). */
+    publicPerAddressPerMinute: number;
+    /** PULSEBASE_FUNCTION_SCHEDULES_PER_APP */
+    maxSchedulesPerApp: number;
+    /** PULSEBASE_SCHEDULE_POLL_MS: how often each process looks for due ticks. */
+    schedulePollMs: number;
+    /** PULSEBASE_SCHEDULE_GRACE_MS: a tick later than this counts as missed. */
+    scheduleGraceMs: number;
+    /** PULSEBASE_KV_MAX_BYTES_PER_APP, PULSEBASE_KV_MAX_KEYS_PER_APP */
+    kvMaxBytesPerApp: number;
+    kvMaxKeysPerApp: number;
+  };
 }
 
 /** The admin listener's port when PULSEBASE_ADMIN_PORT is unset (the CLI's default too). */
@@ -172,6 +188,15 @@ export function loadConfig(env: Env = process.env): Config {
     metricsToken,
     changePollMs: int(env, "PULSEBASE_CHANGE_POLL_MS", 250, 50, 10_000),
     workerMetricsPort: int(env, "PULSEBASE_WORKER_METRICS_PORT", DEFAULT_WORKER_METRICS_PORT, 0, 65535),
+    functions: {
+      publicTriggerPerMinute: int(env, "PULSEBASE_FUNCTION_PUBLIC_PER_MINUTE", 600, 0, 1_000_000),
+      publicPerAddressPerMinute: int(env, "PULSEBASE_FUNCTION_PUBLIC_PER_ADDRESS_PER_MINUTE", 120, 0, 1_000_000),
+      maxSchedulesPerApp: int(env, "PULSEBASE_FUNCTION_SCHEDULES_PER_APP", 50, 0, 100_000),
+      schedulePollMs: int(env, "PULSEBASE_SCHEDULE_POLL_MS", 500, 50, 60_000),
+      scheduleGraceMs: int(env, "PULSEBASE_SCHEDULE_GRACE_MS", 30_000, 100, 86_400_000),
+      kvMaxBytesPerApp: int(env, "PULSEBASE_KV_MAX_BYTES_PER_APP", 64 * 1024 * 1024, 1024, 1024 ** 4),
+      kvMaxKeysPerApp: int(env, "PULSEBASE_KV_MAX_KEYS_PER_APP", 100_000, 1, 1_000_000_000),
+    },
   };
 }
 

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pulsebase/admin/v1/functions.proto.
  */
 export const file_pulsebase_admin_v1_functions: GenFile = /*@__PURE__*/
-  fileDesc("CiJwdWxzZWJhc2UvYWRtaW4vdjEvZnVuY3Rpb25zLnByb3RvEhJwdWxzZWJhc2UuYWRtaW4udjEiWQoQRnVuY3Rpb25TZXR0aW5ncxISCgp0aW1lb3V0X21zGAEgASgFEhEKCW1lbW9yeV9tYhgCIAEoBRIeChZpbnZvY2F0aW9uc19wZXJfbWludXRlGAMgASgFIpICCghGdW5jdGlvbhIKCgJpZBgBIAEoAxIOCgZhcHBfaWQYAiABKAMSDAoEbmFtZRgDIAEoCRI2CghzZXR0aW5ncxgEIAEoCzIkLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvblNldHRpbmdzEhYKDmFjdGl2ZV92ZXJzaW9uGAUgASgFEhYKDmxhdGVzdF92ZXJzaW9uGAYgASgFEhQKDHNlY3JldF9uYW1lcxgHIAMoCRIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLDAQoVQ3JlYXRlRnVuY3Rpb25SZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxIMCgRuYW1lGAIgASgJEhcKCnRpbWVvdXRfbXMYAyABKAVIAIgBARIWCgltZW1vcnlfbWIYBCABKAVIAYgBARIjChZpbnZvY2F0aW9uc19wZXJfbWludXRlGAUgASgFSAKIAQFCDQoLX3RpbWVvdXRfbXNCDAoKX21lbW9yeV9tYkIZChdfaW52b2NhdGlvbnNfcGVyX21pbnV0ZSIgChJHZXRGdW5jdGlvblJlcXVlc3QSCgoCaWQYASABKAMiTQoUTGlzdEZ1bmN0aW9uc1JlcXVlc3QSDgoGYXBwX2lkGAEgASgDEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImEKFUxpc3RGdW5jdGlvbnNSZXNwb25zZRIvCglmdW5jdGlvbnMYASADKAsyHC5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIrkBCh1VcGRhdGVGdW5jdGlvblNldHRpbmdzUmVxdWVzdBIKCgJpZBgBIAEoAxIXCgp0aW1lb3V0X21zGAIgASgFSACIAQESFgoJbWVtb3J5X21iGAMgASgFSAGIAQESIwoWaW52b2NhdGlvbnNfcGVyX21pbnV0ZRgEIAEoBUgCiAEBQg0KC190aW1lb3V0X21zQgwKCl9tZW1vcnlfbWJCGQoXX2ludm9jYXRpb25zX3Blcl9taW51dGUiIwoVRGVsZXRlRnVuY3Rpb25SZXF1ZXN0EgoKAmlkGAEgASgDIhgKFkRlbGV0ZUZ1bmN0aW9uUmVzcG9uc2UiRAoQU2V0U2VjcmV0UmVxdWVzdBITCgtmdW5jdGlvbl9pZBgBIAEoAxIMCgRuYW1lGAIgASgJEg0KBXZhbHVlGAMgASgJIjgKE0RlbGV0ZVNlY3JldFJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDAoEbmFtZRgCIAEoCSKYAQoPRnVuY3Rpb25WZXJzaW9uEhMKC2Z1bmN0aW9uX2lkGAEgASgDEg8KB3ZlcnNpb24YAiABKAUSEQoJY29kZV9zaXplGAMgASgFEg4KBmFjdGl2ZRgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRjb2RlGAYgASgJIksKFERlcGxveVZlcnNpb25SZXF1ZXN0EhMKC2Z1bmN0aW9uX2lkGAEgASgDEgwKBGNvZGUYAiABKAkSEAoIYWN0aXZhdGUYAyABKAgiKgoTTGlzdFZlcnNpb25zUmVxdWVzdBITCgtmdW5jdGlvbl9pZBgBIAEoAyJNChRMaXN0VmVyc2lvbnNSZXNwb25zZRI1Cgh2ZXJzaW9ucxgBIAMoCzIjLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvblZlcnNpb24iPgoWQWN0aXZhdGVWZXJzaW9uUmVxdWVzdBITCgtmdW5jdGlvbl9pZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgFItwBCgdUcmlnZ2VyEgoKAmlkGAEgASgDEhMKC2Z1bmN0aW9uX2lkGAIgASgDEi0KBGtpbmQYAyABKA4yHy5wdWxzZWJhc2UuYWRtaW4udjEuVHJpZ2dlcktpbmQSDwoHZW5hYmxlZBgEIAEoCBIMCgRzbHVnGAUgASgJEg4KBnNvdXJjZRgGIAEoCRIOCgZ0YXJnZXQYByABKAkSEgoKb3BlcmF0aW9ucxgIIAMoCRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJfChhDcmVhdGVIdHRwVHJpZ2dlclJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDAoEc2x1ZxgCIAEoCRIUCgdlbmFibGVkGAMgASgISACIAQFCCgoIX2VuYWJsZWQihgEKGUNyZWF0ZUV2ZW50VHJpZ2dlclJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDgoGc291cmNlGAIgASgJEg4KBnRhcmdldBgDIAEoCRISCgpvcGVyYXRpb25zGAQgAygJEhQKB2VuYWJsZWQYBSABKAhIAIgBAUIKCghfZW5hYmxlZCI/ChhTZXRUcmlnZ2VyRW5hYmxlZFJlcXVlc3QSEgoKdHJpZ2dlcl9pZBgBIAEoAxIPCgdlbmFibGVkGAIgASgIIioKFERlbGV0ZVRyaWdnZXJSZXF1ZXN0EhIKCnRyaWdnZXJfaWQYASABKAMiFwoVRGVsZXRlVHJpZ2dlclJlc3BvbnNlIioKE0xpc3RUcmlnZ2Vyc1JlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMiRQoUTGlzdFRyaWdnZXJzUmVzcG9uc2USLQoIdHJpZ2dlcnMYASADKAsyGy5wdWxzZWJhc2UuYWRtaW4udjEuVHJpZ2dlciJjChJSdW5GdW5jdGlvblJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDwoHdmVyc2lvbhgCIAEoBRInCgdwYXlsb2FkGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIikKB0xvZ0xpbmUSDQoFbGV2ZWwYASABKAkSDwoHbWVzc2FnZRgCIAEoCSLyAgoTUnVuRnVuY3Rpb25SZXNwb25zZRIVCg1pbnZvY2F0aW9uX2lkGAEgASgDEg8KB3ZlcnNpb24YAiABKAUSDgoGc3RhdHVzGAMgASgFEkUKB2hlYWRlcnMYBCADKAsyNC5wdWxzZWJhc2UuYWRtaW4udjEuUnVuRnVuY3Rpb25SZXNwb25zZS5IZWFkZXJzRW50cnkSDAoEYm9keRgFIAEoCRImCgZyZXN1bHQYBiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEwoLZHVyYXRpb25fbXMYByABKAESDwoHb3V0Y29tZRgIIAEoCRINCgVlcnJvchgJIAEoCRIpCgRsb2dzGAogAygLMhsucHVsc2ViYXNlLmFkbWluLnYxLkxvZ0xpbmUSFgoObG9nc190cnVuY2F0ZWQYCyABKAgaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiygIKCkludm9jYXRpb24SCgoCaWQYASABKAMSEwoLZnVuY3Rpb25faWQYAiABKAMSDwoHdmVyc2lvbhgDIAEoBRIUCgx0cmlnZ2VyX2tpbmQYBCABKAkSEgoKdHJpZ2dlcl9pZBgFIAEoAxIOCgZzdGF0dXMYBiABKAUSDwoHb3V0Y29tZRgHIAEoCRITCgtkdXJhdGlvbl9tcxgIIAEoARIUCgxtZW1vcnlfYnl0ZXMYCSABKAMSDQoFZXJyb3IYCiABKAkSKQoEbG9ncxgLIAMoCzIbLnB1bHNlYmFzZS5hZG1pbi52MS5Mb2dMaW5lEhYKDmxvZ3NfdHJ1bmNhdGVkGAwgASgIEhIKCnJlcXVlc3RfaWQYDSABKAkSLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiVAoWTGlzdEludm9jYXRpb25zUmVxdWVzdBITCgtmdW5jdGlvbl9pZBgBIAEoAxIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJnChdMaXN0SW52b2NhdGlvbnNSZXNwb25zZRIzCgtpbnZvY2F0aW9ucxgBIAMoCzIeLnB1bHNlYmFzZS5hZG1pbi52MS5JbnZvY2F0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKiAgoSRnVuY3Rpb25EZWFkTGV0dGVyEgoKAmlkGAEgASgJEg4KBmFwcF9pZBgCIAEoAxITCgtmdW5jdGlvbl9pZBgDIAEoAxISCgp0cmlnZ2VyX2lkGAQgASgDEhAKCGV2ZW50X2lkGAUgASgJEg4KBnNvdXJjZRgGIAEoCRIOCgZ0YXJnZXQYByABKAkSEQoJb3BlcmF0aW9uGAggASgJEiYKBWV2ZW50GAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghhdHRlbXB0cxgKIAEoBRISCgpsYXN0X2Vycm9yGAsgASgJEjQKEGRlYWRfbGV0dGVyZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImwKHkxpc3RGdW5jdGlvbkRlYWRMZXR0ZXJzUmVxdWVzdBIOCgZhcHBfaWQYASABKAMSEwoLZnVuY3Rpb25faWQYAiABKAMSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkieAofTGlzdEZ1bmN0aW9uRGVhZExldHRlcnNSZXNwb25zZRI8CgxkZWFkX2xldHRlcnMYASADKAsyJi5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb25EZWFkTGV0dGVyEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJUCiBSZXBsYXlGdW5jdGlvbkRlYWRMZXR0ZXJzUmVxdWVzdBIOCgZhcHBfaWQYASABKAMSCwoDaWRzGAIgAygJEhMKC2Z1bmN0aW9uX2lkGAMgASgDIjUKIVJlcGxheUZ1bmN0aW9uRGVhZExldHRlcnNSZXNwb25zZRIQCghyZXBsYXllZBgBIAEoBSpaCgtUcmlnZ2VyS2luZBIcChhUUklHR0VSX0tJTkRfVU5TUEVDSUZJRUQQABIVChFUUklHR0VSX0tJTkRfSFRUUBABEhYKElRSSUdHRVJfS0lORF9FVkVOVBACMooPCg9GdW5jdGlvblNlcnZpY2USWQoOQ3JlYXRlRnVuY3Rpb24SKS5wdWxzZWJhc2UuYWRtaW4udjEuQ3JlYXRlRnVuY3Rpb25SZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uElMKC0dldEZ1bmN0aW9uEiYucHVsc2ViYXNlLmFkbWluLnYxLkdldEZ1bmN0aW9uUmVxdWVzdBocLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvbhJkCg1MaXN0RnVuY3Rpb25zEigucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RGdW5jdGlvbnNSZXF1ZXN0GikucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RGdW5jdGlvbnNSZXNwb25zZRJpChZVcGRhdGVGdW5jdGlvblNldHRpbmdzEjEucHVsc2ViYXNlLmFkbWluLnYxLlVwZGF0ZUZ1bmN0aW9uU2V0dGluZ3NSZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uEmcKDkRlbGV0ZUZ1bmN0aW9uEikucHVsc2ViYXNlLmFkbWluLnYxLkRlbGV0ZUZ1bmN0aW9uUmVxdWVzdBoqLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVGdW5jdGlvblJlc3BvbnNlEk8KCVNldFNlY3JldBIkLnB1bHNlYmFzZS5hZG1pbi52MS5TZXRTZWNyZXRSZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uElUKDERlbGV0ZVNlY3JldBInLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVTZWNyZXRSZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uEl4KDURlcGxveVZlcnNpb24SKC5wdWxzZWJhc2UuYWRtaW4udjEuRGVwbG95VmVyc2lvblJlcXVlc3QaIy5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb25WZXJzaW9uEmEKDExpc3RWZXJzaW9ucxInLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0VmVyc2lvbnNSZXF1ZXN0GigucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RWZXJzaW9uc1Jlc3BvbnNlElsKD0FjdGl2YXRlVmVyc2lvbhIqLnB1bHNlYmFzZS5hZG1pbi52MS5BY3RpdmF0ZVZlcnNpb25SZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uEl4KEUNyZWF0ZUh0dHBUcmlnZ2VyEiwucHVsc2ViYXNlLmFkbWluLnYxLkNyZWF0ZUh0dHBUcmlnZ2VyUmVxdWVzdBobLnB1bHNlYmFzZS5hZG1pbi52MS5UcmlnZ2VyEmAKEkNyZWF0ZUV2ZW50VHJpZ2dlchItLnB1bHNlYmFzZS5hZG1pbi52MS5DcmVhdGVFdmVudFRyaWdnZXJSZXF1ZXN0GhsucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXISXgoRU2V0VHJpZ2dlckVuYWJsZWQSLC5wdWxzZWJhc2UuYWRtaW4udjEuU2V0VHJpZ2dlckVuYWJsZWRSZXF1ZXN0GhsucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXISZAoNRGVsZXRlVHJpZ2dlchIoLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVUcmlnZ2VyUmVxdWVzdBopLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVUcmlnZ2VyUmVzcG9uc2USYQoMTGlzdFRyaWdnZXJzEicucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RUcmlnZ2Vyc1JlcXVlc3QaKC5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdFRyaWdnZXJzUmVzcG9uc2USXgoLUnVuRnVuY3Rpb24SJi5wdWxzZWJhc2UuYWRtaW4udjEuUnVuRnVuY3Rpb25SZXF1ZXN0GicucHVsc2ViYXNlLmFkbWluLnYxLlJ1bkZ1bmN0aW9uUmVzcG9uc2USagoPTGlzdEludm9jYXRpb25zEioucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RJbnZvY2F0aW9uc1JlcXVlc3QaKy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEludm9jYXRpb25zUmVzcG9uc2USggEKF0xpc3RGdW5jdGlvbkRlYWRMZXR0ZXJzEjIucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RGdW5jdGlvbkRlYWRMZXR0ZXJzUmVxdWVzdBozLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0RnVuY3Rpb25EZWFkTGV0dGVyc1Jlc3BvbnNlEogBChlSZXBsYXlGdW5jdGlvbkRlYWRMZXR0ZXJzEjQucHVsc2ViYXNlLmFkbWluLnYxLlJlcGxheUZ1bmN0aW9uRGVhZExldHRlcnNSZXF1ZXN0GjUucHVsc2ViYXNlLmFkbWluLnYxLlJlcGxheUZ1bmN0aW9uRGVhZExldHRlcnNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CiJwdWxzZWJhc2UvYWRtaW4vdjEvZnVuY3Rpb25zLnByb3RvEhJwdWxzZWJhc2UuYWRtaW4udjEiWQoQRnVuY3Rpb25TZXR0aW5ncxISCgp0aW1lb3V0X21zGAEgASgFEhEKCW1lbW9yeV9tYhgCIAEoBRIeChZpbnZvY2F0aW9uc19wZXJfbWludXRlGAMgASgFIpICCghGdW5jdGlvbhIKCgJpZBgBIAEoAxIOCgZhcHBfaWQYAiABKAMSDAoEbmFtZRgDIAEoCRI2CghzZXR0aW5ncxgEIAEoCzIkLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvblNldHRpbmdzEhYKDmFjdGl2ZV92ZXJzaW9uGAUgASgFEhYKDmxhdGVzdF92ZXJzaW9uGAYgASgFEhQKDHNlY3JldF9uYW1lcxgHIAMoCRIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLfAQoVQ3JlYXRlRnVuY3Rpb25SZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxIMCgRuYW1lGAIgASgJEhcKCnRpbWVvdXRfbXMYAyABKAVIAIgBARIWCgltZW1vcnlfbWIYBCABKAVIAYgBARIjChZpbnZvY2F0aW9uc19wZXJfbWludXRlGAUgASgFSAKIAQESEQoEY29kZRgGIAEoCUgDiAEBQg0KC190aW1lb3V0X21zQgwKCl9tZW1vcnlfbWJCGQoXX2ludm9jYXRpb25zX3Blcl9taW51dGVCBwoFX2NvZGUiIAoSR2V0RnVuY3Rpb25SZXF1ZXN0EgoKAmlkGAEgASgDIk0KFExpc3RGdW5jdGlvbnNSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJhChVMaXN0RnVuY3Rpb25zUmVzcG9uc2USLwoJZnVuY3Rpb25zGAEgAygLMhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSK5AQodVXBkYXRlRnVuY3Rpb25TZXR0aW5nc1JlcXVlc3QSCgoCaWQYASABKAMSFwoKdGltZW91dF9tcxgCIAEoBUgAiAEBEhYKCW1lbW9yeV9tYhgDIAEoBUgBiAEBEiMKFmludm9jYXRpb25zX3Blcl9taW51dGUYBCABKAVIAogBAUINCgtfdGltZW91dF9tc0IMCgpfbWVtb3J5X21iQhkKF19pbnZvY2F0aW9uc19wZXJfbWludXRlIiMKFURlbGV0ZUZ1bmN0aW9uUmVxdWVzdBIKCgJpZBgBIAEoAyIYChZEZWxldGVGdW5jdGlvblJlc3BvbnNlIkQKEFNldFNlY3JldFJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDAoEbmFtZRgCIAEoCRINCgV2YWx1ZRgDIAEoCSI4ChNEZWxldGVTZWNyZXRSZXF1ZXN0EhMKC2Z1bmN0aW9uX2lkGAEgASgDEgwKBG5hbWUYAiABKAkizAEKD0Z1bmN0aW9uVmVyc2lvbhITCgtmdW5jdGlvbl9pZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgFEhEKCWNvZGVfc2l6ZRgDIAEoBRIOCgZhY3RpdmUYBCABKAgSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoEY29kZRgGIAEoCUgAiAEBEg4KBnNoYTI1NhgHIAEoCRIUCgxkZWR1cGxpY2F0ZWQYCCABKAhCBwoFX2NvZGUiSwoURGVwbG95VmVyc2lvblJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDAoEY29kZRgCIAEoCRIQCghhY3RpdmF0ZRgDIAEoCCIqChNMaXN0VmVyc2lvbnNSZXF1ZXN0EhMKC2Z1bmN0aW9uX2lkGAEgASgDIk0KFExpc3RWZXJzaW9uc1Jlc3BvbnNlEjUKCHZlcnNpb25zGAEgAygLMiMucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uVmVyc2lvbiI5ChFHZXRWZXJzaW9uUmVxdWVzdBITCgtmdW5jdGlvbl9pZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgFIj4KFkFjdGl2YXRlVmVyc2lvblJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDwoHdmVyc2lvbhgCIAEoBSKoAwoHVHJpZ2dlchIKCgJpZBgBIAEoAxITCgtmdW5jdGlvbl9pZBgCIAEoAxItCgRraW5kGAMgASgOMh8ucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXJLaW5kEg8KB2VuYWJsZWQYBCABKAgSDAoEc2x1ZxgFIAEoCRIOCgZzb3VyY2UYBiABKAkSDgoGdGFyZ2V0GAcgASgJEhIKCm9wZXJhdGlvbnMYCCADKAkSLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEYXV0aBgKIAEoCRIYChBzaWduYXR1cmVfaGVhZGVyGAsgASgJEiMKG3NpZ25hdHVyZV90b2xlcmFuY2Vfc2Vjb25kcxgMIAEoBRIWCg5zaWduaW5nX3NlY3JldBgNIAEoCRIMCgRjcm9uGA4gASgJEhAKCHRpbWV6b25lGA8gASgJEhQKDG1pc3NlZF90aWNrcxgQIAEoCRIvCgtuZXh0X3J1bl9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAimwIKGENyZWF0ZUh0dHBUcmlnZ2VyUmVxdWVzdBITCgtmdW5jdGlvbl9pZBgBIAEoAxIMCgRzbHVnGAIgASgJEhQKB2VuYWJsZWQYAyABKAhIAIgBARIMCgRhdXRoGAQgASgJEhsKDnNpZ25pbmdfc2VjcmV0GAUgASgJSAGIAQESHQoQc2lnbmF0dXJlX2hlYWRlchgGIAEoCUgCiAEBEigKG3NpZ25hdHVyZV90b2xlcmFuY2Vfc2Vjb25kcxgHIAEoBUgDiAEBQgoKCF9lbmFibGVkQhEKD19zaWduaW5nX3NlY3JldEITChFfc2lnbmF0dXJlX2hlYWRlckIeChxfc2lnbmF0dXJlX3RvbGVyYW5jZV9zZWNvbmRzIosBChxDcmVhdGVTY2hlZHVsZVRyaWdnZXJSZXF1ZXN0EhMKC2Z1bmN0aW9uX2lkGAEgASgDEgwKBGNyb24YAiABKAkSEAoIdGltZXpvbmUYAyABKAkSFAoMbWlzc2VkX3RpY2tzGAQgASgJEhQKB2VuYWJsZWQYBSABKAhIAIgBAUIKCghfZW5hYmxlZCJgChpSb3RhdGVUcmlnZ2VyU2VjcmV0UmVxdWVzdBISCgp0cmlnZ2VyX2lkGAEgASgDEhsKDnNpZ25pbmdfc2VjcmV0GAIgASgJSACIAQFCEQoPX3NpZ25pbmdfc2VjcmV0IocCCgtTY2hlZHVsZVJ1bhIKCgJpZBgBIAEoAxISCgp0cmlnZ2VyX2lkGAIgASgDEjEKDXNjaGVkdWxlZF9mb3IYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnN0YXR1cxgEIAEoCRIOCgZtaXNzZWQYBSABKAUSFQoNaW52b2NhdGlvbl9pZBgGIAEoAxINCgVlcnJvchgHIAEoCRIuCgpzdGFydGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiVAoXTGlzdFNjaGVkdWxlUnVuc1JlcXVlc3QSEgoKdHJpZ2dlcl9pZBgBIAEoAxIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJiChhMaXN0U2NoZWR1bGVSdW5zUmVzcG9uc2USLQoEcnVucxgBIAMoCzIfLnB1bHNlYmFzZS5hZG1pbi52MS5TY2hlZHVsZVJ1bhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkihgEKGUNyZWF0ZUV2ZW50VHJpZ2dlclJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDgoGc291cmNlGAIgASgJEg4KBnRhcmdldBgDIAEoCRISCgpvcGVyYXRpb25zGAQgAygJEhQKB2VuYWJsZWQYBSABKAhIAIgBAUIKCghfZW5hYmxlZCI/ChhTZXRUcmlnZ2VyRW5hYmxlZFJlcXVlc3QSEgoKdHJpZ2dlcl9pZBgBIAEoAxIPCgdlbmFibGVkGAIgASgIIioKFERlbGV0ZVRyaWdnZXJSZXF1ZXN0EhIKCnRyaWdnZXJfaWQYASABKAMiFwoVRGVsZXRlVHJpZ2dlclJlc3BvbnNlIioKE0xpc3RUcmlnZ2Vyc1JlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMiRQoUTGlzdFRyaWdnZXJzUmVzcG9uc2USLQoIdHJpZ2dlcnMYASADKAsyGy5wdWxzZWJhc2UuYWRtaW4udjEuVHJpZ2dlciJjChJSdW5GdW5jdGlvblJlcXVlc3QSEwoLZnVuY3Rpb25faWQYASABKAMSDwoHdmVyc2lvbhgCIAEoBRInCgdwYXlsb2FkGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIikKB0xvZ0xpbmUSDQoFbGV2ZWwYASABKAkSDwoHbWVzc2FnZRgCIAEoCSKyAwoTUnVuRnVuY3Rpb25SZXNwb25zZRIVCg1pbnZvY2F0aW9uX2lkGAEgASgDEg8KB3ZlcnNpb24YAiABKAUSDgoGc3RhdHVzGAMgASgFEkUKB2hlYWRlcnMYBCADKAsyNC5wdWxzZWJhc2UuYWRtaW4udjEuUnVuRnVuY3Rpb25SZXNwb25zZS5IZWFkZXJzRW50cnkSDAoEYm9keRgFIAEoCRImCgZyZXN1bHQYBiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEwoLZHVyYXRpb25fbXMYByABKAESDwoHb3V0Y29tZRgIIAEoCRINCgVlcnJvchgJIAEoCRIpCgRsb2dzGAogAygLMhsucHVsc2ViYXNlLmFkbWluLnYxLkxvZ0xpbmUSFgoObG9nc190cnVuY2F0ZWQYCyABKAgSEgoKZXJyb3JfbmFtZRgMIAEoCRIVCg1lcnJvcl9tZXNzYWdlGA0gASgJEhMKC2Vycm9yX3N0YWNrGA4gASgJGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIooDCgpJbnZvY2F0aW9uEgoKAmlkGAEgASgDEhMKC2Z1bmN0aW9uX2lkGAIgASgDEg8KB3ZlcnNpb24YAyABKAUSFAoMdHJpZ2dlcl9raW5kGAQgASgJEhIKCnRyaWdnZXJfaWQYBSABKAMSDgoGc3RhdHVzGAYgASgFEg8KB291dGNvbWUYByABKAkSEwoLZHVyYXRpb25fbXMYCCABKAESFAoMbWVtb3J5X2J5dGVzGAkgASgDEg0KBWVycm9yGAogASgJEikKBGxvZ3MYCyADKAsyGy5wdWxzZWJhc2UuYWRtaW4udjEuTG9nTGluZRIWCg5sb2dzX3RydW5jYXRlZBgMIAEoCBISCgpyZXF1ZXN0X2lkGA0gASgJEi4KCmNyZWF0ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmVycm9yX25hbWUYDyABKAkSFQoNZXJyb3JfbWVzc2FnZRgQIAEoCRITCgtlcnJvcl9zdGFjaxgRIAEoCSJUChZMaXN0SW52b2NhdGlvbnNSZXF1ZXN0EhMKC2Z1bmN0aW9uX2lkGAEgASgDEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImcKF0xpc3RJbnZvY2F0aW9uc1Jlc3BvbnNlEjMKC2ludm9jYXRpb25zGAEgAygLMh4ucHVsc2ViYXNlLmFkbWluLnYxLkludm9jYXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIkEKGEZvbGxvd0ludm9jYXRpb25zUmVxdWVzdBITCgtmdW5jdGlvbl9pZBgBIAEoAxIQCghhZnRlcl9pZBgCIAEoAyKiAQoHS3ZFbnRyeRILCgNrZXkYASABKAkSEgoFdmFsdWUYAiABKAlIAIgBARIMCgRzaXplGAMgASgFEi4KCmV4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQggKBl92YWx1ZSJdChRMaXN0S3ZFbnRyaWVzUmVxdWVzdBIOCgZhcHBfaWQYASABKAMSDgoGcHJlZml4GAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIpoBChVMaXN0S3ZFbnRyaWVzUmVzcG9uc2USLAoHZW50cmllcxgBIAMoCzIbLnB1bHNlYmFzZS5hZG1pbi52MS5LdkVudHJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRITCgt0b3RhbF9ieXRlcxgDIAEoAxISCgp0b3RhbF9rZXlzGAQgASgDEhEKCW1heF9ieXRlcxgFIAEoAyIwChFHZXRLdkVudHJ5UmVxdWVzdBIOCgZhcHBfaWQYASABKAMSCwoDa2V5GAIgASgJIjMKFERlbGV0ZUt2RW50cnlSZXF1ZXN0Eg4KBmFwcF9pZBgBIAEoAxILCgNrZXkYAiABKAkiKAoVRGVsZXRlS3ZFbnRyeVJlc3BvbnNlEg8KB2RlbGV0ZWQYASABKAgiogIKEkZ1bmN0aW9uRGVhZExldHRlchIKCgJpZBgBIAEoCRIOCgZhcHBfaWQYAiABKAMSEwoLZnVuY3Rpb25faWQYAyABKAMSEgoKdHJpZ2dlcl9pZBgEIAEoAxIQCghldmVudF9pZBgFIAEoCRIOCgZzb3VyY2UYBiABKAkSDgoGdGFyZ2V0GAcgASgJEhEKCW9wZXJhdGlvbhgIIAEoCRImCgVldmVudBgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEAoIYXR0ZW1wdHMYCiABKAUSEgoKbGFzdF9lcnJvchgLIAEoCRI0ChBkZWFkX2xldHRlcmVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJsCh5MaXN0RnVuY3Rpb25EZWFkTGV0dGVyc1JlcXVlc3QSDgoGYXBwX2lkGAEgASgDEhMKC2Z1bmN0aW9uX2lkGAIgASgDEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIngKH0xpc3RGdW5jdGlvbkRlYWRMZXR0ZXJzUmVzcG9uc2USPAoMZGVhZF9sZXR0ZXJzGAEgAygLMiYucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uRGVhZExldHRlchIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiVAogUmVwbGF5RnVuY3Rpb25EZWFkTGV0dGVyc1JlcXVlc3QSDgoGYXBwX2lkGAEgASgDEgsKA2lkcxgCIAMoCRITCgtmdW5jdGlvbl9pZBgDIAEoAyI1CiFSZXBsYXlGdW5jdGlvbkRlYWRMZXR0ZXJzUmVzcG9uc2USEAoIcmVwbGF5ZWQYASABKAUqdQoLVHJpZ2dlcktpbmQSHAoYVFJJR0dFUl9LSU5EX1VOU1BFQ0lGSUVEEAASFQoRVFJJR0dFUl9LSU5EX0hUVFAQARIWChJUUklHR0VSX0tJTkRfRVZFTlQQAhIZChVUUklHR0VSX0tJTkRfU0NIRURVTEUQAzKiFQoPRnVuY3Rpb25TZXJ2aWNlElkKDkNyZWF0ZUZ1bmN0aW9uEikucHVsc2ViYXNlLmFkbWluLnYxLkNyZWF0ZUZ1bmN0aW9uUmVxdWVzdBocLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvbhJTCgtHZXRGdW5jdGlvbhImLnB1bHNlYmFzZS5hZG1pbi52MS5HZXRGdW5jdGlvblJlcXVlc3QaHC5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb24SZAoNTGlzdEZ1bmN0aW9ucxIoLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0RnVuY3Rpb25zUmVxdWVzdBopLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0RnVuY3Rpb25zUmVzcG9uc2USaQoWVXBkYXRlRnVuY3Rpb25TZXR0aW5ncxIxLnB1bHNlYmFzZS5hZG1pbi52MS5VcGRhdGVGdW5jdGlvblNldHRpbmdzUmVxdWVzdBocLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvbhJnCg5EZWxldGVGdW5jdGlvbhIpLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVGdW5jdGlvblJlcXVlc3QaKi5wdWxzZWJhc2UuYWRtaW4udjEuRGVsZXRlRnVuY3Rpb25SZXNwb25zZRJPCglTZXRTZWNyZXQSJC5wdWxzZWJhc2UuYWRtaW4udjEuU2V0U2VjcmV0UmVxdWVzdBocLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvbhJVCgxEZWxldGVTZWNyZXQSJy5wdWxzZWJhc2UuYWRtaW4udjEuRGVsZXRlU2VjcmV0UmVxdWVzdBocLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvbhJeCg1EZXBsb3lWZXJzaW9uEigucHVsc2ViYXNlLmFkbWluLnYxLkRlcGxveVZlcnNpb25SZXF1ZXN0GiMucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uVmVyc2lvbhJhCgxMaXN0VmVyc2lvbnMSJy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdFZlcnNpb25zUmVxdWVzdBooLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0VmVyc2lvbnNSZXNwb25zZRJYCgpHZXRWZXJzaW9uEiUucHVsc2ViYXNlLmFkbWluLnYxLkdldFZlcnNpb25SZXF1ZXN0GiMucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uVmVyc2lvbhJbCg9BY3RpdmF0ZVZlcnNpb24SKi5wdWxzZWJhc2UuYWRtaW4udjEuQWN0aXZhdGVWZXJzaW9uUmVxdWVzdBocLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvbhJeChFDcmVhdGVIdHRwVHJpZ2dlchIsLnB1bHNlYmFzZS5hZG1pbi52MS5DcmVhdGVIdHRwVHJpZ2dlclJlcXVlc3QaGy5wdWxzZWJhc2UuYWRtaW4udjEuVHJpZ2dlchJgChJDcmVhdGVFdmVudFRyaWdnZXISLS5wdWxzZWJhc2UuYWRtaW4udjEuQ3JlYXRlRXZlbnRUcmlnZ2VyUmVxdWVzdBobLnB1bHNlYmFzZS5hZG1pbi52MS5UcmlnZ2VyEmYKFUNyZWF0ZVNjaGVkdWxlVHJpZ2dlchIwLnB1bHNlYmFzZS5hZG1pbi52MS5DcmVhdGVTY2hlZHVsZVRyaWdnZXJSZXF1ZXN0GhsucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXISYgoTUm90YXRlVHJpZ2dlclNlY3JldBIuLnB1bHNlYmFzZS5hZG1pbi52MS5Sb3RhdGVUcmlnZ2VyU2VjcmV0UmVxdWVzdBobLnB1bHNlYmFzZS5hZG1pbi52MS5UcmlnZ2VyEm0KEExpc3RTY2hlZHVsZVJ1bnMSKy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdFNjaGVkdWxlUnVuc1JlcXVlc3QaLC5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdFNjaGVkdWxlUnVuc1Jlc3BvbnNlEl4KEVNldFRyaWdnZXJFbmFibGVkEiwucHVsc2ViYXNlLmFkbWluLnYxLlNldFRyaWdnZXJFbmFibGVkUmVxdWVzdBobLnB1bHNlYmFzZS5hZG1pbi52MS5UcmlnZ2VyEmQKDURlbGV0ZVRyaWdnZXISKC5wdWxzZWJhc2UuYWRtaW4udjEuRGVsZXRlVHJpZ2dlclJlcXVlc3QaKS5wdWxzZWJhc2UuYWRtaW4udjEuRGVsZXRlVHJpZ2dlclJlc3BvbnNlEmEKDExpc3RUcmlnZ2VycxInLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0VHJpZ2dlcnNSZXF1ZXN0GigucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RUcmlnZ2Vyc1Jlc3BvbnNlEl4KC1J1bkZ1bmN0aW9uEiYucHVsc2ViYXNlLmFkbWluLnYxLlJ1bkZ1bmN0aW9uUmVxdWVzdBonLnB1bHNlYmFzZS5hZG1pbi52MS5SdW5GdW5jdGlvblJlc3BvbnNlEmoKD0xpc3RJbnZvY2F0aW9ucxIqLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0SW52b2NhdGlvbnNSZXF1ZXN0GisucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RJbnZvY2F0aW9uc1Jlc3BvbnNlEmMKEUZvbGxvd0ludm9jYXRpb25zEiwucHVsc2ViYXNlLmFkbWluLnYxLkZvbGxvd0ludm9jYXRpb25zUmVxdWVzdBoeLnB1bHNlYmFzZS5hZG1pbi52MS5JbnZvY2F0aW9uMAESZAoNTGlzdEt2RW50cmllcxIoLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0S3ZFbnRyaWVzUmVxdWVzdBopLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0S3ZFbnRyaWVzUmVzcG9uc2USUAoKR2V0S3ZFbnRyeRIlLnB1bHNlYmFzZS5hZG1pbi52MS5HZXRLdkVudHJ5UmVxdWVzdBobLnB1bHNlYmFzZS5hZG1pbi52MS5LdkVudHJ5EmQKDURlbGV0ZUt2RW50cnkSKC5wdWxzZWJhc2UuYWRtaW4udjEuRGVsZXRlS3ZFbnRyeVJlcXVlc3QaKS5wdWxzZWJhc2UuYWRtaW4udjEuRGVsZXRlS3ZFbnRyeVJlc3BvbnNlEoIBChdMaXN0RnVuY3Rpb25EZWFkTGV0dGVycxIyLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0RnVuY3Rpb25EZWFkTGV0dGVyc1JlcXVlc3QaMy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEZ1bmN0aW9uRGVhZExldHRlcnNSZXNwb25zZRKIAQoZUmVwbGF5RnVuY3Rpb25EZWFkTGV0dGVycxI0LnB1bHNlYmFzZS5hZG1pbi52MS5SZXBsYXlGdW5jdGlvbkRlYWRMZXR0ZXJzUmVxdWVzdBo1LnB1bHNlYmFzZS5hZG1pbi52MS5SZXBsYXlGdW5jdGlvbkRlYWRMZXR0ZXJzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message pulsebase.admin.v1.FunctionSettings
@@ -136,6 +136,14 @@ export type CreateFunctionRequest = Message<"pulsebase.admin.v1.CreateFunctionRe
    * @generated from field: optional int32 invocations_per_minute = 5;
    */
   invocationsPerMinute?: number | undefined;
+
+  /**
+   * The first version's code (activated). Compiled first: code that is
+   * refused (422 naming "code") leaves no function behind.
+   *
+   * @generated from field: optional string code = 6;
+   */
+  code?: string | undefined;
 };
 
 /**
@@ -354,11 +362,26 @@ export type FunctionVersion = Message<"pulsebase.admin.v1.FunctionVersion"> & {
   createdAt?: Timestamp | undefined;
 
   /**
-   * Returned only by DeployVersion.
+   * Returned by DeployVersion and GetVersion only.
    *
-   * @generated from field: string code = 6;
+   * @generated from field: optional string code = 6;
    */
-  code: string;
+  code?: string | undefined;
+
+  /**
+   * SHA-256 of the code's UTF-8 bytes, lower-case hex.
+   *
+   * @generated from field: string sha256 = 7;
+   */
+  sha256: string;
+
+  /**
+   * DeployVersion: the code was identical to this existing version, so no
+   * new version was made.
+   *
+   * @generated from field: bool deduplicated = 8;
+   */
+  deduplicated: boolean;
 };
 
 /**
@@ -434,6 +457,28 @@ export const ListVersionsResponseSchema: GenMessage<ListVersionsResponse> = /*@_
   messageDesc(file_pulsebase_admin_v1_functions, 14);
 
 /**
+ * @generated from message pulsebase.admin.v1.GetVersionRequest
+ */
+export type GetVersionRequest = Message<"pulsebase.admin.v1.GetVersionRequest"> & {
+  /**
+   * @generated from field: int64 function_id = 1;
+   */
+  functionId: bigint;
+
+  /**
+   * @generated from field: int32 version = 2;
+   */
+  version: number;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.GetVersionRequest.
+ * Use `create(GetVersionRequestSchema)` to create a new message.
+ */
+export const GetVersionRequestSchema: GenMessage<GetVersionRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 15);
+
+/**
  * @generated from message pulsebase.admin.v1.ActivateVersionRequest
  */
 export type ActivateVersionRequest = Message<"pulsebase.admin.v1.ActivateVersionRequest"> & {
@@ -453,7 +498,7 @@ export type ActivateVersionRequest = Message<"pulsebase.admin.v1.ActivateVersion
  * Use `create(ActivateVersionRequestSchema)` to create a new message.
  */
 export const ActivateVersionRequestSchema: GenMessage<ActivateVersionRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 15);
+  messageDesc(file_pulsebase_admin_v1_functions, 16);
 
 /**
  * @generated from message pulsebase.admin.v1.Trigger
@@ -508,6 +553,60 @@ export type Trigger = Message<"pulsebase.admin.v1.Trigger"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 9;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * HTTP triggers: "consumer" (a consumer token is required), "public" (no
+   * token; at /api/fn/{app_key}/{slug} too) or "signed" (no token; an
+   * HMAC-SHA256 signature of the timestamp and the raw body is checked).
+   *
+   * @generated from field: string auth = 10;
+   */
+  auth: string;
+
+  /**
+   * Signed triggers: the header carrying "t=<unix seconds>,v1=<hex>" and how
+   * far the timestamp may be from the server's clock.
+   *
+   * @generated from field: string signature_header = 11;
+   */
+  signatureHeader: string;
+
+  /**
+   * @generated from field: int32 signature_tolerance_seconds = 12;
+   */
+  signatureToleranceSeconds: number;
+
+  /**
+   * Signed triggers: the secret, only in the answer of the call that made it
+   * (CreateHttpTrigger, RotateTriggerSecret).
+   *
+   * @generated from field: string signing_secret = 13;
+   */
+  signingSecret: string;
+
+  /**
+   * Schedule triggers: the cron expression (5 fields, or 6 with seconds),
+   * the IANA time zone it is read in, what happens to ticks missed while no
+   * process ran ("skip" or "run_once") and the next tick.
+   *
+   * @generated from field: string cron = 14;
+   */
+  cron: string;
+
+  /**
+   * @generated from field: string timezone = 15;
+   */
+  timezone: string;
+
+  /**
+   * @generated from field: string missed_ticks = 16;
+   */
+  missedTicks: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp next_run_at = 17;
+   */
+  nextRunAt?: Timestamp | undefined;
 };
 
 /**
@@ -515,7 +614,7 @@ export type Trigger = Message<"pulsebase.admin.v1.Trigger"> & {
  * Use `create(TriggerSchema)` to create a new message.
  */
 export const TriggerSchema: GenMessage<Trigger> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 16);
+  messageDesc(file_pulsebase_admin_v1_functions, 17);
 
 /**
  * @generated from message pulsebase.admin.v1.CreateHttpTriggerRequest
@@ -537,6 +636,36 @@ export type CreateHttpTriggerRequest = Message<"pulsebase.admin.v1.CreateHttpTri
    * @generated from field: optional bool enabled = 3;
    */
   enabled?: boolean | undefined;
+
+  /**
+   * "consumer" (default), "public" or "signed".
+   *
+   * @generated from field: string auth = 4;
+   */
+  auth: string;
+
+  /**
+   * Signed: the secret to verify with (16 to 256 bytes, e.g. the one a
+   * provider such as Stripe gave); unset: the server generates one and
+   * returns it once.
+   *
+   * @generated from field: optional string signing_secret = 5;
+   */
+  signingSecret?: string | undefined;
+
+  /**
+   * Signed: default "pulsebase-signature" (e.g. "stripe-signature").
+   *
+   * @generated from field: optional string signature_header = 6;
+   */
+  signatureHeader?: string | undefined;
+
+  /**
+   * Signed: default 300, at most 86400.
+   *
+   * @generated from field: optional int32 signature_tolerance_seconds = 7;
+   */
+  signatureToleranceSeconds?: number | undefined;
 };
 
 /**
@@ -544,7 +673,188 @@ export type CreateHttpTriggerRequest = Message<"pulsebase.admin.v1.CreateHttpTri
  * Use `create(CreateHttpTriggerRequestSchema)` to create a new message.
  */
 export const CreateHttpTriggerRequestSchema: GenMessage<CreateHttpTriggerRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 17);
+  messageDesc(file_pulsebase_admin_v1_functions, 18);
+
+/**
+ * @generated from message pulsebase.admin.v1.CreateScheduleTriggerRequest
+ */
+export type CreateScheduleTriggerRequest = Message<"pulsebase.admin.v1.CreateScheduleTriggerRequest"> & {
+  /**
+   * @generated from field: int64 function_id = 1;
+   */
+  functionId: bigint;
+
+  /**
+   * 5 fields (minute precision) or 6 (leading seconds), e.g. "*\/15 * * * *".
+   *
+   * @generated from field: string cron = 2;
+   */
+  cron: string;
+
+  /**
+   * IANA name; default "UTC".
+   *
+   * @generated from field: string timezone = 3;
+   */
+  timezone: string;
+
+  /**
+   * "skip" (default) or "run_once".
+   *
+   * @generated from field: string missed_ticks = 4;
+   */
+  missedTicks: string;
+
+  /**
+   * @generated from field: optional bool enabled = 5;
+   */
+  enabled?: boolean | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.CreateScheduleTriggerRequest.
+ * Use `create(CreateScheduleTriggerRequestSchema)` to create a new message.
+ */
+export const CreateScheduleTriggerRequestSchema: GenMessage<CreateScheduleTriggerRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 19);
+
+/**
+ * @generated from message pulsebase.admin.v1.RotateTriggerSecretRequest
+ */
+export type RotateTriggerSecretRequest = Message<"pulsebase.admin.v1.RotateTriggerSecretRequest"> & {
+  /**
+   * @generated from field: int64 trigger_id = 1;
+   */
+  triggerId: bigint;
+
+  /**
+   * Unset: the server generates one.
+   *
+   * @generated from field: optional string signing_secret = 2;
+   */
+  signingSecret?: string | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.RotateTriggerSecretRequest.
+ * Use `create(RotateTriggerSecretRequestSchema)` to create a new message.
+ */
+export const RotateTriggerSecretRequestSchema: GenMessage<RotateTriggerSecretRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 20);
+
+/**
+ * @generated from message pulsebase.admin.v1.ScheduleRun
+ */
+export type ScheduleRun = Message<"pulsebase.admin.v1.ScheduleRun"> & {
+  /**
+   * @generated from field: int64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from field: int64 trigger_id = 2;
+   */
+  triggerId: bigint;
+
+  /**
+   * The tick this run is for.
+   *
+   * @generated from field: google.protobuf.Timestamp scheduled_for = 3;
+   */
+  scheduledFor?: Timestamp | undefined;
+
+  /**
+   * "running", "ok", "error", "timeout" or "skipped".
+   *
+   * @generated from field: string status = 4;
+   */
+  status: string;
+
+  /**
+   * Ticks before this one that no process ran.
+   *
+   * @generated from field: int32 missed = 5;
+   */
+  missed: number;
+
+  /**
+   * The invocation record (0 when nothing ran).
+   *
+   * @generated from field: int64 invocation_id = 6;
+   */
+  invocationId: bigint;
+
+  /**
+   * @generated from field: string error = 7;
+   */
+  error: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp started_at = 8;
+   */
+  startedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp finished_at = 9;
+   */
+  finishedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ScheduleRun.
+ * Use `create(ScheduleRunSchema)` to create a new message.
+ */
+export const ScheduleRunSchema: GenMessage<ScheduleRun> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 21);
+
+/**
+ * @generated from message pulsebase.admin.v1.ListScheduleRunsRequest
+ */
+export type ListScheduleRunsRequest = Message<"pulsebase.admin.v1.ListScheduleRunsRequest"> & {
+  /**
+   * @generated from field: int64 trigger_id = 1;
+   */
+  triggerId: bigint;
+
+  /**
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListScheduleRunsRequest.
+ * Use `create(ListScheduleRunsRequestSchema)` to create a new message.
+ */
+export const ListScheduleRunsRequestSchema: GenMessage<ListScheduleRunsRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 22);
+
+/**
+ * @generated from message pulsebase.admin.v1.ListScheduleRunsResponse
+ */
+export type ListScheduleRunsResponse = Message<"pulsebase.admin.v1.ListScheduleRunsResponse"> & {
+  /**
+   * @generated from field: repeated pulsebase.admin.v1.ScheduleRun runs = 1;
+   */
+  runs: ScheduleRun[];
+
+  /**
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListScheduleRunsResponse.
+ * Use `create(ListScheduleRunsResponseSchema)` to create a new message.
+ */
+export const ListScheduleRunsResponseSchema: GenMessage<ListScheduleRunsResponse> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 23);
 
 /**
  * @generated from message pulsebase.admin.v1.CreateEventTriggerRequest
@@ -581,7 +891,7 @@ export type CreateEventTriggerRequest = Message<"pulsebase.admin.v1.CreateEventT
  * Use `create(CreateEventTriggerRequestSchema)` to create a new message.
  */
 export const CreateEventTriggerRequestSchema: GenMessage<CreateEventTriggerRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 18);
+  messageDesc(file_pulsebase_admin_v1_functions, 24);
 
 /**
  * @generated from message pulsebase.admin.v1.SetTriggerEnabledRequest
@@ -603,7 +913,7 @@ export type SetTriggerEnabledRequest = Message<"pulsebase.admin.v1.SetTriggerEna
  * Use `create(SetTriggerEnabledRequestSchema)` to create a new message.
  */
 export const SetTriggerEnabledRequestSchema: GenMessage<SetTriggerEnabledRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 19);
+  messageDesc(file_pulsebase_admin_v1_functions, 25);
 
 /**
  * @generated from message pulsebase.admin.v1.DeleteTriggerRequest
@@ -620,7 +930,7 @@ export type DeleteTriggerRequest = Message<"pulsebase.admin.v1.DeleteTriggerRequ
  * Use `create(DeleteTriggerRequestSchema)` to create a new message.
  */
 export const DeleteTriggerRequestSchema: GenMessage<DeleteTriggerRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 20);
+  messageDesc(file_pulsebase_admin_v1_functions, 26);
 
 /**
  * @generated from message pulsebase.admin.v1.DeleteTriggerResponse
@@ -633,7 +943,7 @@ export type DeleteTriggerResponse = Message<"pulsebase.admin.v1.DeleteTriggerRes
  * Use `create(DeleteTriggerResponseSchema)` to create a new message.
  */
 export const DeleteTriggerResponseSchema: GenMessage<DeleteTriggerResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 21);
+  messageDesc(file_pulsebase_admin_v1_functions, 27);
 
 /**
  * @generated from message pulsebase.admin.v1.ListTriggersRequest
@@ -650,7 +960,7 @@ export type ListTriggersRequest = Message<"pulsebase.admin.v1.ListTriggersReques
  * Use `create(ListTriggersRequestSchema)` to create a new message.
  */
 export const ListTriggersRequestSchema: GenMessage<ListTriggersRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 22);
+  messageDesc(file_pulsebase_admin_v1_functions, 28);
 
 /**
  * @generated from message pulsebase.admin.v1.ListTriggersResponse
@@ -667,7 +977,7 @@ export type ListTriggersResponse = Message<"pulsebase.admin.v1.ListTriggersRespo
  * Use `create(ListTriggersResponseSchema)` to create a new message.
  */
 export const ListTriggersResponseSchema: GenMessage<ListTriggersResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 23);
+  messageDesc(file_pulsebase_admin_v1_functions, 29);
 
 /**
  * @generated from message pulsebase.admin.v1.RunFunctionRequest
@@ -698,7 +1008,7 @@ export type RunFunctionRequest = Message<"pulsebase.admin.v1.RunFunctionRequest"
  * Use `create(RunFunctionRequestSchema)` to create a new message.
  */
 export const RunFunctionRequestSchema: GenMessage<RunFunctionRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 24);
+  messageDesc(file_pulsebase_admin_v1_functions, 30);
 
 /**
  * @generated from message pulsebase.admin.v1.LogLine
@@ -720,7 +1030,7 @@ export type LogLine = Message<"pulsebase.admin.v1.LogLine"> & {
  * Use `create(LogLineSchema)` to create a new message.
  */
 export const LogLineSchema: GenMessage<LogLine> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 25);
+  messageDesc(file_pulsebase_admin_v1_functions, 31);
 
 /**
  * @generated from message pulsebase.admin.v1.RunFunctionResponse
@@ -775,7 +1085,7 @@ export type RunFunctionResponse = Message<"pulsebase.admin.v1.RunFunctionRespons
   outcome: string;
 
   /**
-   * The function's error message (not shown to devices).
+   * The function's error (not shown to devices): "Name: message".
    *
    * @generated from field: string error = 9;
    */
@@ -790,6 +1100,24 @@ export type RunFunctionResponse = Message<"pulsebase.admin.v1.RunFunctionRespons
    * @generated from field: bool logs_truncated = 11;
    */
   logsTruncated: boolean;
+
+  /**
+   * The error's parts: name ("Error", "TypeError", ...; empty for a thrown
+   * non-error value or a cut run), message and stack (when known).
+   *
+   * @generated from field: string error_name = 12;
+   */
+  errorName: string;
+
+  /**
+   * @generated from field: string error_message = 13;
+   */
+  errorMessage: string;
+
+  /**
+   * @generated from field: string error_stack = 14;
+   */
+  errorStack: string;
 };
 
 /**
@@ -797,7 +1125,7 @@ export type RunFunctionResponse = Message<"pulsebase.admin.v1.RunFunctionRespons
  * Use `create(RunFunctionResponseSchema)` to create a new message.
  */
 export const RunFunctionResponseSchema: GenMessage<RunFunctionResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 26);
+  messageDesc(file_pulsebase_admin_v1_functions, 32);
 
 /**
  * @generated from message pulsebase.admin.v1.Invocation
@@ -819,7 +1147,7 @@ export type Invocation = Message<"pulsebase.admin.v1.Invocation"> & {
   version: number;
 
   /**
-   * "http", "event" or "manual".
+   * "http", "event", "manual" or "schedule".
    *
    * @generated from field: string trigger_kind = 4;
    */
@@ -874,6 +1202,21 @@ export type Invocation = Message<"pulsebase.admin.v1.Invocation"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 14;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string error_name = 15;
+   */
+  errorName: string;
+
+  /**
+   * @generated from field: string error_message = 16;
+   */
+  errorMessage: string;
+
+  /**
+   * @generated from field: string error_stack = 17;
+   */
+  errorStack: string;
 };
 
 /**
@@ -881,7 +1224,7 @@ export type Invocation = Message<"pulsebase.admin.v1.Invocation"> & {
  * Use `create(InvocationSchema)` to create a new message.
  */
 export const InvocationSchema: GenMessage<Invocation> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 27);
+  messageDesc(file_pulsebase_admin_v1_functions, 33);
 
 /**
  * @generated from message pulsebase.admin.v1.ListInvocationsRequest
@@ -908,7 +1251,7 @@ export type ListInvocationsRequest = Message<"pulsebase.admin.v1.ListInvocations
  * Use `create(ListInvocationsRequestSchema)` to create a new message.
  */
 export const ListInvocationsRequestSchema: GenMessage<ListInvocationsRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 28);
+  messageDesc(file_pulsebase_admin_v1_functions, 34);
 
 /**
  * @generated from message pulsebase.admin.v1.ListInvocationsResponse
@@ -930,7 +1273,208 @@ export type ListInvocationsResponse = Message<"pulsebase.admin.v1.ListInvocation
  * Use `create(ListInvocationsResponseSchema)` to create a new message.
  */
 export const ListInvocationsResponseSchema: GenMessage<ListInvocationsResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 29);
+  messageDesc(file_pulsebase_admin_v1_functions, 35);
+
+/**
+ * @generated from message pulsebase.admin.v1.FollowInvocationsRequest
+ */
+export type FollowInvocationsRequest = Message<"pulsebase.admin.v1.FollowInvocationsRequest"> & {
+  /**
+   * @generated from field: int64 function_id = 1;
+   */
+  functionId: bigint;
+
+  /**
+   * Invocations with a larger id; 0: those recorded from now on.
+   *
+   * @generated from field: int64 after_id = 2;
+   */
+  afterId: bigint;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.FollowInvocationsRequest.
+ * Use `create(FollowInvocationsRequestSchema)` to create a new message.
+ */
+export const FollowInvocationsRequestSchema: GenMessage<FollowInvocationsRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 36);
+
+/**
+ * @generated from message pulsebase.admin.v1.KvEntry
+ */
+export type KvEntry = Message<"pulsebase.admin.v1.KvEntry"> & {
+  /**
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * GetKvEntry only.
+   *
+   * @generated from field: optional string value = 2;
+   */
+  value?: string | undefined;
+
+  /**
+   * Bytes counted against the application's quota (key and value, UTF-8).
+   *
+   * @generated from field: int32 size = 3;
+   */
+  size: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 4;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp updated_at = 5;
+   */
+  updatedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.KvEntry.
+ * Use `create(KvEntrySchema)` to create a new message.
+ */
+export const KvEntrySchema: GenMessage<KvEntry> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 37);
+
+/**
+ * @generated from message pulsebase.admin.v1.ListKvEntriesRequest
+ */
+export type ListKvEntriesRequest = Message<"pulsebase.admin.v1.ListKvEntriesRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * @generated from field: string prefix = 2;
+   */
+  prefix: string;
+
+  /**
+   * Default 100, at most 1000.
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListKvEntriesRequest.
+ * Use `create(ListKvEntriesRequestSchema)` to create a new message.
+ */
+export const ListKvEntriesRequestSchema: GenMessage<ListKvEntriesRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 38);
+
+/**
+ * @generated from message pulsebase.admin.v1.ListKvEntriesResponse
+ */
+export type ListKvEntriesResponse = Message<"pulsebase.admin.v1.ListKvEntriesResponse"> & {
+  /**
+   * @generated from field: repeated pulsebase.admin.v1.KvEntry entries = 1;
+   */
+  entries: KvEntry[];
+
+  /**
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+
+  /**
+   * The application's totals (expired keys not yet swept included) and quota.
+   *
+   * @generated from field: int64 total_bytes = 3;
+   */
+  totalBytes: bigint;
+
+  /**
+   * @generated from field: int64 total_keys = 4;
+   */
+  totalKeys: bigint;
+
+  /**
+   * @generated from field: int64 max_bytes = 5;
+   */
+  maxBytes: bigint;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListKvEntriesResponse.
+ * Use `create(ListKvEntriesResponseSchema)` to create a new message.
+ */
+export const ListKvEntriesResponseSchema: GenMessage<ListKvEntriesResponse> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 39);
+
+/**
+ * @generated from message pulsebase.admin.v1.GetKvEntryRequest
+ */
+export type GetKvEntryRequest = Message<"pulsebase.admin.v1.GetKvEntryRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * @generated from field: string key = 2;
+   */
+  key: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.GetKvEntryRequest.
+ * Use `create(GetKvEntryRequestSchema)` to create a new message.
+ */
+export const GetKvEntryRequestSchema: GenMessage<GetKvEntryRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 40);
+
+/**
+ * @generated from message pulsebase.admin.v1.DeleteKvEntryRequest
+ */
+export type DeleteKvEntryRequest = Message<"pulsebase.admin.v1.DeleteKvEntryRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * @generated from field: string key = 2;
+   */
+  key: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.DeleteKvEntryRequest.
+ * Use `create(DeleteKvEntryRequestSchema)` to create a new message.
+ */
+export const DeleteKvEntryRequestSchema: GenMessage<DeleteKvEntryRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 41);
+
+/**
+ * @generated from message pulsebase.admin.v1.DeleteKvEntryResponse
+ */
+export type DeleteKvEntryResponse = Message<"pulsebase.admin.v1.DeleteKvEntryResponse"> & {
+  /**
+   * False when there was no such (unexpired) key.
+   *
+   * @generated from field: bool deleted = 1;
+   */
+  deleted: boolean;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.DeleteKvEntryResponse.
+ * Use `create(DeleteKvEntryResponseSchema)` to create a new message.
+ */
+export const DeleteKvEntryResponseSchema: GenMessage<DeleteKvEntryResponse> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 42);
 
 /**
  * @generated from message pulsebase.admin.v1.FunctionDeadLetter
@@ -1013,7 +1557,7 @@ export type FunctionDeadLetter = Message<"pulsebase.admin.v1.FunctionDeadLetter"
  * Use `create(FunctionDeadLetterSchema)` to create a new message.
  */
 export const FunctionDeadLetterSchema: GenMessage<FunctionDeadLetter> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 30);
+  messageDesc(file_pulsebase_admin_v1_functions, 43);
 
 /**
  * @generated from message pulsebase.admin.v1.ListFunctionDeadLettersRequest
@@ -1047,7 +1591,7 @@ export type ListFunctionDeadLettersRequest = Message<"pulsebase.admin.v1.ListFun
  * Use `create(ListFunctionDeadLettersRequestSchema)` to create a new message.
  */
 export const ListFunctionDeadLettersRequestSchema: GenMessage<ListFunctionDeadLettersRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 31);
+  messageDesc(file_pulsebase_admin_v1_functions, 44);
 
 /**
  * @generated from message pulsebase.admin.v1.ListFunctionDeadLettersResponse
@@ -1069,7 +1613,7 @@ export type ListFunctionDeadLettersResponse = Message<"pulsebase.admin.v1.ListFu
  * Use `create(ListFunctionDeadLettersResponseSchema)` to create a new message.
  */
 export const ListFunctionDeadLettersResponseSchema: GenMessage<ListFunctionDeadLettersResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 32);
+  messageDesc(file_pulsebase_admin_v1_functions, 45);
 
 /**
  * @generated from message pulsebase.admin.v1.ReplayFunctionDeadLettersRequest
@@ -1100,7 +1644,7 @@ export type ReplayFunctionDeadLettersRequest = Message<"pulsebase.admin.v1.Repla
  * Use `create(ReplayFunctionDeadLettersRequestSchema)` to create a new message.
  */
 export const ReplayFunctionDeadLettersRequestSchema: GenMessage<ReplayFunctionDeadLettersRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 33);
+  messageDesc(file_pulsebase_admin_v1_functions, 46);
 
 /**
  * @generated from message pulsebase.admin.v1.ReplayFunctionDeadLettersResponse
@@ -1119,7 +1663,7 @@ export type ReplayFunctionDeadLettersResponse = Message<"pulsebase.admin.v1.Repl
  * Use `create(ReplayFunctionDeadLettersResponseSchema)` to create a new message.
  */
 export const ReplayFunctionDeadLettersResponseSchema: GenMessage<ReplayFunctionDeadLettersResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 34);
+  messageDesc(file_pulsebase_admin_v1_functions, 47);
 
 /**
  * @generated from enum pulsebase.admin.v1.TriggerKind
@@ -1139,6 +1683,11 @@ export enum TriggerKind {
    * @generated from enum value: TRIGGER_KIND_EVENT = 2;
    */
   EVENT = 2,
+
+  /**
+   * @generated from enum value: TRIGGER_KIND_SCHEDULE = 3;
+   */
+  SCHEDULE = 3,
 }
 
 /**
@@ -1156,6 +1705,9 @@ export const TriggerKindSchema: GenEnum<TriggerKind> = /*@__PURE__*/
  */
 export const FunctionService: GenService<{
   /**
+   * With code: the function and its first version (active) are created in
+   * one transaction, so code that does not compile creates nothing.
+   *
    * @generated from rpc pulsebase.admin.v1.FunctionService.CreateFunction
    */
   createFunction: {
@@ -1222,7 +1774,9 @@ export const FunctionService: GenService<{
   /**
    * Compiles the code in a sandbox and stores it as the next immutable
    * version; refuses code that does not compile or has no default-export
-   * function (422 naming "code" with the compiler's message).
+   * function (422 naming "code" with the compiler's message). Code identical
+   * to an existing version (same SHA-256) returns that version instead
+   * (deduplicated true; activated when asked).
    *
    * @generated from rpc pulsebase.admin.v1.FunctionService.DeployVersion
    */
@@ -1232,12 +1786,24 @@ export const FunctionService: GenService<{
     output: typeof FunctionVersionSchema;
   },
   /**
+   * Newest first, without the code (GetVersion has it).
+   *
    * @generated from rpc pulsebase.admin.v1.FunctionService.ListVersions
    */
   listVersions: {
     methodKind: "unary";
     input: typeof ListVersionsRequestSchema;
     output: typeof ListVersionsResponseSchema;
+  },
+  /**
+   * One version with its code and content hash.
+   *
+   * @generated from rpc pulsebase.admin.v1.FunctionService.GetVersion
+   */
+  getVersion: {
+    methodKind: "unary";
+    input: typeof GetVersionRequestSchema;
+    output: typeof FunctionVersionSchema;
   },
   /**
    * Makes any existing version the active one (roll forward or back).
@@ -1264,6 +1830,40 @@ export const FunctionService: GenService<{
     methodKind: "unary";
     input: typeof CreateEventTriggerRequestSchema;
     output: typeof TriggerSchema;
+  },
+  /**
+   * A cron schedule: each tick runs the active version once across all
+   * server processes (PostgreSQL decides which one), with ctx.event
+   * describing the tick. Disabled and enabled with SetTriggerEnabled.
+   *
+   * @generated from rpc pulsebase.admin.v1.FunctionService.CreateScheduleTrigger
+   */
+  createScheduleTrigger: {
+    methodKind: "unary";
+    input: typeof CreateScheduleTriggerRequestSchema;
+    output: typeof TriggerSchema;
+  },
+  /**
+   * A signed HTTP trigger's new signing secret (returned once, in
+   * signing_secret); the old one stops working at once.
+   *
+   * @generated from rpc pulsebase.admin.v1.FunctionService.RotateTriggerSecret
+   */
+  rotateTriggerSecret: {
+    methodKind: "unary";
+    input: typeof RotateTriggerSecretRequestSchema;
+    output: typeof TriggerSchema;
+  },
+  /**
+   * A schedule's ticks, newest first: claimed, run (with the invocation) or
+   * skipped (missed while no process ran, with the skip policy).
+   *
+   * @generated from rpc pulsebase.admin.v1.FunctionService.ListScheduleRuns
+   */
+  listScheduleRuns: {
+    methodKind: "unary";
+    input: typeof ListScheduleRunsRequestSchema;
+    output: typeof ListScheduleRunsResponseSchema;
   },
   /**
    * @generated from rpc pulsebase.admin.v1.FunctionService.SetTriggerEnabled
@@ -1309,6 +1909,46 @@ export const FunctionService: GenService<{
     methodKind: "unary";
     input: typeof ListInvocationsRequestSchema;
     output: typeof ListInvocationsResponseSchema;
+  },
+  /**
+   * The function's invocations as they are recorded (by any server
+   * process), oldest first, after after_id (0: from now on). Runs until the
+   * caller cancels.
+   *
+   * @generated from rpc pulsebase.admin.v1.FunctionService.FollowInvocations
+   */
+  followInvocations: {
+    methodKind: "server_streaming";
+    input: typeof FollowInvocationsRequestSchema;
+    output: typeof InvocationSchema;
+  },
+  /**
+   * The application's key-value store (ctx.kv): keys by prefix, paged in
+   * key order, with their sizes; one entry with its value; deletion.
+   * Expired keys are never listed.
+   *
+   * @generated from rpc pulsebase.admin.v1.FunctionService.ListKvEntries
+   */
+  listKvEntries: {
+    methodKind: "unary";
+    input: typeof ListKvEntriesRequestSchema;
+    output: typeof ListKvEntriesResponseSchema;
+  },
+  /**
+   * @generated from rpc pulsebase.admin.v1.FunctionService.GetKvEntry
+   */
+  getKvEntry: {
+    methodKind: "unary";
+    input: typeof GetKvEntryRequestSchema;
+    output: typeof KvEntrySchema;
+  },
+  /**
+   * @generated from rpc pulsebase.admin.v1.FunctionService.DeleteKvEntry
+   */
+  deleteKvEntry: {
+    methodKind: "unary";
+    input: typeof DeleteKvEntryRequestSchema;
+    output: typeof DeleteKvEntryResponseSchema;
   },
   /**
    * Event-trigger deliveries (db and cms) that failed every attempt: one
