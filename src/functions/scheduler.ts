@@ -100,7 +100,7 @@ export function createScheduler(deps: {
   const onError = (err: unknown) => deps.onError?.(err);
 
   /** Claims one tick: the trigger moves on to `following`; the run row is inserted (none when `status` is undefined). */
-  async function claim(row: DueRow, following: Date | null, tick: Date, status: "running" | "skipped" | undefined, missed: number): Promise<{ id: number; function_id: number } | undefined> {
+  async function claim(row: DueRow, following: Date | null, tick: Date, status: "running" | undefined, missed: number): Promise<{ id: number; function_id: number } | undefined> {
     const r = await sql.query<{ id: number | null; function_id: number; claimed: boolean }>(
       `WITH claimed AS (
          UPDATE function_triggers SET next_run_at = $3
@@ -108,14 +108,14 @@ export function createScheduler(deps: {
          RETURNING id, app_id, function_id),
        run AS (
          INSERT INTO function_schedule_runs (trigger_id, app_id, function_id, scheduled_for, status, missed, server, finished_at)
-         SELECT id, app_id, function_id, $4, $5, $6, $7, CASE WHEN $5 = 'skipped' THEN now() END FROM claimed WHERE $5::text IS NOT NULL
+         SELECT id, app_id, function_id, $4, $5, $6, $7, NULL::timestamptz FROM claimed WHERE $5::text IS NOT NULL
          ON CONFLICT (trigger_id, scheduled_for) DO NOTHING
          RETURNING id)
        SELECT (SELECT id FROM run) AS id, function_id, true AS claimed FROM claimed`,
       [row.id, row.next_run_at, following, tick, status ?? null, missed, server],
     );
     const c = r.rows[0];
-    if (!c || c.id === null || status !== "running") return undefined;
+    if (!c || c.id === null || status === undefined) return undefined;
     return { id: Number(c.id), function_id: Number(c.function_id) };
   }
 
@@ -140,7 +140,20 @@ export function createScheduler(deps: {
     }
   }
 
-  /** Handles one due schedule: a tick on time runs; missed ticks follow the policy. */
+  /** Starts a claimed run without waiting for it (its promise is tracked for stop()). */
+  function launch(row: DueRow, run: { id: number; function_id: number }, tick: Date, missed: number): void {
+    const p: Promise<void> = execute(row, run, tick, missed).catch(onError).finally(() => running.delete(p));
+    running.add(p);
+  }
+
+  /**
+   * Handles one due schedule up to `now`: each tick on time runs; ticks
+   * missed beyond the grace period follow the policy. Every step is a claim
+   * from the tick this process saw: when another process claimed first, it
+   * has the schedule and this one stops. All lateness is judged against the
+   * one `now`, so a tick on time when the catch-up began is not counted as
+   * missed a moment later.
+   */
   async function handle(row: DueRow, now: Date): Promise<void> {
     let sched;
     try {
@@ -152,27 +165,51 @@ export function createScheduler(deps: {
       onError(err);
       return;
     }
-    const seen = new Date(row.next_run_at);
-    const lateBy = now.getTime() - seen.getTime();
-    if (lateBy <= opts.graceMs) {
-      const run = await claim(row, sched.next(seen), seen, "running", 0);
-      if (run) await execute(row, run, seen, 0);
-      return;
+    let cur: DueRow = { ...row, next_run_at: new Date(row.next_run_at) };
+    for (let steps = 0; cur.next_run_at.getTime() <= now.getTime() && steps < 100; steps++) {
+      const seen = cur.next_run_at;
+      if (now.getTime() - seen.getTime() <= opts.graceMs) {
+        const following = sched.next(seen);
+        const run = await claim(cur, following, seen, "running", 0);
+        if (!run) return;
+        launch(cur, run, seen, 0);
+        if (!following) return;
+        cur = { ...cur, next_run_at: following };
+        continue;
+      }
+      // Behind: every tick up to (now - grace) is missed; L is the newest.
+      const horizon = new Date(now.getTime() - opts.graceMs + 1);
+      const last = sched.previous(horizon);
+      const lastMissed = last && last.getTime() > seen.getTime() ? last : seen;
+      let count = 1;
+      for (let t = sched.next(seen); t && t.getTime() <= lastMissed.getTime() && count < MAX_COUNTED_MISSES; t = sched.next(t)) count++;
+      const following = sched.next(lastMissed);
+      if (row.missed_ticks === "run_once") {
+        const run = await claim(cur, following, lastMissed, "running", count - 1);
+        if (!run) return;
+        launch(cur, run, lastMissed, count - 1);
+      } else {
+        const r = await claimSkip(cur, following, lastMissed, count);
+        if (!r) return;
+      }
+      if (!following) return;
+      cur = { ...cur, next_run_at: following };
     }
-    // Behind: every tick up to (now - grace) is missed. L is the newest of
-    // them; the schedule goes on with the first tick after it.
-    const horizon = new Date(now.getTime() - opts.graceMs + 1);
-    const last = sched.previous(horizon) ?? seen;
-    const lastMissed = last.getTime() < seen.getTime() ? seen : last;
-    let count = 1;
-    for (let t = sched.next(seen); t && t.getTime() <= lastMissed.getTime() && count < MAX_COUNTED_MISSES; t = sched.next(t)) count++;
-    const following = sched.next(lastMissed);
-    if (row.missed_ticks === "run_once") {
-      const run = await claim(row, following, lastMissed, "running", count - 1);
-      if (run) await execute(row, run, lastMissed, count - 1);
-    } else {
-      await claim(row, following, lastMissed, "skipped", count);
-    }
+  }
+
+  async function claimSkip(row: DueRow, following: Date | null, tick: Date, missed: number): Promise<boolean> {
+    const r = await sql.query(
+      `WITH claimed AS (
+         UPDATE function_triggers SET next_run_at = $3
+         WHERE id = $1 AND kind = 'schedule' AND enabled AND next_run_at = $2
+         RETURNING id, app_id, function_id)
+       INSERT INTO function_schedule_runs (trigger_id, app_id, function_id, scheduled_for, status, missed, server, finished_at)
+       SELECT id, app_id, function_id, $4, 'skipped', $5, $6, now() FROM claimed
+       ON CONFLICT (trigger_id, scheduled_for) DO NOTHING
+       RETURNING id`,
+      [row.id, row.next_run_at, following, tick, missed, server],
+    );
+    return r.rows.length > 0;
   }
 
   async function housekeeping(): Promise<void> {
