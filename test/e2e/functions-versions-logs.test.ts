@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { createModules } from "../../src/start/modules.js";
+import { createKvStore } from "../../src/functions/kv-store.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
@@ -208,3 +209,29 @@ describe("errors and logs", () => {
     }
   });
 });
+
+describe("the key-value store, seen by the operator", () => {
+  it("lists keys by prefix with paging and totals, shows one with its value, deletes one (CLI)", async () => {
+    // What ctx.kv writes (the same store, on the server's database).
+    const kv = createKvStore(s.db.sql);
+    for (let i = 0; i < 5; i++) await kv.put(Number(appId), `cart:${i}`, JSON.stringify({ items: i }));
+    await kv.put(Number(appId), "session:x", "s", { ttlSeconds: 3600 });
+    const page1 = await cli(["functions", "kv", "list", "--app", String(appId), "--prefix", "cart:", "--page-size", "3"]);
+    expect(page1.code, page1.stderr).toBe(0);
+    const p1 = JSON.parse(page1.stdout);
+    expect(p1.entries.map((e: { key: string }) => e.key)).toEqual(["cart:0", "cart:1", "cart:2"]);
+    expect(p1).toMatchObject({ total_keys: 6, max_bytes: 64 * 1024 * 1024 });
+    expect(p1.entries[0]).not.toHaveProperty("value");
+    const page2 = JSON.parse((await cli(["functions", "kv", "list", "--app", String(appId), "--prefix", "cart:", "--page-size", "3", "--page-token", p1.next_page_token])).stdout);
+    expect(page2.entries.map((e: { key: string }) => e.key)).toEqual(["cart:3", "cart:4"]);
+    expect(page2.next_page_token ?? "").toBe("");
+    const one = await cli(["functions", "kv", "get", "--app", String(appId), "--key", "session:x"]);
+    expect(JSON.parse(one.stdout)).toMatchObject({ key: "session:x", value: "s", size: 10, expires_at: expect.any(String) });
+    const del = await cli(["functions", "kv", "delete", "--app", String(appId), "--key", "cart:0"]);
+    expect(JSON.parse(del.stdout)).toEqual({ deleted: true });
+    const gone = await cli(["functions", "kv", "get", "--app", String(appId), "--key", "cart:0"]);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toMatch(/No such key/);
+  });
+});
+
