@@ -522,7 +522,10 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       const missed = (req.missedTicks || "skip") as "skip" | "run_once";
       const v = new Violations();
       const cron = req.cron.trim().replace(/\s+/g, " ");
-      const next = checkSchedule(v, cron, timezone);
+      // Bounded before parsing: the parser's work grows with the text.
+      if (cron.length > 200) v.add("cron", "A cron expression is at most 200 characters.");
+      if (timezone.length > 64) v.add("timezone", "Unknown time zone (an IANA name such as Europe/Berlin).");
+      const next = v.empty ? checkSchedule(v, cron, timezone) : null;
       if (missed !== "skip" && missed !== "run_once") v.add("missed_ticks", "The missed-tick policy is skip or run_once.");
       v.throwIfAny();
       const t = await store.createScheduleTrigger(row.id, { cron, timezone, missedTicks: missed, enabled: req.enabled ?? true, nextRunAt: next! }, config.maxSchedulesPerApp);

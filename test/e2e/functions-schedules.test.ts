@@ -190,6 +190,8 @@ describe("schedules across processes", () => {
       [{ cron: "* * * * *", timezone: "Mars/Olympus" }, "timezone"],
       [{ cron: "0 0 30 2 *" }, "cron"],
       [{ cron: "* * * * *", missedTicks: "all" }, "missed_ticks"],
+      [{ cron: "* ".repeat(50_000) }, "cron"],
+      [{ cron: "* * * * *", timezone: "Europe/" + "x".repeat(10_000) }, "timezone"],
     ] as const) {
       const err = await fnsOf(s).createScheduleTrigger({ functionId: fn.id, ...req } as never).catch((e: unknown) => e);
       expect(err, JSON.stringify(req)).toBeInstanceOf(ConnectError);

@@ -10,6 +10,7 @@ import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/adm
 import { createModules } from "../../src/start/modules.js";
 import { signatureHeader } from "../../src/functions/webhook-signature.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { request } from "node:https";
 
 let s: TestServer;
 let appKey: string;
@@ -27,7 +28,7 @@ const HOOK = `export default async function (req, ctx) {
 beforeAll(async () => {
   s = await startTestServer({
     modules: createModules,
-    env: { PULSEBASE_FUNCTION_PUBLIC_PER_ADDRESS_PER_MINUTE: "30", PULSEBASE_FUNCTION_PUBLIC_PER_MINUTE: "1000" },
+    env: { PULSEBASE_FUNCTION_PUBLIC_PER_ADDRESS_PER_MINUTE: "30", PULSEBASE_FUNCTION_PUBLIC_PER_MINUTE: "45" },
   });
   const app = await s.createApp("third party");
   appKey = app.appKey;
@@ -44,6 +45,19 @@ beforeAll(async () => {
   await fns.createHttpTrigger({ functionId: fn.id, slug: "limited", auth: "public" });
 });
 afterAll(() => s.close());
+
+/** A POST from another loopback address (another client, as the server sees it). */
+function postFrom(localAddress: string, path: string, body: string): Promise<{ status: number; body: unknown }> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${s.httpsUrl}${path}`, { method: "POST", localAddress, rejectUnauthorized: false, headers: { "content-type": "application/json" } }, (res) => {
+      let text = "";
+      res.on("data", (d: Buffer) => (text += d.toString()));
+      res.on("end", () => resolve({ status: res.statusCode!, body: JSON.parse(text) as unknown }));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
 
 const post = (path: string, body: string | Uint8Array, headers: Record<string, string> = {}) =>
   s.fetch(path, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
@@ -70,6 +84,10 @@ describe("public triggers", () => {
       expect(res.status, path).toBe(404);
       expect(await res.json()).toMatchObject({ error: "not_found" });
     }
+    // hostile keys and slugs are just absent
+    for (const path of [`/api/fn/%00/open`, `/api/fn/${appKey}/%00`, `/api/fn/${"k".repeat(5000)}/open`, `/api/fn/${appKey}'--/open`]) {
+      expect((await post(path, "{}")).status, path).toBe(404);
+    }
     // and /api/fn/{slug} without a token stays 401, public trigger or not
     expect((await post("/api/fn/open", "{}")).status).toBe(401);
   });
@@ -84,6 +102,17 @@ describe("public triggers", () => {
     expect(await refused.json()).toMatchObject({ error: "rate_limited" });
     // another trigger's allowance is untouched
     expect((await post(`/api/fn/${appKey}/open`, "{}")).status).toBe(200);
+    // from another address the trigger's own (cluster-wide) limit of 45 a minute ends it soon after
+    const fromOther: number[] = [];
+    let body: unknown;
+    for (let i = 0; i < 30 && !fromOther.includes(429); i++) {
+      const r = await postFrom("127.0.0.2", `/api/fn/${appKey}/limited`, "{}");
+      fromOther.push(r.status);
+      body = r.body;
+    }
+    expect(fromOther.filter((x) => x === 200).length, JSON.stringify([fromOther, body])).toBeGreaterThanOrEqual(10);
+    expect(fromOther.at(-1)).toBe(429);
+    expect(body).toMatchObject({ error: "rate_limited", message: "This trigger's rate limit was reached." });
   });
 });
 
