@@ -79,6 +79,8 @@ const NO_SUCH_SLUG = "No enabled HTTP trigger matches this slug.";
 const RESOLVE_CACHE_MAX = 10_000;
 /** Token-less calls: the same answer for an unknown app key, an unknown slug and a consumer-mode trigger (nothing to probe). */
 const NO_PUBLIC_SLUG = "No enabled public or signed HTTP trigger matches this slug.";
+/** Token-less calls of nothing (404) one client address may make per minute before it gets 429. */
+export const MISSES_PER_ADDRESS_PER_MINUTE = 60;
 
 export function createFunctionRuntime(deps: {
   store: FunctionStore;
@@ -96,6 +98,10 @@ export function createFunctionRuntime(deps: {
   const perAddress = config.publicPerAddressPerMinute > 0
     ? new RateLimiterMemory({ keyPrefix: "fn-pub", points: config.publicPerAddressPerMinute, duration: 60 })
     : undefined;
+  // Token-less calls that name nothing (a wrong key or slug) cost a lookup
+  // and a cache entry each: an address that keeps probing is refused before
+  // the lookup (per process).
+  const misses = new RateLimiterMemory({ keyPrefix: "fn-miss", points: MISSES_PER_ADDRESS_PER_MINUTE, duration: 60 });
   const codeCache = new Map<number, string>();
   const httpCache = new Map<string, { at: number; row: ResolvedRow | undefined }>();
   // Bumped by every invalidation: a lookup that started before one may have
@@ -306,10 +312,18 @@ export function createFunctionRuntime(deps: {
      * then as invokeHttp with ctx.consumer null.
      */
     async invokePublic(appKey: string, slug: string, buildReq: () => Promise<unknown>, requestId: string, call: HttpCall): Promise<ShapedResponse> {
+      const probed = await misses.get(call.clientAddress);
+      if (probed && probed.remainingPoints <= 0) {
+        throw appError("rate_limited", "Too many calls of absent triggers from this address.", { retryAfterSeconds: Math.max(1, Math.ceil(probed.msBeforeNext / 1000)) });
+      }
+      const miss = () => {
+        void misses.consume(call.clientAddress).catch(() => undefined);
+        return appError("not_found", NO_PUBLIC_SLUG);
+      };
       const r = await resolveHttpByKey(appKey, slug);
-      if (!r) throw appError("not_found", NO_PUBLIC_SLUG);
+      if (!r) throw miss();
       if (config.enforcePlan && !r.plan.functionsEnabled) throw appError("plan_required");
-      if (r.function_id === null || r.trigger_auth === "consumer") throw appError("not_found", NO_PUBLIC_SLUG);
+      if (r.function_id === null || r.trigger_auth === "consumer") throw miss();
       if (r.version_id === null) throw appError("no_active_version");
       await admitOpen(r, call);
       const req = await buildReq();

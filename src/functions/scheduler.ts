@@ -71,15 +71,6 @@ export interface Scheduler {
   poll(): Promise<void>;
 }
 
-/** The tick after `after` of a schedule (null: never again, or the expression no longer parses). */
-export function nextTick(cron: string, timezone: string, after: Date): Date | null {
-  try {
-    return parseSchedule(cron, timezone).next(after);
-  } catch {
-    return null;
-  }
-}
-
 export function createScheduler(deps: {
   sql: Sql;
   runtime: Pick<FunctionRuntime, "runSchedule">;

@@ -116,6 +116,18 @@ describe("public triggers", () => {
   });
 });
 
+describe("probing", () => {
+  it("an address that keeps calling absent triggers gets 429 before any lookup; others are unaffected", async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 64; i++) statuses.push((await postFrom("127.0.0.3", `/api/fn/pk_guess${i}/open`, "{}")).status);
+    expect(statuses.filter((x) => x === 404).length).toBe(60);
+    expect(statuses.slice(60)).toEqual([429, 429, 429, 429]);
+    // a real trigger from the same address is refused too; from another address it works
+    expect((await postFrom("127.0.0.3", `/api/fn/${appKey}/open`, "{}")).status).toBe(429);
+    expect((await postFrom("127.0.0.4", `/api/fn/${appKey}/open`, "{}")).status).toBe(200);
+  });
+});
+
 describe("signed triggers", () => {
   const payload = JSON.stringify({ id: "evt_1", type: "invoice.paid", amount: 4200 });
 
