@@ -180,6 +180,27 @@ describe("errors and logs", () => {
     expect(logLines.filter((l) => (l.level as number) >= 50)).toEqual([]);
   });
 
+  it("a hostile scheduled function (an endless loop every second) is cut each time; other functions keep answering", async () => {
+    const hog = await fns.createFunction({ appId, name: "hog", timeoutMs: 100, code: "export default () => { for (;;) {} };" });
+    const t = await fns.createScheduleTrigger({ functionId: hog.id, cron: "* * * * * *" });
+    const fn = await fns.createFunction({ appId, name: "quick", code: V1 });
+    await fns.createHttpTrigger({ functionId: fn.id, slug: "quick" });
+    const started = Date.now();
+    const statuses: number[] = [];
+    while (Date.now() - started < 3500) {
+      statuses.push((await s.fetch("/api/fn/quick", { method: "POST", headers: { authorization: `Bearer ${token}` } })).status);
+    }
+    await fns.setTriggerEnabled({ triggerId: t.id, enabled: false });
+    expect(statuses.length).toBeGreaterThan(10);
+    expect(statuses.every((x) => x === 200)).toBe(true);
+    const runs = await until(async () => (await fns.listScheduleRuns({ triggerId: t.id })).runs, (r) => r.length >= 2 && r.every((x) => x.status !== "running"));
+    for (const r of runs) expect(r).toMatchObject({ status: "timeout", error: expect.stringMatching(/^timed out after \d+ ms/) });
+    const inv = (await fns.listInvocations({ functionId: hog.id })).invocations;
+    expect(inv.every((i) => i.triggerKind === "schedule" && i.outcome === "timeout" && i.status === 504)).toBe(true);
+    expect(logLines.some((l) => l.level === 40 && l.functionId === Number(hog.id) && l.trigger === "schedule")).toBe(true);
+    expect(logLines.filter((l) => (l.level as number) >= 50)).toEqual([]);
+  });
+
   it("functions logs --follow prints an invocation as it happens", async () => {
     const fn = await fns.createFunction({ appId, name: "followed", code: V2 });
     await fns.runFunction({ functionId: fn.id }); // before following: not printed
