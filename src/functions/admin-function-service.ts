@@ -118,13 +118,15 @@ function toTrigger(row: TriggerRow, withSecret = false): Trigger {
     target: row.target ?? "",
     operations: row.operations ?? [],
     createdAt: timestampFromDate(new Date(row.created_at)),
-    auth: row.kind === "http" ? row.auth : "",
-    signatureHeader: row.auth === "signed" ? (row.signature_header ?? "") : "",
-    signatureToleranceSeconds: row.auth === "signed" ? (row.signature_tolerance_s ?? 0) : 0,
-    signingSecret: withSecret && row.auth === "signed" ? (row.signing_secret ?? "") : "",
-    cron: row.cron ?? "",
-    timezone: row.timezone ?? "",
-    missedTicks: row.missed_ticks ?? "",
+    ...(row.kind === "http" ? { auth: row.auth } : {}),
+    ...(row.kind === "http" && row.auth === "signed"
+      ? {
+        signatureHeader: row.signature_header ?? "",
+        signatureToleranceSeconds: row.signature_tolerance_s ?? 0,
+        ...(withSecret ? { signingSecret: row.signing_secret ?? "" } : {}),
+      }
+      : {}),
+    ...(row.kind === "schedule" ? { cron: row.cron ?? "", timezone: row.timezone ?? "", missedTicks: row.missed_ticks ?? "skip" } : {}),
     nextRunAt: row.kind === "schedule" && row.enabled && row.next_run_at ? timestampFromDate(new Date(row.next_run_at)) : undefined,
   });
 }

@@ -39,7 +39,7 @@ beforeAll(async () => {
   await fns.createHttpTrigger({ functionId: fn.id, slug: "open", auth: "public" });
   await fns.createHttpTrigger({ functionId: fn.id, slug: "members" });
   const signed = await fns.createHttpTrigger({ functionId: fn.id, slug: "stripe", auth: "signed" });
-  secret = signed.signingSecret;
+  secret = signed.signingSecret!;
   signedTriggerId = signed.id;
   // A second public trigger for the per-address limit, so the other tests' calls do not count.
   await fns.createHttpTrigger({ functionId: fn.id, slug: "limited", auth: "public" });
@@ -135,7 +135,12 @@ describe("signed triggers", () => {
     expect(secret).toMatch(/^whsec_/);
     const { triggers } = await fns.listTriggers({ functionId });
     const t = triggers.find((x) => x.slug === "stripe")!;
-    expect(t).toMatchObject({ auth: "signed", signatureHeader: "pulsebase-signature", signatureToleranceSeconds: 300, signingSecret: "" });
+    expect(t).toMatchObject({ auth: "signed", signatureHeader: "pulsebase-signature", signatureToleranceSeconds: 300 });
+    expect(t.signingSecret).toBeUndefined();
+    // other kinds carry no settings of signed triggers or schedules
+    const open = triggers.find((x) => x.slug === "open")!;
+    expect(open).toMatchObject({ auth: "public" });
+    expect([open.signingSecret, open.signatureHeader, open.cron, open.timezone]).toEqual([undefined, undefined, undefined, undefined]);
   });
 
   it("run when the signature of the raw body verifies; the function sees the raw body", async () => {
@@ -188,9 +193,9 @@ describe("signed triggers", () => {
     expect(rotated.signingSecret).not.toBe(secret);
     const old = await post(`/api/fn/${appKey}/stripe`, payload, { "pulsebase-signature": signatureHeader(secret, payload) });
     expect(old.status).toBe(401);
-    const fresh = await post(`/api/fn/${appKey}/stripe`, payload, { "pulsebase-signature": signatureHeader(rotated.signingSecret, payload) });
+    const fresh = await post(`/api/fn/${appKey}/stripe`, payload, { "pulsebase-signature": signatureHeader(rotated.signingSecret!, payload) });
     expect(fresh.status).toBe(200);
-    secret = rotated.signingSecret;
+    secret = rotated.signingSecret!;
   });
 
   it("take a provider's secret and header name (Stripe: stripe-signature)", async () => {
