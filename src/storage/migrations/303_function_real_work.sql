@@ -52,6 +52,9 @@ CREATE TABLE function_schedule_runs (
   UNIQUE (trigger_id, scheduled_for)
 );
 CREATE INDEX function_schedule_runs_trigger_idx ON function_schedule_runs (trigger_id, id DESC);
+-- Housekeeping: runs left "running" by a stopped process, and the retention prune.
+CREATE INDEX function_schedule_runs_running_idx ON function_schedule_runs (started_at) WHERE status = 'running';
+CREATE INDEX function_schedule_runs_started_idx ON function_schedule_runs (started_at);
 
 -- The key-value store: one row per key, sizes accounted per application.
 CREATE TABLE function_kv (
