@@ -4,7 +4,8 @@
 // value, UTF-8) and of keys, kept in function_kv_usage; a write takes the
 // application's usage row lock first, so the totals stay exact under
 // concurrent writes of any process (and one application's writes never wait
-// for another's). Expired keys are invisible at once and removed by sweep().
+// for another's). Put and delete are one call each to a PL/pgSQL function
+// (the lock is held for no network round trip). Expired keys are invisible at once and removed by sweep().
 import { appError, Violations } from "../internal/errors.js";
 import type { Sql } from "../storage/sql.js";
 
@@ -129,28 +130,12 @@ export function createKvStore(sql: Sql, limits: Partial<KvLimits> = {}): KvStore
       }
       v.throwIfAny();
       const size = utf8(key) + utf8(value);
-      const stored = await sql.transaction(async (tx) => {
-        await lockUsage(tx, appId);
-        // A new snapshot after the lock: the previous writer's row and totals are visible.
-        const r = await tx.query<{ stored: boolean }>(
-          `WITH old AS (SELECT size FROM function_kv WHERE app_id = $1 AND key = $2),
-                d AS (SELECT $4::bigint - COALESCE((SELECT size FROM old), 0) AS bytes,
-                             CASE WHEN EXISTS (SELECT 1 FROM old) THEN 0 ELSE 1 END AS keys),
-                u AS (UPDATE function_kv_usage SET bytes = function_kv_usage.bytes + d.bytes, keys = function_kv_usage.keys + d.keys
-                      FROM d WHERE app_id = $1 AND (d.bytes <= 0 OR function_kv_usage.bytes + d.bytes <= $6)
-                        AND function_kv_usage.keys + d.keys <= $7
-                      RETURNING 1),
-                w AS (INSERT INTO function_kv (app_id, key, value, size, expires_at, updated_at)
-                      SELECT $1, $2, $3, $4, CASE WHEN $5::int IS NULL THEN NULL ELSE now() + make_interval(secs => $5::int) END, now()
-                      WHERE EXISTS (SELECT 1 FROM u)
-                      ON CONFLICT (app_id, key) DO UPDATE SET value = EXCLUDED.value, size = EXCLUDED.size,
-                        expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at
-                      RETURNING 1)
-           SELECT EXISTS (SELECT 1 FROM w) AS stored`,
-          [appId, key, value, size, ttl ?? null, L.maxBytesPerApp, L.maxKeysPerApp],
-        );
-        return r.rows[0]?.stored ?? false;
-      });
+      // One call: lock the usage row, check the quota, write, count (303_function_real_work.sql).
+      const r = await sql.query<{ stored: boolean }>(
+        "SELECT function_kv_put($1, $2, $3, $4, $5, $6, $7) AS stored",
+        [appId, key, value, size, ttl ?? null, L.maxBytesPerApp, L.maxKeysPerApp],
+      );
+      const stored = r.rows[0]?.stored ?? false;
       if (!stored) {
         throw appError("quota_exceeded", `The application's key-value store is full (at most ${L.maxBytesPerApp} bytes in ${L.maxKeysPerApp} keys); delete keys or let them expire.`);
       }
@@ -160,16 +145,8 @@ export function createKvStore(sql: Sql, limits: Partial<KvLimits> = {}): KvStore
       const v = new Violations();
       checkKey(v, key, L);
       v.throwIfAny();
-      return sql.transaction(async (tx) => {
-        await lockUsage(tx, appId);
-        const r = await tx.query<{ live: boolean }>(
-          `WITH d AS (DELETE FROM function_kv WHERE app_id = $1 AND key = $2 RETURNING size, ${LIVE} AS live),
-                u AS (UPDATE function_kv_usage SET bytes = bytes - d.size, keys = keys - 1 FROM d WHERE app_id = $1 RETURNING 1)
-           SELECT d.live FROM d`,
-          [appId, key],
-        );
-        return r.rows[0]?.live ?? false;
-      });
+      const r = await sql.query<{ deleted: boolean }>("SELECT function_kv_delete($1, $2) AS deleted", [appId, key]);
+      return r.rows[0]?.deleted ?? false;
     },
 
     async list(appId, opts = {}) {

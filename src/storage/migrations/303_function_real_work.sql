@@ -78,3 +78,48 @@ CREATE TABLE function_kv_usage (
 
 -- Invocation records: the error's parts (the error column keeps "Name: message").
 ALTER TABLE function_invocations ADD COLUMN error_name text, ADD COLUMN error_message text, ADD COLUMN error_stack text;
+
+-- A put and a delete in one call each (one round trip, autocommit): the
+-- application's usage row lock is taken first and held only while the
+-- function runs; each statement inside sees what committed before it (READ
+-- COMMITTED takes a snapshot per statement), so the totals stay exact.
+CREATE FUNCTION function_kv_put(p_app bigint, p_key text, p_value text, p_size integer, p_ttl integer, p_max_bytes bigint, p_max_keys bigint)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+  u_bytes bigint;
+  u_keys bigint;
+  old_size integer;
+BEGIN
+  INSERT INTO function_kv_usage AS u (app_id) VALUES (p_app)
+    ON CONFLICT (app_id) DO UPDATE SET app_id = EXCLUDED.app_id
+    RETURNING u.bytes, u.keys INTO u_bytes, u_keys;
+  SELECT k.size INTO old_size FROM function_kv k WHERE k.app_id = p_app AND k.key = p_key;
+  IF old_size IS NULL THEN
+    IF u_keys + 1 > p_max_keys OR u_bytes + p_size > p_max_bytes THEN RETURN false; END IF;
+  ELSIF p_size > old_size AND u_bytes + p_size - old_size > p_max_bytes THEN
+    RETURN false;
+  END IF;
+  INSERT INTO function_kv (app_id, key, value, size, expires_at, updated_at)
+    VALUES (p_app, p_key, p_value, p_size, CASE WHEN p_ttl IS NULL THEN NULL ELSE now() + make_interval(secs => p_ttl) END, now())
+    ON CONFLICT (app_id, key) DO UPDATE SET value = EXCLUDED.value, size = EXCLUDED.size,
+      expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at;
+  UPDATE function_kv_usage SET bytes = bytes + p_size - COALESCE(old_size, 0),
+    keys = keys + CASE WHEN old_size IS NULL THEN 1 ELSE 0 END
+    WHERE app_id = p_app;
+  RETURN true;
+END $$;
+
+-- True when a live (unexpired) key was deleted.
+CREATE FUNCTION function_kv_delete(p_app bigint, p_key text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+  old_size integer;
+  was_live boolean;
+BEGIN
+  INSERT INTO function_kv_usage (app_id) VALUES (p_app) ON CONFLICT (app_id) DO UPDATE SET app_id = EXCLUDED.app_id;
+  DELETE FROM function_kv k WHERE k.app_id = p_app AND k.key = p_key
+    RETURNING k.size, (k.expires_at IS NULL OR k.expires_at > now()) INTO old_size, was_live;
+  IF old_size IS NULL THEN RETURN false; END IF;
+  UPDATE function_kv_usage SET bytes = bytes - old_size, keys = keys - 1 WHERE app_id = p_app;
+  RETURN was_live;
+END $$;
