@@ -14,6 +14,7 @@ import { functionsScenarios } from "./scenarios/functions-http.js";
 import { analyticsScenarios } from "./scenarios/analytics-http.js";
 import { cmsLargeScenarios } from "./scenarios/cms-large.js";
 import { observabilityScenarios } from "./scenarios/observability.js";
+import { kvScenarios } from "./scenarios/kv.js";
 import { randomBytes } from "node:crypto";
 import { deleteStreamsWithPrefix } from "../src/queue/nats-streams.js";
 import type { DescService } from "@bufbuild/protobuf";
@@ -55,9 +56,10 @@ const suites: Record<string, Suite> = {
   cms: cmsScenarios,
   "cms-large": cmsLargeScenarios,
   observability: observabilityScenarios,
+  kv: kvScenarios,
 };
 /** Suites run when --only is not given (cms-large seeds 1M rows: opt-in). */
-const DEFAULT_SUITES = ["identity", "database", "fairness", "analytics", "functions", "cms", "observability"];
+const DEFAULT_SUITES = ["identity", "database", "fairness", "analytics", "functions", "cms", "observability", "kv"];
 
 const { values } = parseArgs({
   options: {

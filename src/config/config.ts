@@ -103,6 +103,22 @@ export interface Config {
     /** Waiting for one of those (PULSEBASE_FN_DB_CALLS_QUEUED). */
     queued: number;
   };
+  /** Functions' limits and schedule timing (issue 19; docs/functions.md). */
+  functions: {
+    /** PULSEBASE_FUNCTION_PUBLIC_PER_MINUTE: calls of one public or signed trigger per minute (all processes). */
+    publicTriggerPerMinute: number;
+    /** PULSEBASE_FUNCTION_PUBLIC_PER_ADDRESS_PER_MINUTE: of one such trigger from one address (per process). */
+    publicPerAddressPerMinute: number;
+    /** PULSEBASE_FUNCTION_SCHEDULES_PER_APP */
+    maxSchedulesPerApp: number;
+    /** PULSEBASE_SCHEDULE_POLL_MS: how often each process looks for due ticks. */
+    schedulePollMs: number;
+    /** PULSEBASE_SCHEDULE_GRACE_MS: a tick later than this counts as missed. */
+    scheduleGraceMs: number;
+    /** PULSEBASE_KV_MAX_BYTES_PER_APP, PULSEBASE_KV_MAX_KEYS_PER_APP */
+    kvMaxBytesPerApp: number;
+    kvMaxKeysPerApp: number;
+  };
 }
 
 export interface ConsoleConfig {
@@ -264,6 +280,15 @@ export function loadConfig(env: Env = process.env): Config {
     fnDbCalls: {
       running: int(env, "PULSEBASE_FN_DB_CALLS_RUNNING", 4, 1, 100),
       queued: int(env, "PULSEBASE_FN_DB_CALLS_QUEUED", 100, 0, 10_000),
+    },
+    functions: {
+      publicTriggerPerMinute: int(env, "PULSEBASE_FUNCTION_PUBLIC_PER_MINUTE", 600, 0, 1_000_000),
+      publicPerAddressPerMinute: int(env, "PULSEBASE_FUNCTION_PUBLIC_PER_ADDRESS_PER_MINUTE", 120, 0, 1_000_000),
+      maxSchedulesPerApp: int(env, "PULSEBASE_FUNCTION_SCHEDULES_PER_APP", 50, 0, 100_000),
+      schedulePollMs: int(env, "PULSEBASE_SCHEDULE_POLL_MS", 500, 50, 60_000),
+      scheduleGraceMs: int(env, "PULSEBASE_SCHEDULE_GRACE_MS", 30_000, 100, 86_400_000),
+      kvMaxBytesPerApp: int(env, "PULSEBASE_KV_MAX_BYTES_PER_APP", 64 * 1024 * 1024, 1024, 1024 ** 4),
+      kvMaxKeysPerApp: int(env, "PULSEBASE_KV_MAX_KEYS_PER_APP", 100_000, 1, 1_000_000_000),
     },
   };
 }

@@ -8,11 +8,15 @@ import {
   FunctionService,
   FunctionVersionSchema,
   InvocationSchema,
+  KvEntrySchema,
   LogLineSchema,
+  ScheduleRunSchema,
   RunFunctionResponseSchema,
   TriggerKind,
   TriggerSchema,
   type Function as FunctionMsg,
+  type FunctionVersion,
+  type Invocation,
   type Trigger,
 } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { appError, errorDetail, Violations } from "../internal/errors.js";
@@ -21,7 +25,29 @@ import type { Sandbox } from "../sandbox/sandbox.js";
 import { CompileError } from "../sandbox/function-isolate.js";
 import type { Sql } from "../storage/sql.js";
 import type { FunctionsConfig } from "./config.js";
-import { listInvocations, NotFound, type FunctionRow, type FunctionStore, type Settings, type TriggerRow } from "./function-store.js";
+import {
+  invocationsAfter,
+  lastInvocationId,
+  listInvocations,
+  NotFound,
+  type FunctionRow,
+  type FunctionStore,
+  type InvocationRow,
+  type Settings,
+  type TriggerAuth,
+  type TriggerRow,
+  type VersionRow,
+} from "./function-store.js";
+import { parseSchedule } from "./cron-schedule.js";
+import type { KvStore } from "./kv-store.js";
+import {
+  DEFAULT_SIGNATURE_HEADER,
+  DEFAULT_SIGNATURE_TOLERANCE_S,
+  MAX_SECRET_BYTES as MAX_SIGNING_SECRET_BYTES,
+  MAX_SIGNATURE_TOLERANCE_S,
+  MIN_SECRET_BYTES,
+  newSigningSecret,
+} from "./webhook-signature.js";
 import type { FunctionRuntime } from "./function-runtime.js";
 import type { InvocationRecorder } from "./invocation-recorder.js";
 import type { DeadLetterStore, StoredDeadLetter } from "./events/event-transport.js";
@@ -34,6 +60,10 @@ export interface AdminFunctionServiceDeps {
   runtime: FunctionRuntime;
   recorder: InvocationRecorder;
   config: FunctionsConfig;
+  /** The applications' key-value stores (ctx.kv), for the operator. */
+  kv: KvStore;
+  /** How often FollowInvocations looks for new records. */
+  followPollMs?: number;
   /** The event worker's dead letters; unset when event triggers are not configured. */
   deadLetters?: DeadLetterStore;
   /**
@@ -72,19 +102,103 @@ function toFunction(row: FunctionRow): FunctionMsg {
   });
 }
 
-function toTrigger(row: TriggerRow): Trigger {
+const KINDS = { http: TriggerKind.HTTP, event: TriggerKind.EVENT, schedule: TriggerKind.SCHEDULE } as const;
+const AUTH_MODES: readonly TriggerAuth[] = ["consumer", "public", "signed"];
+const HEADER_RE = /^[a-z0-9][a-z0-9-]{0,99}$/;
+
+/** The trigger as the operator sees it; the signing secret only when `withSecret` (the call that made it). */
+function toTrigger(row: TriggerRow, withSecret = false): Trigger {
   return create(TriggerSchema, {
     id: BigInt(row.id),
     functionId: BigInt(row.function_id),
-    kind: row.kind === "http" ? TriggerKind.HTTP : TriggerKind.EVENT,
+    kind: KINDS[row.kind],
     enabled: row.enabled,
     slug: row.slug ?? "",
     source: row.source ?? "",
     target: row.target ?? "",
     operations: row.operations ?? [],
     createdAt: timestampFromDate(new Date(row.created_at)),
+    ...(row.kind === "http" ? { auth: row.auth } : {}),
+    ...(row.kind === "http" && row.auth === "signed"
+      ? {
+        signatureHeader: row.signature_header ?? "",
+        signatureToleranceSeconds: row.signature_tolerance_s ?? 0,
+        ...(withSecret ? { signingSecret: row.signing_secret ?? "" } : {}),
+      }
+      : {}),
+    ...(row.kind === "schedule" ? { cron: row.cron ?? "", timezone: row.timezone ?? "", missedTicks: row.missed_ticks ?? "skip" } : {}),
+    nextRunAt: row.kind === "schedule" && row.enabled && row.next_run_at ? timestampFromDate(new Date(row.next_run_at)) : undefined,
   });
 }
+
+function toVersion(v: VersionRow, extra: { code?: string; deduplicated?: boolean } = {}): FunctionVersion {
+  return create(FunctionVersionSchema, {
+    functionId: BigInt(v.function_id),
+    version: v.version,
+    codeSize: Number(v.code_size),
+    active: v.active,
+    createdAt: timestampFromDate(new Date(v.created_at)),
+    sha256: v.code_sha256,
+    deduplicated: extra.deduplicated ?? false,
+    ...(extra.code !== undefined ? { code: extra.code } : {}),
+  });
+}
+
+function toInvocation(r: InvocationRow): Invocation {
+  return create(InvocationSchema, {
+    id: BigInt(r.id),
+    functionId: BigInt(r.function_id),
+    version: r.version ?? 0,
+    triggerKind: r.trigger_kind,
+    triggerId: BigInt(r.trigger_id ?? 0),
+    status: r.status,
+    outcome: r.outcome,
+    durationMs: Number(r.duration_ms),
+    memoryBytes: BigInt(r.memory_bytes),
+    error: r.error ?? "",
+    errorName: r.error_name ?? "",
+    errorMessage: r.error_message ?? "",
+    errorStack: r.error_stack ?? "",
+    logs: r.logs.map((l) => create(LogLineSchema, l)),
+    logsTruncated: r.logs_truncated,
+    requestId: r.request_id,
+    createdAt: timestampFromDate(new Date(r.created_at)),
+  });
+}
+
+/** An operator-given signing secret, or a new one. */
+function signingSecretOf(given: string | undefined, v: Violations): string {
+  if (given === undefined) return newSigningSecret();
+  const n = Buffer.byteLength(given);
+  if (n < MIN_SECRET_BYTES || n > MAX_SIGNING_SECRET_BYTES || given.includes("\u0000")) {
+    v.add("signing_secret", `A signing secret is ${MIN_SECRET_BYTES} to ${MAX_SIGNING_SECRET_BYTES} bytes.`);
+  }
+  return given;
+}
+
+/** A schedule's expression and time zone checked; the first tick after now. */
+function checkSchedule(v: Violations, cron: string, timezone: string): Date | null {
+  try {
+    const next = parseSchedule(cron, timezone).next(new Date());
+    if (!next) v.add("cron", "The expression never fires.");
+    return next;
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    v.add(/time zone/i.test(message) ? "timezone" : "cron", message);
+    return null;
+  }
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
 
 function toDeadLetter(d: StoredDeadLetter) {
   const ev = d.event;
@@ -143,7 +257,7 @@ function pageToken(t: string): number {
 }
 
 export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): ServiceImpl<typeof FunctionService> {
-  const { sql, store, sandbox, runtime, recorder, config } = deps;
+  const { sql, store, sandbox, runtime, recorder, config, kv } = deps;
 
   function deadLetterStore(): DeadLetterStore {
     if (!deps.deadLetters) throw appError("failed_precondition", "Event triggers are not configured in this process.");
@@ -190,6 +304,21 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
     if (appId !== undefined) await deps.announce?.(appId);
   }
 
+  function checkCodeSize(v: Violations, code: string): void {
+    if (code.trim() === "") v.add("code", "The code is required.");
+    else if (Buffer.byteLength(code) > MAX_CODE_BYTES) v.add("code", `At most ${MAX_CODE_BYTES} bytes.`);
+  }
+  async function compile(code: string, memoryMb: number): Promise<void> {
+    try {
+      await sandbox.check(code, memoryMb);
+    } catch (err) {
+      if (err instanceof CompileError) {
+        throw appError("validation_failed", `The code was refused: ${err.message}`, { fields: { code: [err.message] } });
+      }
+      throw err;
+    }
+  }
+
   async function mustGet(id: bigint | number): Promise<FunctionRow> {
     const row = await store.get(Number(id));
     if (!row) throw appError("not_found", "No such function.");
@@ -214,9 +343,15 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       const v = new Violations();
       if (!NAME_RE.test(req.name)) v.add("name", "The name is required: 1 to 100 letters, digits, - or _, starting with a letter or digit.");
       checkSettings(v, s, plan, config);
+      if (req.code !== undefined) checkCodeSize(v, req.code);
       v.throwIfAny();
       try {
-        return toFunction(await store.create(appId, req.name, s));
+        if (req.code === undefined) return toFunction(await store.create(appId, req.name, s));
+        // Compiled before anything is stored: refused code creates nothing.
+        await compile(req.code, s.memoryMb);
+        const row = await store.createWithVersion(appId, req.name, s, req.code);
+        await changed(appId);
+        return toFunction(row);
       } catch (err) {
         throw conflictAs(err, "A function with this name already exists in the application.");
       }
@@ -291,48 +426,30 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
 
     async deployVersion(req) {
       const row = await mustGet(req.functionId);
-      const size = Buffer.byteLength(req.code);
-      if (req.code.trim() === "") throw appError("validation_failed", "The code is required.", { fields: { code: ["The code is required."] } });
-      if (size > MAX_CODE_BYTES) throw appError("validation_failed", `The code is larger than ${MAX_CODE_BYTES} bytes.`, { fields: { code: [`At most ${MAX_CODE_BYTES} bytes.`] } });
-      try {
-        await sandbox.check(req.code, row.memory_mb);
-      } catch (err) {
-        if (err instanceof CompileError) {
-          throw appError("validation_failed", `The code was refused: ${err.message}`, { fields: { code: [err.message] } });
-        }
-        throw err;
-      }
-      const prev = req.activate ? await store.resolveFunction(row.id, 0) : undefined;
-      const v = await store.insertVersion(row.id, req.code, req.activate);
-      if (!v) throw appError("not_found", "No such function.");
-      if (prev?.version_id) sandbox.evictVersion(prev.version_id);
-      await changed(row.app_id);
-      return create(FunctionVersionSchema, {
-        functionId: BigInt(row.id),
-        version: v.version,
-        codeSize: Number(v.code_size),
-        active: v.active,
-        createdAt: timestampFromDate(new Date(v.created_at)),
-        code: req.code,
-      });
+      const v = new Violations();
+      checkCodeSize(v, req.code);
+      v.throwIfAny();
+      await compile(req.code, row.memory_mb);
+      const stored = await store.insertVersion(row.id, req.code, req.activate);
+      if (!stored) throw appError("not_found", "No such function.");
+      if (stored.previous_active_id) sandbox.evictVersion(stored.previous_active_id);
+      if (!stored.existing || stored.previous_active_id) await changed(row.app_id);
+      return toVersion(stored, { code: req.code, deduplicated: stored.existing });
     },
 
     async listVersions(req) {
       await mustGet(req.functionId);
       const rows = await store.listVersions(Number(req.functionId));
-      const code = req.includeCode ? await Promise.all(rows.map((v) => store.versionCode(v.id))) : [];
-      return {
-        versions: rows.map((v, i) =>
-          create(FunctionVersionSchema, {
-            functionId: BigInt(v.function_id),
-            version: v.version,
-            codeSize: Number(v.code_size),
-            active: v.active,
-            createdAt: timestampFromDate(new Date(v.created_at)),
-            code: code[i] ?? "",
-          }),
-        ),
-      };
+      // With include_code (the console's diff view), every version's code.
+      const code = req.includeCode ? await Promise.all(rows.map((v) => store.versionCode(v.id))) : undefined;
+      return { versions: rows.map((v, i) => toVersion(v, code ? { code: code[i] ?? "" } : {})) };
+    },
+
+    async getVersion(req) {
+      await mustGet(req.functionId);
+      const v = await store.getVersion(Number(req.functionId), req.version);
+      if (!v) throw appError("not_found", `The function has no version ${req.version}.`, { fields: { version: ["No such version."] } });
+      return toVersion(v, { code: v.code ?? "" });
     },
 
     async activateVersion(req) {
@@ -349,10 +466,26 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       if (!SLUG_RE.test(req.slug)) {
         throw appError("validation_failed", "Invalid slug.", { fields: { slug: ["A slug is 1 to 100 lower-case letters, digits, - or _, starting with a letter or digit."] } });
       }
+      const auth = (req.auth || "consumer") as TriggerAuth;
+      const v = new Violations();
+      if (!AUTH_MODES.includes(auth)) v.add("auth", "The authentication mode is consumer, public or signed.");
+      let signed = null;
+      if (auth === "signed") {
+        const header = (req.signatureHeader ?? DEFAULT_SIGNATURE_HEADER).toLowerCase();
+        if (!HEADER_RE.test(header)) v.add("signature_header", "A header name: letters, digits and -.");
+        const toleranceS = req.signatureToleranceSeconds ?? DEFAULT_SIGNATURE_TOLERANCE_S;
+        if (!Number.isInteger(toleranceS) || toleranceS < 1 || toleranceS > MAX_SIGNATURE_TOLERANCE_S) {
+          v.add("signature_tolerance_seconds", `The tolerance is 1 to ${MAX_SIGNATURE_TOLERANCE_S} seconds.`);
+        }
+        signed = { secret: signingSecretOf(req.signingSecret, v), header, toleranceS };
+      } else if (req.signingSecret !== undefined || req.signatureHeader !== undefined || req.signatureToleranceSeconds !== undefined) {
+        v.add("auth", "A signing secret, header or tolerance needs auth \"signed\".");
+      }
+      v.throwIfAny();
       try {
-        const t = await store.createHttpTrigger(row.id, req.slug, req.enabled ?? true);
+        const t = await store.createHttpTrigger(row.id, req.slug, req.enabled ?? true, auth, signed);
         await changed(row.app_id);
-        return toTrigger(t!);
+        return toTrigger(t!, true);
       } catch (err) {
         throw conflictAs(err, "Another HTTP trigger of this application already uses this slug.");
       }
@@ -387,10 +520,76 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       return toTrigger(t);
     },
 
+    async createScheduleTrigger(req) {
+      const row = await mustGet(req.functionId);
+      const timezone = req.timezone || "UTC";
+      const missed = (req.missedTicks || "skip") as "skip" | "run_once";
+      const v = new Violations();
+      const cron = req.cron.trim().replace(/\s+/g, " ");
+      // Bounded before parsing: the parser's work grows with the text.
+      if (cron.length > 200) v.add("cron", "A cron expression is at most 200 characters.");
+      if (timezone.length > 64) v.add("timezone", "Unknown time zone (an IANA name such as Europe/Berlin).");
+      const next = v.empty ? checkSchedule(v, cron, timezone) : null;
+      if (missed !== "skip" && missed !== "run_once") v.add("missed_ticks", "The missed-tick policy is skip or run_once.");
+      v.throwIfAny();
+      const t = await store.createScheduleTrigger(row.id, { cron, timezone, missedTicks: missed, enabled: req.enabled ?? true, nextRunAt: next! }, config.maxSchedulesPerApp);
+      if (!t) throw appError("not_found", "No such function.");
+      if (t === "limit") throw appError("failed_precondition", `An application has at most ${config.maxSchedulesPerApp} schedules.`);
+      return toTrigger(t);
+    },
+
+    async rotateTriggerSecret(req) {
+      const before = await store.getTrigger(Number(req.triggerId));
+      if (!before) throw appError("not_found", "No such trigger.");
+      if (before.kind !== "http" || before.auth !== "signed") throw appError("failed_precondition", "Only a signed HTTP trigger has a signing secret.");
+      const v = new Violations();
+      const secret = signingSecretOf(req.signingSecret, v);
+      v.throwIfAny();
+      const t = await store.setSigningSecret(before.id, secret);
+      if (!t) throw appError("not_found", "No such trigger.");
+      await changed(t.app_id);
+      return toTrigger(t, true);
+    },
+
+    async listScheduleRuns(req) {
+      const t = await store.getTrigger(Number(req.triggerId));
+      if (!t) throw appError("not_found", "No such trigger.");
+      const limit = pageSize(req.pageSize);
+      const r = await sql.query<{
+        id: number; trigger_id: number; scheduled_for: Date; status: string; missed: number; invocation_id: number | null;
+        error: string | null; started_at: Date; finished_at: Date | null;
+      }>(
+        `SELECT id, trigger_id, scheduled_for, status, missed, invocation_id, error, started_at, finished_at
+         FROM function_schedule_runs WHERE trigger_id = $1 AND ($2::bigint = 0 OR id < $2) ORDER BY id DESC LIMIT $3`,
+        [t.id, pageToken(req.pageToken), limit + 1],
+      );
+      const page = r.rows.slice(0, limit);
+      return {
+        runs: page.map((x) =>
+          create(ScheduleRunSchema, {
+            id: BigInt(x.id),
+            triggerId: BigInt(x.trigger_id),
+            scheduledFor: timestampFromDate(new Date(x.scheduled_for)),
+            status: x.status,
+            missed: x.missed,
+            invocationId: BigInt(x.invocation_id ?? 0),
+            error: x.error ?? "",
+            startedAt: timestampFromDate(new Date(x.started_at)),
+            finishedAt: x.finished_at ? timestampFromDate(new Date(x.finished_at)) : undefined,
+          }),
+        ),
+        nextPageToken: r.rows.length > limit ? String(page[page.length - 1]!.id) : "",
+      };
+    },
+
     async setTriggerEnabled(req) {
       const before = await store.getTrigger(Number(req.triggerId));
       if (!before) throw appError("not_found", "No such trigger.");
-      const t = await store.setTriggerEnabled(before.id, req.enabled);
+      // A schedule enabled again starts from its next tick: the time it was off is not caught up.
+      const nextRunAt = before.kind === "schedule" && req.enabled && !before.enabled
+        ? (parseSchedule(before.cron!, before.timezone!).next(new Date()) ?? undefined)
+        : undefined;
+      const t = await store.setTriggerEnabled(before.id, req.enabled, nextRunAt);
       if (!t) throw appError("not_found", "No such trigger.");
       await changed(t.app_id);
       if (t.kind === "event" && t.source === "db") {
@@ -418,7 +617,7 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
 
     async listTriggers(req) {
       await mustGet(req.functionId);
-      return { triggers: (await store.listTriggers(Number(req.functionId))).map(toTrigger) };
+      return { triggers: (await store.listTriggers(Number(req.functionId))).map((t) => toTrigger(t)) };
     },
 
     async runFunction(req) {
@@ -443,6 +642,9 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
         durationMs: report.durationMs,
         outcome: report.outcome,
         error: report.error ?? "",
+        errorName: report.errorName,
+        errorMessage: report.errorMessage,
+        errorStack: report.errorStack,
         logs: report.logs.map((l) => create(LogLineSchema, l)),
         logsTruncated: report.logsTruncated,
       });
@@ -456,26 +658,70 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       const rows = await listInvocations(sql, Number(req.functionId), pageToken(req.pageToken), limit + 1);
       const page = rows.slice(0, limit);
       return {
-        invocations: page.map((r) =>
-          create(InvocationSchema, {
-            id: BigInt(r.id),
-            functionId: BigInt(r.function_id),
-            version: r.version ?? 0,
-            triggerKind: r.trigger_kind,
-            triggerId: BigInt(r.trigger_id ?? 0),
-            status: r.status,
-            outcome: r.outcome,
-            durationMs: Number(r.duration_ms),
-            memoryBytes: BigInt(r.memory_bytes),
-            error: r.error ?? "",
-            logs: r.logs.map((l) => create(LogLineSchema, l)),
-            logsTruncated: r.logs_truncated,
-            requestId: r.request_id,
-            createdAt: timestampFromDate(new Date(r.created_at)),
-          }),
-        ),
+        invocations: page.map(toInvocation),
         nextPageToken: rows.length > limit ? String(page[page.length - 1]!.id) : "",
       };
+    },
+
+    async *followInvocations(req, ctx) {
+      const functionId = Number(req.functionId);
+      await mustGet(functionId);
+      let after = req.afterId > 0n ? Number(req.afterId) : await lastInvocationId(sql, functionId);
+      const pollMs = deps.followPollMs ?? 250;
+      while (!ctx.signal.aborted) {
+        // This process's buffered records first (the others' flush on their own, within their flush interval).
+        await recorder.flush();
+        const rows = await invocationsAfter(sql, functionId, after, 100);
+        for (const r of rows) {
+          after = Number(r.id);
+          yield toInvocation(r);
+        }
+        if (rows.length < 100) {
+          await sleep(pollMs, ctx.signal);
+          // Deleted meanwhile: the stream ends.
+          if (!ctx.signal.aborted && !(await store.get(functionId))) return;
+        }
+      }
+    },
+
+    async listKvEntries(req) {
+      const appId = Number(req.appId);
+      await planOf(appId);
+      const limit = req.pageSize < 0 ? -1 : req.pageSize || 100;
+      const page = await kv.list(appId, { prefix: req.prefix, limit: Math.min(limit, kv.limits.maxListLimit), cursor: req.pageToken || undefined });
+      const usage = await kv.usage(appId);
+      return {
+        entries: page.entries.map((e) => create(KvEntrySchema, {
+          key: e.key,
+          size: e.size,
+          expiresAt: e.expires_at ? timestampFromDate(new Date(e.expires_at)) : undefined,
+          updatedAt: timestampFromDate(new Date(e.updated_at)),
+        })),
+        nextPageToken: page.cursor ?? "",
+        totalBytes: BigInt(usage.bytes),
+        totalKeys: BigInt(usage.keys),
+        maxBytes: BigInt(kv.limits.maxBytesPerApp),
+      };
+    },
+
+    async getKvEntry(req) {
+      const appId = Number(req.appId);
+      await planOf(appId);
+      const e = await kv.getEntry(appId, req.key);
+      if (!e) throw appError("not_found", "No such key (or it has expired).");
+      return create(KvEntrySchema, {
+        key: e.key,
+        value: e.value ?? "",
+        size: e.size,
+        expiresAt: e.expires_at ? timestampFromDate(new Date(e.expires_at)) : undefined,
+        updatedAt: timestampFromDate(new Date(e.updated_at)),
+      });
+    },
+
+    async deleteKvEntry(req) {
+      const appId = Number(req.appId);
+      await planOf(appId);
+      return { deleted: await kv.delete(appId, req.key) };
     },
 
     async listFunctionDeadLetters(req) {

@@ -1,6 +1,8 @@
 // Configuration of the functions module (passed in by the app factory).
 import type { SandboxLimits } from "../sandbox/types.js";
 import type { RecorderOptions } from "./invocation-recorder.js";
+import type { KvLimits } from "./kv-store.js";
+import type { SchedulerOptions } from "./scheduler.js";
 
 export interface FunctionsConfig {
   /** When on, an application whose plan has functionsEnabled=false gets 402 plan_required. */
@@ -17,6 +19,14 @@ export interface FunctionsConfig {
   resolveCacheMs: number;
   sandbox: Partial<SandboxLimits>;
   recorder: Partial<RecorderOptions>;
+  /** Calls of one public or signed trigger per minute, across all processes (0 = unlimited). */
+  publicTriggerPerMinute: number;
+  /** Calls of one public or signed trigger per minute from one client address, per process (0 = unlimited). */
+  publicPerAddressPerMinute: number;
+  /** Schedule triggers per application. */
+  maxSchedulesPerApp: number;
+  scheduler: Partial<SchedulerOptions>;
+  kv: Partial<KvLimits>;
 }
 
 export const DEFAULT_FUNCTIONS_CONFIG: FunctionsConfig = {
@@ -29,4 +39,9 @@ export const DEFAULT_FUNCTIONS_CONFIG: FunctionsConfig = {
   resolveCacheMs: 1_000,
   sandbox: {},
   recorder: {},
+  publicTriggerPerMinute: 600,
+  publicPerAddressPerMinute: 120,
+  maxSchedulesPerApp: 50,
+  scheduler: {},
+  kv: {},
 };

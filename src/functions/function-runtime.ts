@@ -2,6 +2,7 @@
 // `resolveCacheMs`), applies the plan and the rate limits, runs the version in
 // the sandbox, shapes the response and records the invocation.
 import { randomUUID } from "node:crypto";
+import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { appError } from "../internal/errors.js";
 import type { ConsumerPrincipal } from "../internal/principal.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
@@ -11,12 +12,45 @@ import type { FunctionsConfig } from "./config.js";
 import type { InvocationRecorder } from "./invocation-recorder.js";
 import type { RateLimiter } from "./rate-limiter.js";
 import { shapeResponse, type ShapedResponse } from "./response-shaping.js";
+import { verifySignature } from "./webhook-signature.js";
+
+export type TriggerKind = "http" | "event" | "manual" | "schedule";
+
+/** The raw request of an HTTP trigger call, for the checks made before req is built. */
+export interface HttpCall {
+  /** Lower-cased header names. */
+  headers: Record<string, string>;
+  body: Uint8Array;
+  clientAddress: string;
+}
+
+/** Warn-level lines about the user's code (a throw, a timeout): never server errors. */
+export type UserErrorLog = (fields: Record<string, unknown>, message: string) => void;
+
+/**
+ * The error's name, message and stack. The sandbox reports "Name: message"
+ * today (and "Uncaught <value>" for a thrown non-error, or why a run was
+ * cut); a result that carries `errorStack` (the sandbox's source-mapped
+ * stack, issue 19 part B) has it passed on.
+ */
+export function errorDetailOf(result: Pick<RunResult, "error"> & { errorName?: string; errorStack?: string }, outcome: string): { name: string; message: string; stack: string } {
+  const text = result.error ?? "";
+  if (outcome === "ok" || text === "") return { name: "", message: "", stack: "" };
+  const m = /^([A-Za-z_$][\w$]*): ([\s\S]*)$/.exec(text);
+  const name = result.errorName ?? (m ? m[1]! : "");
+  const message = m && (result.errorName === undefined || result.errorName === m[1]) ? m[2]! : text;
+  return { name, message, stack: result.errorStack ?? "" };
+}
 
 export interface RunReport {
   status: number;
   outcome: "ok" | "error" | "timeout";
   response?: ShapedResponse;
   error?: string;
+  /** The error's parts (errorDetailOf). */
+  errorName: string;
+  errorMessage: string;
+  errorStack: string;
   logs: LogLine[];
   logsTruncated: boolean;
   durationMs: number;
@@ -31,7 +65,7 @@ export interface RunRequest {
   req: unknown;
   consumer: unknown;
   event: unknown;
-  triggerKind: "http" | "event" | "manual";
+  triggerKind: TriggerKind;
   triggerId: number | null;
   requestId: string;
   /** Write the invocation record before returning (manual runs). */
@@ -43,6 +77,10 @@ const appBucket = (appId: number) => `app:${appId}`;
 /** 404 not_found, the platform's code for anything absent (DECISIONS 5): unknown, disabled or malformed slugs alike. */
 const NO_SUCH_SLUG = "No enabled HTTP trigger matches this slug.";
 const RESOLVE_CACHE_MAX = 10_000;
+/** Token-less calls: the same answer for an unknown app key, an unknown slug and a consumer-mode trigger (nothing to probe). */
+const NO_PUBLIC_SLUG = "No enabled public or signed HTTP trigger matches this slug.";
+/** Token-less calls of nothing (404) one client address may make per minute before it gets 429. */
+export const MISSES_PER_ADDRESS_PER_MINUTE = 60;
 
 export function createFunctionRuntime(deps: {
   store: FunctionStore;
@@ -50,8 +88,20 @@ export function createFunctionRuntime(deps: {
   limiter: RateLimiter;
   recorder: InvocationRecorder;
   config: FunctionsConfig;
+  /** Where a user's failed invocation is logged (warn, with app, function and version). */
+  logUserError?: UserErrorLog;
 }) {
   const { store, sandbox, limiter, recorder, config } = deps;
+  // Per client address, per process (like the token-issue limits): a
+  // cluster-wide bucket row per address would let a crowd of addresses grow
+  // the bucket table without bound. The trigger's own limit is cluster-wide.
+  const perAddress = config.publicPerAddressPerMinute > 0
+    ? new RateLimiterMemory({ keyPrefix: "fn-pub", points: config.publicPerAddressPerMinute, duration: 60 })
+    : undefined;
+  // Token-less calls that name nothing (a wrong key or slug) cost a lookup
+  // and a cache entry each: an address that keeps probing is refused before
+  // the lookup (per process).
+  const misses = new RateLimiterMemory({ keyPrefix: "fn-miss", points: MISSES_PER_ADDRESS_PER_MINUTE, duration: 60 });
   const codeCache = new Map<number, string>();
   const httpCache = new Map<string, { at: number; row: ResolvedRow | undefined }>();
   // Bumped by every invalidation: a lookup that started before one may have
@@ -74,22 +124,55 @@ export function createFunctionRuntime(deps: {
     return code;
   }
 
-  async function resolveHttp(appId: number, rawSlug: string): Promise<ResolvedRow | undefined> {
-    // PostgreSQL refuses U+0000 in a parameter (a 500); no slug holds one, so
-    // look up "" instead, which matches no trigger either (the plan check
-    // still comes first).
-    const slug = rawSlug.includes("\u0000") ? "" : rawSlug;
-    if (config.resolveCacheMs <= 0) return store.resolveHttp(appId, slug);
-    const key = `${appId}\u0000${slug}`;
+  async function cached(key: string, load: () => Promise<ResolvedRow | undefined>): Promise<ResolvedRow | undefined> {
+    if (config.resolveCacheMs <= 0) return load();
     const hit = httpCache.get(key);
     const now = Date.now();
     if (hit && now - hit.at < config.resolveCacheMs) return hit.row;
     const started = generation;
-    const row = await store.resolveHttp(appId, slug);
+    const row = await load();
     if (started !== generation) return row;
     if (httpCache.size >= RESOLVE_CACHE_MAX) httpCache.clear();
     httpCache.set(key, { at: now, row });
     return row;
+  }
+
+  // PostgreSQL refuses U+0000 in a parameter (a 500); no slug or key holds
+  // one, so look up "" instead, which matches nothing either (the plan check
+  // still comes first).
+  const clean = (s: string) => (s.includes("\u0000") ? "" : s);
+
+  function resolveHttp(appId: number, rawSlug: string): Promise<ResolvedRow | undefined> {
+    const slug = clean(rawSlug);
+    return cached(`${appId}\u0000${slug}`, () => store.resolveHttp(appId, slug));
+  }
+
+  function resolveHttpByKey(rawKey: string, rawSlug: string): Promise<ResolvedRow | undefined> {
+    const appKey = clean(rawKey);
+    const slug = clean(rawSlug);
+    return cached(`k\u0000${appKey}\u0000${slug}`, () => store.resolveHttpByKey(appKey, slug));
+  }
+
+  /** 429 past the per-address limit of token-less triggers (checked before anything costs more). */
+  async function checkAddress(r: ResolvedRow, address: string): Promise<void> {
+    if (!perAddress) return;
+    try {
+      await perAddress.consume(`${r.trigger_id}\u0000${address}`);
+    } catch (res) {
+      if (!(res instanceof RateLimiterRes)) throw res;
+      throw appError("rate_limited", "Too many calls of this trigger from this address.", { retryAfterSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)) });
+    }
+  }
+
+  /** Public and signed triggers: the per-address limit, the signature, then the trigger's own limit. */
+  async function admitOpen(r: ResolvedRow, call: HttpCall): Promise<void> {
+    await checkAddress(r, call.clientAddress);
+    if (r.signed) {
+      const check = verifySignature(call.headers[r.signed.header], call.body, r.signed.secret, r.signed.toleranceS);
+      if (!check.ok) throw appError("unauthenticated", `The request signature was refused: ${check.reason}`);
+    }
+    const taken = await limiter.take([{ key: `trig:${r.trigger_id}`, perMinute: config.publicTriggerPerMinute }]);
+    if (!taken.allowed) throw appError("rate_limited", "This trigger's rate limit was reached.", { retryAfterSeconds: taken.retryAfterSeconds });
   }
 
   /** The effective limits: the function's settings clamped by the plan now in force and the process bounds. */
@@ -134,6 +217,13 @@ export function createFunctionRuntime(deps: {
       status = result.outcome === "timeout" ? 504 : 500;
     }
     const outcome = status === 504 ? "timeout" : response ? "ok" : "error";
+    const detail = errorDetailOf({ ...result, error }, outcome);
+    if (outcome !== "ok" && deps.logUserError) {
+      deps.logUserError(
+        { appId, functionId: r.function_id, version: r.version, trigger: rq.triggerKind, triggerId: rq.triggerId, requestId: rq.requestId, outcome, error },
+        outcome === "timeout" ? "function timed out" : "function failed",
+      );
+    }
     const record = {
       appId,
       functionId: r.function_id!,
@@ -145,6 +235,9 @@ export function createFunctionRuntime(deps: {
       durationMs: result.durationMs,
       memoryBytes: result.memoryBytes,
       error: error ?? null,
+      errorName: detail.name,
+      errorMessage: detail.message,
+      errorStack: detail.stack,
       logs,
       logsTruncated: result.logsTruncated,
       requestId: rq.requestId,
@@ -157,6 +250,9 @@ export function createFunctionRuntime(deps: {
       outcome,
       response,
       error,
+      errorName: detail.name,
+      errorMessage: detail.message,
+      errorStack: detail.stack,
       logs,
       logsTruncated: result.logsTruncated,
       durationMs: result.durationMs,
@@ -165,6 +261,12 @@ export function createFunctionRuntime(deps: {
       coldStart: result.coldStart,
       invocationId,
     };
+  }
+
+  function answer(report: RunReport, requestId: string): ShapedResponse {
+    if (report.status === 504) throw appError("function_timeout");
+    if (!report.response) throw appError("function_error", `The function failed. Request id: ${requestId}`);
+    return report.response;
   }
 
   return {
@@ -179,15 +281,19 @@ export function createFunctionRuntime(deps: {
       /** Builds req (parses the body) once the trigger is known to exist: a bad body is a 422 only then. */
       buildReq: () => Promise<unknown>,
       requestId: string,
+      /** The raw request, for the signature and per-address checks of public and signed triggers. */
+      call?: HttpCall,
     ): Promise<ShapedResponse> {
       const r = await resolveHttp(consumer.appId, slug);
       if (!r) throw appError("not_found", NO_SUCH_SLUG);
       if (config.enforcePlan && !r.plan.functionsEnabled) throw appError("plan_required");
       if (r.function_id === null) throw appError("not_found", NO_SUCH_SLUG);
       if (r.version_id === null) throw appError("no_active_version");
+      // A token does not stand in for a signed trigger's signature.
+      if (r.trigger_auth !== "consumer") await admitOpen(r, call ?? { headers: {}, body: new Uint8Array(), clientAddress: "" });
       const req = await buildReq();
       await checkRate(r, consumer.appId);
-      const report = await run(consumer.appId, {
+      return answer(await run(consumer.appId, {
         resolved: r,
         req,
         consumer: { id: consumer.consumerId, user_id: consumer.userId, device_id: consumer.deviceId },
@@ -195,10 +301,34 @@ export function createFunctionRuntime(deps: {
         triggerKind: "http",
         triggerId: r.trigger_id,
         requestId,
-      });
-      if (report.status === 504) throw appError("function_timeout");
-      if (!report.response) throw appError("function_error", `The function failed. Request id: ${requestId}`);
-      return report.response;
+      }), requestId);
+    },
+
+    /**
+     * A public or signed HTTP trigger called without a token, the
+     * application named by its key. Checks in order: 404 (unknown key or
+     * slug, a disabled or consumer-mode trigger), 402 plan, 503 no active
+     * version, 429 per address, 401 signature (signed), 429 per trigger,
+     * then as invokeHttp with ctx.consumer null.
+     */
+    async invokePublic(appKey: string, slug: string, buildReq: () => Promise<unknown>, requestId: string, call: HttpCall): Promise<ShapedResponse> {
+      const probed = await misses.get(call.clientAddress);
+      if (probed && probed.remainingPoints <= 0) {
+        throw appError("rate_limited", "Too many calls of absent triggers from this address.", { retryAfterSeconds: Math.max(1, Math.ceil(probed.msBeforeNext / 1000)) });
+      }
+      const miss = () => {
+        void misses.consume(call.clientAddress).catch(() => undefined);
+        return appError("not_found", NO_PUBLIC_SLUG);
+      };
+      const r = await resolveHttpByKey(appKey, slug);
+      if (!r) throw miss();
+      if (config.enforcePlan && !r.plan.functionsEnabled) throw appError("plan_required");
+      if (r.function_id === null || r.trigger_auth === "consumer") throw miss();
+      if (r.version_id === null) throw appError("no_active_version");
+      await admitOpen(r, call);
+      const req = await buildReq();
+      await checkRate(r, r.app_id);
+      return answer(await run(r.app_id, { resolved: r, req, consumer: null, event: null, triggerKind: "http", triggerId: r.trigger_id, requestId }), requestId);
     },
 
     /** A manual (operator) run of the active or a given version. */
@@ -219,6 +349,19 @@ export function createFunctionRuntime(deps: {
         requestId: randomUUID(),
         recordNow: true,
       });
+    },
+
+    /**
+     * One tick of a schedule trigger, recorded at once (the run history
+     * links the invocation). Undefined when the function has no active
+     * version; a catalogue error when the plan or the rate limit refuses it.
+     */
+    async runSchedule(functionId: number, triggerId: number, event: unknown, requestId: string): Promise<RunReport | undefined> {
+      const r = await store.resolveFunction(functionId, 0);
+      if (!r || r.version_id === null) return undefined;
+      if (config.enforcePlan && !r.plan.functionsEnabled) throw appError("plan_required");
+      await checkRate(r, r.app_id);
+      return run(r.app_id, { resolved: r, req: null, consumer: null, event, triggerKind: "schedule", triggerId, requestId, recordNow: true });
     },
 
     /** An event-trigger run (at-least-once delivery calls this per change). */

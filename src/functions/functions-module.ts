@@ -13,9 +13,11 @@ import type { FunctionDb } from "./function-db.js";
 import type { NatsSource } from "../queue/nats-link.js";
 import type { ChangeCaptureDb } from "./events/change-capture.js";
 import { createEventWorker, type CmsChange, type EventWorker, type EventWorkerConfig } from "./events/event-worker.js";
-import { createFunctionRuntime, type FunctionRuntime } from "./function-runtime.js";
+import { createFunctionRuntime, type FunctionRuntime, type UserErrorLog } from "./function-runtime.js";
+import { createKvStore, type KvStore } from "./kv-store.js";
+import { createScheduler, type Scheduler } from "./scheduler.js";
 import { createFunctionStore, type FunctionStore } from "./function-store.js";
-import { createInvocationRecorder, type InvocationRecorder } from "./invocation-recorder.js";
+import { createInvocationRecorder, DEFAULT_RECORDER_OPTIONS, type InvocationRecorder } from "./invocation-recorder.js";
 import { createFunctionInvokeServiceImpl } from "./invoke-service.js";
 import { createLeasedRateLimiter, type RateLimiter } from "./rate-limiter.js";
 
@@ -25,8 +27,10 @@ export interface FunctionsModuleDeps {
   /** The application databases (src/database), reached by functions as ctx.db. */
   db: FunctionDb;
   config?: Partial<FunctionsConfig>;
-  /** Called when background work (invocation records, event delivery) fails. */
+  /** Called when background work (invocation records, event delivery, schedules) fails. */
   onError?: (err: unknown) => void;
+  /** A user's failed invocation (throw, timeout), logged at warn with app, function and version. */
+  logUserError?: UserErrorLog;
   /** Tells the other processes that an application's functions changed (their cached resolutions go). */
   announce?: (appId: number) => Promise<void>;
   /** Event triggers; without it event triggers can be configured but never fire. */
@@ -50,6 +54,10 @@ export interface FunctionsModule {
   recorder: InvocationRecorder;
   limiter: RateLimiter;
   config: FunctionsConfig;
+  /** The key-value store of ctx.kv. */
+  kv: KvStore;
+  /** Runs schedule triggers; start() it with the process. */
+  scheduler: Scheduler;
   /** The event-trigger worker (when deps.events is given); start() it with the process. */
   events?: EventWorker;
   /**
@@ -75,13 +83,22 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
   const sandbox = createSandbox({ limits: config.sandbox, dbBridge: (appId) => createDbBridge(deps.db, appId) });
   const limiter = createLeasedRateLimiter(deps.sql);
   const recorder = createInvocationRecorder(deps.sql, { ...config.recorder, onError: deps.onError });
-  const runtime = createFunctionRuntime({ store, sandbox, limiter, recorder, config });
+  const runtime = createFunctionRuntime({ store, sandbox, limiter, recorder, config, logUserError: deps.logUserError });
+  const kv = createKvStore(deps.sql, config.kv);
+  const scheduler = createScheduler({
+    sql: deps.sql,
+    runtime,
+    options: { retentionDays: config.recorder.retentionDays ?? DEFAULT_RECORDER_OPTIONS.retentionDays, ...config.scheduler },
+    onError: deps.onError,
+    // Expired keys go once a minute (they are invisible from the moment they expire).
+    housekeeping: () => kv.sweep(),
+  });
   const events = deps.events
     ? createEventWorker({ sql: deps.sql, store, runtime, capture: deps.events.capture, nats: deps.events.nats, config: deps.events.config, onError: deps.onError })
     : undefined;
   return {
     invokeService: createFunctionInvokeServiceImpl({ runtime }),
-    adminService: createAdminFunctionServiceImpl({ sql: deps.sql, store, sandbox, runtime, recorder, config, deadLetters: events, capture: events, onError: deps.onError, announce: deps.announce }),
+    adminService: createAdminFunctionServiceImpl({ sql: deps.sql, store, sandbox, runtime, recorder, config, kv, deadLetters: events, capture: events, onError: deps.onError, announce: deps.announce }),
     runtime,
     store,
     sandbox,
@@ -89,9 +106,12 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
     limiter,
     config,
     events,
+    kv,
+    scheduler,
     emitCmsChange: (appId, change) => (events ? events.emitCmsChange(appId, change) : Promise.resolve()),
     planChanged: () => runtime.planChanged(),
     async close() {
+      await scheduler.stop();
       await events?.stop();
       deps.events?.capture.close?.();
       await recorder.close();

@@ -15,6 +15,7 @@ import { functionDbFromQueryRunner } from "./database-adapter.js";
 import { changeCaptureFromDatabase } from "./events/database-capture.js";
 import { functionEventStreams } from "./events/event-worker.js";
 import { createFunctionsModule, type FunctionsModule } from "./functions-module.js";
+import type { UserErrorLog } from "./function-runtime.js";
 
 export interface FunctionsServerModuleDeps {
   sql: Sql;
@@ -31,6 +32,7 @@ export interface FunctionsServerModuleDeps {
   changes: ChangeBus;
   natsNamespace: string;
   onError(err: unknown): void;
+  logUserError?: UserErrorLog;
 }
 
 /**
@@ -46,6 +48,7 @@ export function createFunctionsServerModule(deps: FunctionsServerModuleDeps): Pu
     db: functionDbFromQueryRunner(deps.database.runner),
     config: deps.config,
     onError: deps.onError,
+    logUserError: deps.logUserError,
     announce: (appId) => deps.changes.publish("functions", appId),
     // Event triggers ride on JetStream when NATS is configured, else on a
     // PostgreSQL table (so the embedded default has them too).
@@ -72,6 +75,7 @@ export function createFunctionsServerModule(deps: FunctionsServerModuleDeps): Pu
     },
     async start() {
       await functions.events?.start();
+      functions.scheduler.start();
     },
     async stop() {
       await functions.close();

@@ -1,6 +1,8 @@
 // Builds the `req` object a function sees from the raw HTTP request the
 // gateway passes through: method, slug, query, headers (without credentials
-// and the internal namespace, DECISIONS 22), body parsed by content type.
+// and the internal namespace, DECISIONS 22), body parsed by content type,
+// and the raw body.
+import { isUtf8 } from "node:buffer";
 import { validationError } from "../internal/errors.js";
 
 export interface FunctionRequest {
@@ -9,6 +11,15 @@ export interface FunctionRequest {
   query: Record<string, string>;
   headers: Record<string, string>;
   body: unknown;
+  /** The body exactly as sent (for the function's own signature checks): UTF-8 text, or base64 when it is not valid UTF-8. */
+  rawBody: string;
+  rawBodyEncoding: "utf8" | "base64";
+}
+
+/** req.rawBody and req.rawBodyEncoding of a body. */
+export function rawBodyOf(body: Uint8Array): { rawBody: string; rawBodyEncoding: "utf8" | "base64" } {
+  const b = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  return isUtf8(b) ? { rawBody: b.toString("utf8"), rawBodyEncoding: "utf8" } : { rawBody: b.toString("base64"), rawBodyEncoding: "base64" };
 }
 
 const STRIPPED = new Set(["cookie", "authorization", "proxy-authorization"]);

@@ -10,13 +10,17 @@ export interface InvocationRecord {
   appId: number;
   functionId: number;
   version: number | null;
-  triggerKind: "http" | "event" | "manual";
+  triggerKind: "http" | "event" | "manual" | "schedule";
   triggerId: number | null;
   status: number;
   outcome: string;
   durationMs: number;
   memoryBytes: number;
   error: string | null;
+  /** The error's parts (function-runtime.ts errorDetailOf); unset: none. */
+  errorName?: string;
+  errorMessage?: string;
+  errorStack?: string;
   logs: LogLine[];
   logsTruncated: boolean;
   requestId: string;
@@ -57,12 +61,13 @@ export interface InvocationRecorder {
 // follow the order of the records (the semi-join may reorder rows otherwise).
 const INSERT_SQL = `
 INSERT INTO function_invocations (app_id, function_id, version, trigger_kind, trigger_id, status, outcome,
-  duration_ms, memory_bytes, error, logs, logs_truncated, request_id)
+  duration_ms, memory_bytes, error, error_name, error_message, error_stack, logs, logs_truncated, request_id)
 SELECT r.app_id, r.function_id, r.version, r.trigger_kind, r.trigger_id, r.status, r.outcome,
-  r.duration_ms, r.memory_bytes, r.error, COALESCE(r.logs, '[]'::jsonb), r.logs_truncated, r.request_id
+  r.duration_ms, r.memory_bytes, r.error, NULLIF(r.error_name, ''), NULLIF(r.error_message, ''), NULLIF(r.error_stack, ''),
+  COALESCE(r.logs, '[]'::jsonb), r.logs_truncated, r.request_id
 FROM json_to_recordset($1::json) AS r(i int, app_id bigint, function_id bigint, version int, trigger_kind text,
-  trigger_id bigint, status int, outcome text, duration_ms float8, memory_bytes bigint, error text, logs jsonb,
-  logs_truncated boolean, request_id text)
+  trigger_id bigint, status int, outcome text, duration_ms float8, memory_bytes bigint, error text, error_name text,
+  error_message text, error_stack text, logs jsonb, logs_truncated boolean, request_id text)
 WHERE EXISTS (SELECT 1 FROM functions f WHERE f.id = r.function_id)
 ORDER BY r.i
 RETURNING id`;
@@ -80,6 +85,9 @@ function row(r: InvocationRecord, i: number) {
     duration_ms: r.durationMs,
     memory_bytes: r.memoryBytes,
     error: r.error,
+    error_name: r.errorName ?? "",
+    error_message: r.errorMessage ?? "",
+    error_stack: r.errorStack ?? "",
     logs: r.logs,
     logs_truncated: r.logsTruncated,
     request_id: r.requestId,

@@ -5,7 +5,7 @@
 // a code (DECISIONS 25).
 import type { FastifyReply } from "fastify";
 import type { ConnectError } from "@connectrpc/connect";
-import { catalogue, errorDetail, httpStatusOf, toAppError } from "../internal/errors.js";
+import { catalogue, errorDetail, httpStatusOf, isServerFault, toAppError } from "../internal/errors.js";
 
 export type Iface = "platform" | "cms";
 
@@ -56,7 +56,7 @@ export function sendError(reply: FastifyReply, iface: Iface, err: unknown): Fast
   const e = toAppError(err);
   const { status, body, retryAfter } = errorBody(iface, e);
   // The translated error with its cause chain (down to the driver error, each with its stack; logger.ts).
-  if (status >= 500) reply.log.error({ err: e, status }, "request failed");
+  if (isServerFault(e, status)) reply.log.error({ err: e, status }, "request failed");
   if (retryAfter) reply.header("retry-after", String(retryAfter));
   return reply.code(status).type("application/json; charset=utf-8").send(body);
 }

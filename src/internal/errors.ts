@@ -44,6 +44,8 @@ export const catalogue = {
   function_error: { grpc: Code.Internal, http: 500, message: "The function failed." },
   no_active_version: { grpc: Code.Unavailable, http: 503, message: "The function has no active version." },
   function_timeout: { grpc: Code.DeadlineExceeded, http: 504, message: "The function exceeded its timeout." },
+  // An application's stored data (ctx.kv) at its quota.
+  quota_exceeded: { grpc: Code.ResourceExhausted, http: 403, message: "The application's storage quota is used up." },
   // --- CMS interface (upper-case codes, cms-api.md section 7) ---
   MISSING_APP_KEY: { grpc: Code.InvalidArgument, http: 400, message: "The X-App-Key header is required." },
   INVALID_APP_KEY: { grpc: Code.InvalidArgument, http: 400, message: "No application for this key." },
@@ -148,6 +150,18 @@ const codeToHttp: Record<Code, number> = {
 
 export function httpStatusOf(code: Code): number {
   return codeToHttp[code] ?? 500;
+}
+
+/**
+ * 5xx codes that report the user's code failing, not the service: a
+ * function's throw or timeout is logged at warn by the functions runtime
+ * (with app, function and version), never as a server error.
+ */
+const USER_FAULTS: ReadonlySet<string> = new Set(["function_error", "function_timeout"]);
+
+/** Whether an error (5xx or not) is the service's own failure, to be logged at error level. */
+export function isServerFault(err: unknown, status: number): boolean {
+  return status >= 500 && !USER_FAULTS.has(errorDetail(err)?.code ?? "");
 }
 
 /** Normalises anything thrown into a ConnectError with a detail. */

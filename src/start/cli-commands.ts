@@ -3,9 +3,10 @@
 // are built from proto JSON (fromJson checks every value) and answers are
 // printed the way the REST API writes JSON (snake_case, ids as numbers).
 import { readFile, writeFile } from "node:fs/promises";
+import { createTwoFilesPatch } from "diff";
 import { basename, extname, join } from "node:path";
-import { create, fromJson, type DescMessage, type DescMethod, type DescMethodUnary, type DescService, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
-import type { Transport } from "@connectrpc/connect";
+import { create, fromJson, type DescMessage, type DescMethod, type DescMethodServerStreaming, type DescMethodUnary, type DescService, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
+import { createClient, type Transport } from "@connectrpc/connect";
 import { AnalyticsService } from "../../gen/pulsebase/admin/v1/analytics_pb.js";
 import { CmsService } from "../../gen/pulsebase/admin/v1/cms_pb.js";
 import { DatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
@@ -47,6 +48,11 @@ export interface Command {
  */
 export class Outcome {
   constructor(readonly output: unknown, readonly failed: boolean, readonly note?: string) {}
+}
+
+/** Output that is printed as it is (text, not JSON), or was printed already (empty). */
+export class Printed {
+  constructor(readonly text: string) {}
 }
 
 export const ADMIN_SERVICES: DescService[] = [IdentityService, DatabaseService, SqlService, FunctionService, CmsService, AnalyticsService, AccountService];
@@ -224,6 +230,7 @@ async function deploy(ctx: CommandContext): Promise<unknown> {
   const code = await readText(file);
   const slug = str(f, "slug");
   let fn: Record<string, JsonValue>;
+  let created = false;
   const id = str(f, "function") ?? str(f, "id");
   if (id !== undefined) {
     fn = await invoke(ctx, FunctionService, "GetFunction", { id });
@@ -231,15 +238,20 @@ async function deploy(ctx: CommandContext): Promise<unknown> {
     if (str(f, "app") === undefined) throw new CliError(`${cmd} needs --app (or --id of an existing function)`, 2);
     const name = str(f, "name") ?? slug ?? basename(file, extname(file));
     const existing = await findFunction(ctx, str(f, "app")!, name);
+    // A new function is created with its code in one call: code the
+    // sandbox refuses leaves no empty function behind.
     fn = existing ?? await invoke(ctx, FunctionService, "CreateFunction", clean({
-      app_id: str(f, "app"), name, timeout_ms: str(f, "timeout-ms"), memory_mb: str(f, "memory-mb"), invocations_per_minute: str(f, "invocations-per-minute"),
+      app_id: str(f, "app"), name, timeout_ms: str(f, "timeout-ms"), memory_mb: str(f, "memory-mb"), invocations_per_minute: str(f, "invocations-per-minute"), code,
     }));
+    if (!existing) created = true;
   }
   for (const [name, value] of pairs(f, "env")) {
     fn = await invoke(ctx, FunctionService, "SetSecret", { function_id: String(fn.id), name, value });
   }
   const activate = boolFlag(f, "activate") ?? true;
-  const version = await invoke(ctx, FunctionService, "DeployVersion", { function_id: String(fn.id), code, activate });
+  const version = created
+    ? await invoke(ctx, FunctionService, "GetVersion", { function_id: String(fn.id), version: 1 })
+    : await invoke(ctx, FunctionService, "DeployVersion", { function_id: String(fn.id), code, activate });
   delete version.code; // the file the operator just gave
   let trigger: JsonValue | undefined;
   if (slug !== undefined) {
@@ -263,6 +275,32 @@ async function findFunction(ctx: CommandContext, appId: string, name: string): P
 }
 
 const fnId = (f: Flags, cmd: string) => oneOf(f, cmd, "function", "id");
+
+function numberFlag(v: string, flag: string): number {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < 0) throw new CliError(`${flag} takes a whole number, not ${JSON.stringify(v)}`, 2);
+  return n;
+}
+
+/** `functions logs --follow`: one JSON line per invocation as it is recorded, until interrupted. */
+async function follow(ctx: CommandContext, functionId: string): Promise<void> {
+  const method = methodOf(FunctionService, "FollowInvocations") as DescMethodServerStreaming;
+  const abort = new AbortController();
+  const stop = () => abort.abort();
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+  try {
+    const client = createClient(FunctionService, await ctx.transport());
+    // Open-ended: no deadline (the transport's default would end the stream).
+    const stream = client.followInvocations(fromJson(method.input, { function_id: functionId }) as never, { signal: abort.signal, timeoutMs: 2_147_483_647 });
+    for await (const inv of stream) console.log(JSON.stringify(encodeRest(method.output as DescMessage, inv as Message)));
+  } catch (err) {
+    if (!abort.signal.aborted) throw err;
+  } finally {
+    process.off("SIGINT", stop);
+    process.off("SIGTERM", stop);
+  }
+}
 const filter = (f: Flags) => ({ app_id: str(f, "app"), name: str(f, "name"), from: str(f, "from"), to: str(f, "to"), ...page(f) });
 const dbKind = (f: Flags) => {
   const k = str(f, "kind");
@@ -370,7 +408,25 @@ export const COMMANDS: Command[] = [
     },
   },
   rpc("functions secrets delete", "--id ID --name KEY", "Delete a secret", FunctionService, "DeleteSecret", (f, c) => (need(f, c, "name"), { function_id: fnId(f, c), name: str(f, "name") })),
-  rpc("functions versions", "--id ID", "List a function's versions", FunctionService, "ListVersions", (f, c) => ({ function_id: fnId(f, c) })),
+  {
+    name: "functions versions", usage: "--id ID [--show N | --diff A B]",
+    summary: "List a function's versions (number, size, SHA-256, active); --show N: one version with its code;\n" +
+      "              --diff A B: what changed from version A to version B (unified diff)",
+    run: async (ctx) => {
+      const cmd = "functions versions";
+      const f = ctx.flags;
+      const id = fnId(f, cmd);
+      const show = str(f, "show");
+      if (show !== undefined) return invoke(ctx, FunctionService, "GetVersion", { function_id: id, version: numberFlag(show, "--show") });
+      const diff = str(f, "diff");
+      if (diff === undefined) return invoke(ctx, FunctionService, "ListVersions", { function_id: id });
+      const [a, b] = diff.includes(",") ? diff.split(",") : diff.includes("..") ? diff.split("..") : [diff, ctx.args[0]];
+      if (a === undefined || b === undefined) throw new CliError(`${cmd} --diff needs two versions: --diff A B`, 2);
+      const [va, vb] = await Promise.all([a, b].map((n) => invoke(ctx, FunctionService, "GetVersion", { function_id: id, version: numberFlag(n, "--diff") })));
+      const patch = createTwoFilesPatch(`v${a}`, `v${b}`, String(va!.code ?? ""), String(vb!.code ?? ""), `sha256 ${va!.sha256}`, `sha256 ${vb!.sha256}`);
+      return new Printed(va!.sha256 === vb!.sha256 ? `versions ${a} and ${b} are identical (sha256 ${va!.sha256})` : patch.trimEnd());
+    },
+  },
   rpc("functions activate", "--id ID --version N", "Make a deployed version the active one (roll forward or back)", FunctionService, "ActivateVersion", (f, c) => (need(f, c, "version"), { function_id: fnId(f, c), version: str(f, "version") })),
   ...["run", "invoke"].map((verb): Command => ({
     name: `functions ${verb}`, usage: "--id ID [--payload JSON] [--version N]",
@@ -382,22 +438,49 @@ export const COMMANDS: Command[] = [
       return new Outcome(r, r.outcome !== "ok");
     },
   })),
-  ...["invocations", "logs"].map((verb) => rpc(`functions ${verb}`, `--id ID ${PAGE}`, "A function's invocations with their logs, newest first", FunctionService, "ListInvocations", (f, c) => ({ function_id: fnId(f, c), ...page(f) }))),
+  ...["invocations", "logs"].map((verb): Command => ({
+    name: `functions ${verb}`, usage: `--id ID ${PAGE} | --id ID --follow`,
+    summary: "A function's invocations with their errors and logs, newest first; --follow: each new one as it is\n" +
+      "              recorded (one JSON line each, oldest first) until interrupted",
+    run: async (ctx) => {
+      const c = `functions ${verb}`;
+      const f = ctx.flags;
+      if (!f.follow) return invoke(ctx, FunctionService, "ListInvocations", { function_id: fnId(f, c), ...clean(page(f)) });
+      await follow(ctx, fnId(f, c));
+      return new Printed("");
+    },
+  })),
   rpc("functions triggers list", "--id FUNCTION_ID", "List a function's triggers", FunctionService, "ListTriggers", (f, c) => ({ function_id: fnId(f, c) })),
   {
-    name: "functions triggers create", usage: "--id FUNCTION_ID (--slug SLUG | --source db|cms --target TABLE_OR_TYPE --operations insert,update,delete) [--enabled false]",
+    name: "functions triggers create",
+    usage: "--id FUNCTION_ID (--slug SLUG [--auth consumer|public|signed [--signing-secret S] [--signature-header H] [--tolerance SECONDS]]\n" +
+      "              | --source db|cms --target TABLE_OR_TYPE --operations insert,update,delete\n" +
+      "              | --cron EXPR [--tz ZONE] [--missed skip|run_once]) [--enabled false]",
     summary: "Add an HTTP trigger (/api/fn/SLUG) or an event trigger",
     run: async (ctx) => {
       const f = ctx.flags;
       const c = "functions triggers create";
       const id = fnId(f, c);
-      if (str(f, "slug") !== undefined) return invoke(ctx, FunctionService, "CreateHttpTrigger", clean({ function_id: id, slug: str(f, "slug"), enabled: boolFlag(f, "enabled") }));
+      if (str(f, "slug") !== undefined) {
+        return invoke(ctx, FunctionService, "CreateHttpTrigger", clean({
+          function_id: id, slug: str(f, "slug"), enabled: boolFlag(f, "enabled"), auth: str(f, "auth"), signing_secret: str(f, "signing-secret"),
+          signature_header: str(f, "signature-header"), signature_tolerance_seconds: str(f, "tolerance") === undefined ? undefined : numberFlag(str(f, "tolerance")!, "--tolerance"),
+        }));
+      }
+      if (str(f, "cron") !== undefined) {
+        return invoke(ctx, FunctionService, "CreateScheduleTrigger", clean({ function_id: id, cron: str(f, "cron"), timezone: str(f, "tz"), missed_ticks: str(f, "missed"), enabled: boolFlag(f, "enabled") }));
+      }
       need(f, c, "source", "target");
       return invoke(ctx, FunctionService, "CreateEventTrigger", clean({ function_id: id, source: str(f, "source"), target: str(f, "target"), operations: list(f, "operations"), enabled: boolFlag(f, "enabled") }));
     },
   },
   ...[["enable", true], ["disable", false]].map(([verb, enabled]) => rpc(`functions triggers ${verb}`, "--trigger ID", `${verb === "enable" ? "Enable" : "Disable"} a trigger`, FunctionService, "SetTriggerEnabled", (f, c) => ({ trigger_id: oneOf(f, c, "trigger", "id"), enabled }))),
   rpc("functions triggers delete", "--trigger ID", "Delete a trigger", FunctionService, "DeleteTrigger", (f, c) => ({ trigger_id: oneOf(f, c, "trigger", "id") })),
+  rpc("functions triggers rotate-secret", "--trigger ID [--signing-secret S]", "A signed trigger's new signing secret (shown once; the old one stops working)", FunctionService, "RotateTriggerSecret", (f, c) => ({ trigger_id: oneOf(f, c, "trigger", "id"), signing_secret: str(f, "signing-secret") })),
+  rpc("functions schedules runs", `--trigger ID ${PAGE}`, "A schedule's ticks, newest first: ran (with the invocation), failed, or skipped as missed", FunctionService, "ListScheduleRuns", (f, c) => ({ trigger_id: oneOf(f, c, "trigger", "id"), ...page(f) })),
+  rpc("functions kv list", `--app ID [--prefix P] ${PAGE}`, "Keys of the application's key-value store (ctx.kv) in key order, with sizes and the totals", FunctionService, "ListKvEntries", (f, c) => (need(f, c, "app"), { app_id: str(f, "app"), prefix: str(f, "prefix"), ...page(f) })),
+  rpc("functions kv get", "--app ID --key KEY", "One key with its value", FunctionService, "GetKvEntry", (f, c) => (need(f, c, "app", "key"), { app_id: str(f, "app"), key: str(f, "key") })),
+  rpc("functions kv delete", "--app ID --key KEY", "Delete one key", FunctionService, "DeleteKvEntry", (f, c) => (need(f, c, "app", "key"), { app_id: str(f, "app"), key: str(f, "key") })),
   rpc("functions dead-letters list", `--app ID [--function ID] ${PAGE}`, "Event deliveries that failed every attempt", FunctionService, "ListFunctionDeadLetters", (f, c) => (need(f, c, "app"), { app_id: str(f, "app"), function_id: str(f, "function"), ...page(f) })),
   rpc("functions dead-letters replay", "--app ID [--function ID] [--ids ID,ID]", "Deliver dead letters again (all of the app's, or of one function, without --ids)", FunctionService, "ReplayFunctionDeadLetters", (f, c) => (need(f, c, "app"), { app_id: str(f, "app"), function_id: str(f, "function"), ids: list(f, "ids") })),
 

@@ -4,7 +4,7 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import type { Transport } from "@connectrpc/connect";
 import { CliError, describeAdminError, operatorToken, resolveAdminUrl } from "./admin-target.js";
-import { COMMANDS, Outcome, type Command, type Flags } from "./cli-commands.js";
+import { COMMANDS, Outcome, Printed, type Command, type Flags } from "./cli-commands.js";
 import { runLoad } from "./load.js";
 
 const OPTIONS = {
@@ -71,6 +71,17 @@ const OPTIONS = {
   concurrency: { type: "string" },
   "request-timeout": { type: "string" },
   insecure: { type: "boolean" },
+  auth: { type: "string" },
+  "signing-secret": { type: "string" },
+  "signature-header": { type: "string" },
+  tolerance: { type: "string" },
+  cron: { type: "string" },
+  tz: { type: "string" },
+  missed: { type: "string" },
+  show: { type: "string" },
+  diff: { type: "string" },
+  follow: { type: "boolean" },
+  prefix: { type: "string" },
   help: { type: "boolean", short: "h" },
 } satisfies ParseArgsConfig["options"];
 
@@ -185,6 +196,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
         return transport;
       },
     });
+    if (result instanceof Printed) {
+      if (result.text !== "") console.log(result.text);
+      return 0;
+    }
     if (result instanceof Outcome) {
       printJson(result.output);
       if (result.note) console.error(result.note);

@@ -38,11 +38,21 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
     sql,
     database: db,
     dataDir: config.dataDir,
-    config: { enforcePlan: config.planEnforcement, sandbox: { dbCallsRunning: config.fnDbCalls.running, dbCallsQueued: config.fnDbCalls.queued } },
+    config: {
+      enforcePlan: config.planEnforcement,
+      sandbox: { dbCallsRunning: config.fnDbCalls.running, dbCallsQueued: config.fnDbCalls.queued },
+      publicTriggerPerMinute: config.functions.publicTriggerPerMinute,
+      publicPerAddressPerMinute: config.functions.publicPerAddressPerMinute,
+      maxSchedulesPerApp: config.functions.maxSchedulesPerApp,
+      scheduler: { pollMs: config.functions.schedulePollMs, graceMs: config.functions.scheduleGraceMs },
+      kv: { maxBytesPerApp: config.functions.kvMaxBytesPerApp, maxKeysPerApp: config.functions.kvMaxKeysPerApp },
+    },
     nats,
     changes,
     natsNamespace: config.natsNamespace,
     onError: (err) => logger.error({ err }, "functions background work failed"),
+    // The user's code failing is not the service failing: warn, never error.
+    logUserError: (fields, message) => logger.warn(fields, message),
   });
   const cms = createCmsModule({
     sql,

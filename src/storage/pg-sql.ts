@@ -63,7 +63,7 @@ export function createPgSql(opts: PgSqlOptions): Sql {
 // A statement that only reads: when its connection is lost it is run again,
 // once, on a fresh one (a failover then costs a read nothing). Anything that
 // may write is not, since whether it committed is unknown.
-const sideEffects = /\b(nextval|setval|pg_advisory\w*|pg_try_advisory\w*|pg_notify|pg_terminate_backend|pg_cancel_backend)\b/i;
+const sideEffects = /\b(nextval|setval|pg_advisory\w*|pg_try_advisory\w*|pg_notify|pg_terminate_backend|pg_cancel_backend|function_kv_put|function_kv_delete)\b/i;
 function isPlainRead(text: string): boolean {
   return /^\s*SELECT\b/i.test(text) && !sideEffects.test(text);
 }

@@ -142,6 +142,8 @@ describe("request and response", () => {
       query: { a: "1", b: "x,y" },
       headers: { "x-custom": "kept", accept: "application/json" },
       body: { n: 1, list: [1, 2] },
+      rawBody: JSON.stringify({ n: 1, list: [1, 2] }),
+      rawBodyEncoding: "utf8",
     });
   });
 

@@ -45,7 +45,7 @@ export interface Cluster {
 
 const dispatcher = new Agent({ connect: { rejectUnauthorized: false } });
 
-export async function startCluster(names: string[]): Promise<Cluster> {
+export async function startCluster(names: string[], opts: { env?: Record<string, string> } = {}): Promise<Cluster> {
   const db = await createTestDb("postgres");
   const dataDir = await mkdtemp(join(tmpdir(), "pb-cluster-"));
   const natsDir = await mkdtemp(join(tmpdir(), "pb-cluster-nats-"));
@@ -70,6 +70,7 @@ export async function startCluster(names: string[]): Promise<Cluster> {
         PULSEBASE_ACCESS_LOG: "off",
         PULSEBASE_LOG_LEVEL: "warn",
         PULSEBASE_PG_POOL_SIZE: "4",
+        ...opts.env,
       },
     });
     const transport = createConnectTransport({

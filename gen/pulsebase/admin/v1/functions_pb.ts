@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pulsebase/admin/v1/functions.proto.
  */
 export const file_pulsebase_admin_v1_functions: GenFile = /*@__PURE__*/
-  fileDesc("CiJwdWxzZWJhc2UvYWRtaW4vdjEvZnVuY3Rpb25zLnByb3RvEhJwdWxzZWJhc2UuYWRtaW4udjEiWQoQRnVuY3Rpb25TZXR0aW5ncxISCgp0aW1lb3V0X21zGAEgASgFEhEKCW1lbW9yeV9tYhgCIAEoBRIeChZpbnZvY2F0aW9uc19wZXJfbWludXRlGAMgASgFIpICCghGdW5jdGlvbhIKCgJpZBgBIAEoAxIOCgZhcHBfaWQYAiABKAMSDAoEbmFtZRgDIAEoCRI2CghzZXR0aW5ncxgEIAEoCzIkLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvblNldHRpbmdzEhYKDmFjdGl2ZV92ZXJzaW9uGAUgASgFEhYKDmxhdGVzdF92ZXJzaW9uGAYgASgFEhQKDHNlY3JldF9uYW1lcxgHIAMoCRIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLJAQoVQ3JlYXRlRnVuY3Rpb25SZXF1ZXN0EhQKBmFwcF9pZBgBIAEoA0IEmLUYAhIMCgRuYW1lGAIgASgJEhcKCnRpbWVvdXRfbXMYAyABKAVIAIgBARIWCgltZW1vcnlfbWIYBCABKAVIAYgBARIjChZpbnZvY2F0aW9uc19wZXJfbWludXRlGAUgASgFSAKIAQFCDQoLX3RpbWVvdXRfbXNCDAoKX21lbW9yeV9tYkIZChdfaW52b2NhdGlvbnNfcGVyX21pbnV0ZSImChJHZXRGdW5jdGlvblJlcXVlc3QSEAoCaWQYASABKANCBJi1GAMiUwoUTGlzdEZ1bmN0aW9uc1JlcXVlc3QSFAoGYXBwX2lkGAEgASgDQgSYtRgCEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImEKFUxpc3RGdW5jdGlvbnNSZXNwb25zZRIvCglmdW5jdGlvbnMYASADKAsyHC5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIr8BCh1VcGRhdGVGdW5jdGlvblNldHRpbmdzUmVxdWVzdBIQCgJpZBgBIAEoA0IEmLUYAxIXCgp0aW1lb3V0X21zGAIgASgFSACIAQESFgoJbWVtb3J5X21iGAMgASgFSAGIAQESIwoWaW52b2NhdGlvbnNfcGVyX21pbnV0ZRgEIAEoBUgCiAEBQg0KC190aW1lb3V0X21zQgwKCl9tZW1vcnlfbWJCGQoXX2ludm9jYXRpb25zX3Blcl9taW51dGUiKQoVRGVsZXRlRnVuY3Rpb25SZXF1ZXN0EhAKAmlkGAEgASgDQgSYtRgDIhgKFkRlbGV0ZUZ1bmN0aW9uUmVzcG9uc2UiSgoQU2V0U2VjcmV0UmVxdWVzdBIZCgtmdW5jdGlvbl9pZBgBIAEoA0IEmLUYAxIMCgRuYW1lGAIgASgJEg0KBXZhbHVlGAMgASgJIj4KE0RlbGV0ZVNlY3JldFJlcXVlc3QSGQoLZnVuY3Rpb25faWQYASABKANCBJi1GAMSDAoEbmFtZRgCIAEoCSKYAQoPRnVuY3Rpb25WZXJzaW9uEhMKC2Z1bmN0aW9uX2lkGAEgASgDEg8KB3ZlcnNpb24YAiABKAUSEQoJY29kZV9zaXplGAMgASgFEg4KBmFjdGl2ZRgEIAEoCBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRjb2RlGAYgASgJIlEKFERlcGxveVZlcnNpb25SZXF1ZXN0EhkKC2Z1bmN0aW9uX2lkGAEgASgDQgSYtRgDEgwKBGNvZGUYAiABKAkSEAoIYWN0aXZhdGUYAyABKAgiRgoTTGlzdFZlcnNpb25zUmVxdWVzdBIZCgtmdW5jdGlvbl9pZBgBIAEoA0IEmLUYAxIUCgxpbmNsdWRlX2NvZGUYAiABKAgiTQoUTGlzdFZlcnNpb25zUmVzcG9uc2USNQoIdmVyc2lvbnMYASADKAsyIy5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb25WZXJzaW9uIkQKFkFjdGl2YXRlVmVyc2lvblJlcXVlc3QSGQoLZnVuY3Rpb25faWQYASABKANCBJi1GAMSDwoHdmVyc2lvbhgCIAEoBSLcAQoHVHJpZ2dlchIKCgJpZBgBIAEoAxITCgtmdW5jdGlvbl9pZBgCIAEoAxItCgRraW5kGAMgASgOMh8ucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXJLaW5kEg8KB2VuYWJsZWQYBCABKAgSDAoEc2x1ZxgFIAEoCRIOCgZzb3VyY2UYBiABKAkSDgoGdGFyZ2V0GAcgASgJEhIKCm9wZXJhdGlvbnMYCCADKAkSLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZQoYQ3JlYXRlSHR0cFRyaWdnZXJSZXF1ZXN0EhkKC2Z1bmN0aW9uX2lkGAEgASgDQgSYtRgDEgwKBHNsdWcYAiABKAkSFAoHZW5hYmxlZBgDIAEoCEgAiAEBQgoKCF9lbmFibGVkIowBChlDcmVhdGVFdmVudFRyaWdnZXJSZXF1ZXN0EhkKC2Z1bmN0aW9uX2lkGAEgASgDQgSYtRgDEg4KBnNvdXJjZRgCIAEoCRIOCgZ0YXJnZXQYAyABKAkSEgoKb3BlcmF0aW9ucxgEIAMoCRIUCgdlbmFibGVkGAUgASgISACIAQFCCgoIX2VuYWJsZWQiRQoYU2V0VHJpZ2dlckVuYWJsZWRSZXF1ZXN0EhgKCnRyaWdnZXJfaWQYASABKANCBJi1GAoSDwoHZW5hYmxlZBgCIAEoCCIwChREZWxldGVUcmlnZ2VyUmVxdWVzdBIYCgp0cmlnZ2VyX2lkGAEgASgDQgSYtRgKIhcKFURlbGV0ZVRyaWdnZXJSZXNwb25zZSIwChNMaXN0VHJpZ2dlcnNSZXF1ZXN0EhkKC2Z1bmN0aW9uX2lkGAEgASgDQgSYtRgDIkUKFExpc3RUcmlnZ2Vyc1Jlc3BvbnNlEi0KCHRyaWdnZXJzGAEgAygLMhsucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXIiaQoSUnVuRnVuY3Rpb25SZXF1ZXN0EhkKC2Z1bmN0aW9uX2lkGAEgASgDQgSYtRgDEg8KB3ZlcnNpb24YAiABKAUSJwoHcGF5bG9hZBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSIpCgdMb2dMaW5lEg0KBWxldmVsGAEgASgJEg8KB21lc3NhZ2UYAiABKAki8gIKE1J1bkZ1bmN0aW9uUmVzcG9uc2USFQoNaW52b2NhdGlvbl9pZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgFEg4KBnN0YXR1cxgDIAEoBRJFCgdoZWFkZXJzGAQgAygLMjQucHVsc2ViYXNlLmFkbWluLnYxLlJ1bkZ1bmN0aW9uUmVzcG9uc2UuSGVhZGVyc0VudHJ5EgwKBGJvZHkYBSABKAkSJgoGcmVzdWx0GAYgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhMKC2R1cmF0aW9uX21zGAcgASgBEg8KB291dGNvbWUYCCABKAkSDQoFZXJyb3IYCSABKAkSKQoEbG9ncxgKIAMoCzIbLnB1bHNlYmFzZS5hZG1pbi52MS5Mb2dMaW5lEhYKDmxvZ3NfdHJ1bmNhdGVkGAsgASgIGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIsoCCgpJbnZvY2F0aW9uEgoKAmlkGAEgASgDEhMKC2Z1bmN0aW9uX2lkGAIgASgDEg8KB3ZlcnNpb24YAyABKAUSFAoMdHJpZ2dlcl9raW5kGAQgASgJEhIKCnRyaWdnZXJfaWQYBSABKAMSDgoGc3RhdHVzGAYgASgFEg8KB291dGNvbWUYByABKAkSEwoLZHVyYXRpb25fbXMYCCABKAESFAoMbWVtb3J5X2J5dGVzGAkgASgDEg0KBWVycm9yGAogASgJEikKBGxvZ3MYCyADKAsyGy5wdWxzZWJhc2UuYWRtaW4udjEuTG9nTGluZRIWCg5sb2dzX3RydW5jYXRlZBgMIAEoCBISCgpyZXF1ZXN0X2lkGA0gASgJEi4KCmNyZWF0ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIloKFkxpc3RJbnZvY2F0aW9uc1JlcXVlc3QSGQoLZnVuY3Rpb25faWQYASABKANCBJi1GAMSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiZwoXTGlzdEludm9jYXRpb25zUmVzcG9uc2USMwoLaW52b2NhdGlvbnMYASADKAsyHi5wdWxzZWJhc2UuYWRtaW4udjEuSW52b2NhdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiogIKEkZ1bmN0aW9uRGVhZExldHRlchIKCgJpZBgBIAEoCRIOCgZhcHBfaWQYAiABKAMSEwoLZnVuY3Rpb25faWQYAyABKAMSEgoKdHJpZ2dlcl9pZBgEIAEoAxIQCghldmVudF9pZBgFIAEoCRIOCgZzb3VyY2UYBiABKAkSDgoGdGFyZ2V0GAcgASgJEhEKCW9wZXJhdGlvbhgIIAEoCRImCgVldmVudBgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEAoIYXR0ZW1wdHMYCiABKAUSEgoKbGFzdF9lcnJvchgLIAEoCRI0ChBkZWFkX2xldHRlcmVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ4Ch5MaXN0RnVuY3Rpb25EZWFkTGV0dGVyc1JlcXVlc3QSFAoGYXBwX2lkGAEgASgDQgSYtRgCEhkKC2Z1bmN0aW9uX2lkGAIgASgDQgSYtRgDEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIngKH0xpc3RGdW5jdGlvbkRlYWRMZXR0ZXJzUmVzcG9uc2USPAoMZGVhZF9sZXR0ZXJzGAEgAygLMiYucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uRGVhZExldHRlchIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYAogUmVwbGF5RnVuY3Rpb25EZWFkTGV0dGVyc1JlcXVlc3QSFAoGYXBwX2lkGAEgASgDQgSYtRgCEgsKA2lkcxgCIAMoCRIZCgtmdW5jdGlvbl9pZBgDIAEoA0IEmLUYAyI1CiFSZXBsYXlGdW5jdGlvbkRlYWRMZXR0ZXJzUmVzcG9uc2USEAoIcmVwbGF5ZWQYASABKAUqWgoLVHJpZ2dlcktpbmQSHAoYVFJJR0dFUl9LSU5EX1VOU1BFQ0lGSUVEEAASFQoRVFJJR0dFUl9LSU5EX0hUVFAQARIWChJUUklHR0VSX0tJTkRfRVZFTlQQAjKwEAoPRnVuY3Rpb25TZXJ2aWNlEmMKDkNyZWF0ZUZ1bmN0aW9uEikucHVsc2ViYXNlLmFkbWluLnYxLkNyZWF0ZUZ1bmN0aW9uUmVxdWVzdBocLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvbiII0LsYA9i7GAESWQoLR2V0RnVuY3Rpb24SJi5wdWxzZWJhc2UuYWRtaW4udjEuR2V0RnVuY3Rpb25SZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uIgTQuxgCEmoKDUxpc3RGdW5jdGlvbnMSKC5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEZ1bmN0aW9uc1JlcXVlc3QaKS5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEZ1bmN0aW9uc1Jlc3BvbnNlIgTQuxgCEnMKFlVwZGF0ZUZ1bmN0aW9uU2V0dGluZ3MSMS5wdWxzZWJhc2UuYWRtaW4udjEuVXBkYXRlRnVuY3Rpb25TZXR0aW5nc1JlcXVlc3QaHC5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb24iCNC7GAPYuxgBEnEKDkRlbGV0ZUZ1bmN0aW9uEikucHVsc2ViYXNlLmFkbWluLnYxLkRlbGV0ZUZ1bmN0aW9uUmVxdWVzdBoqLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVGdW5jdGlvblJlc3BvbnNlIgjQuxgD2LsYARJZCglTZXRTZWNyZXQSJC5wdWxzZWJhc2UuYWRtaW4udjEuU2V0U2VjcmV0UmVxdWVzdBocLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvbiII0LsYA9i7GAESXwoMRGVsZXRlU2VjcmV0EicucHVsc2ViYXNlLmFkbWluLnYxLkRlbGV0ZVNlY3JldFJlcXVlc3QaHC5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb24iCNC7GAPYuxgBEmgKDURlcGxveVZlcnNpb24SKC5wdWxzZWJhc2UuYWRtaW4udjEuRGVwbG95VmVyc2lvblJlcXVlc3QaIy5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb25WZXJzaW9uIgjQuxgD2LsYARJnCgxMaXN0VmVyc2lvbnMSJy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdFZlcnNpb25zUmVxdWVzdBooLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0VmVyc2lvbnNSZXNwb25zZSIE0LsYAhJlCg9BY3RpdmF0ZVZlcnNpb24SKi5wdWxzZWJhc2UuYWRtaW4udjEuQWN0aXZhdGVWZXJzaW9uUmVxdWVzdBocLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvbiII0LsYA9i7GAESaAoRQ3JlYXRlSHR0cFRyaWdnZXISLC5wdWxzZWJhc2UuYWRtaW4udjEuQ3JlYXRlSHR0cFRyaWdnZXJSZXF1ZXN0GhsucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXIiCNC7GAPYuxgBEmoKEkNyZWF0ZUV2ZW50VHJpZ2dlchItLnB1bHNlYmFzZS5hZG1pbi52MS5DcmVhdGVFdmVudFRyaWdnZXJSZXF1ZXN0GhsucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXIiCNC7GAPYuxgBEmgKEVNldFRyaWdnZXJFbmFibGVkEiwucHVsc2ViYXNlLmFkbWluLnYxLlNldFRyaWdnZXJFbmFibGVkUmVxdWVzdBobLnB1bHNlYmFzZS5hZG1pbi52MS5UcmlnZ2VyIgjQuxgD2LsYARJuCg1EZWxldGVUcmlnZ2VyEigucHVsc2ViYXNlLmFkbWluLnYxLkRlbGV0ZVRyaWdnZXJSZXF1ZXN0GikucHVsc2ViYXNlLmFkbWluLnYxLkRlbGV0ZVRyaWdnZXJSZXNwb25zZSII0LsYA9i7GAESZwoMTGlzdFRyaWdnZXJzEicucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RUcmlnZ2Vyc1JlcXVlc3QaKC5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdFRyaWdnZXJzUmVzcG9uc2UiBNC7GAISaAoLUnVuRnVuY3Rpb24SJi5wdWxzZWJhc2UuYWRtaW4udjEuUnVuRnVuY3Rpb25SZXF1ZXN0GicucHVsc2ViYXNlLmFkbWluLnYxLlJ1bkZ1bmN0aW9uUmVzcG9uc2UiCNC7GAPYuxgBEnAKD0xpc3RJbnZvY2F0aW9ucxIqLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0SW52b2NhdGlvbnNSZXF1ZXN0GisucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RJbnZvY2F0aW9uc1Jlc3BvbnNlIgTQuxgCEogBChdMaXN0RnVuY3Rpb25EZWFkTGV0dGVycxIyLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0RnVuY3Rpb25EZWFkTGV0dGVyc1JlcXVlc3QaMy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEZ1bmN0aW9uRGVhZExldHRlcnNSZXNwb25zZSIE0LsYAhKSAQoZUmVwbGF5RnVuY3Rpb25EZWFkTGV0dGVycxI0LnB1bHNlYmFzZS5hZG1pbi52MS5SZXBsYXlGdW5jdGlvbkRlYWRMZXR0ZXJzUmVxdWVzdBo1LnB1bHNlYmFzZS5hZG1pbi52MS5SZXBsYXlGdW5jdGlvbkRlYWRMZXR0ZXJzUmVzcG9uc2UiCNC7GAPYuxgBYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_pulsebase_common_v1_options]);
+  fileDesc("CiJwdWxzZWJhc2UvYWRtaW4vdjEvZnVuY3Rpb25zLnByb3RvEhJwdWxzZWJhc2UuYWRtaW4udjEiWQoQRnVuY3Rpb25TZXR0aW5ncxISCgp0aW1lb3V0X21zGAEgASgFEhEKCW1lbW9yeV9tYhgCIAEoBRIeChZpbnZvY2F0aW9uc19wZXJfbWludXRlGAMgASgFIpICCghGdW5jdGlvbhIKCgJpZBgBIAEoAxIOCgZhcHBfaWQYAiABKAMSDAoEbmFtZRgDIAEoCRI2CghzZXR0aW5ncxgEIAEoCzIkLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvblNldHRpbmdzEhYKDmFjdGl2ZV92ZXJzaW9uGAUgASgFEhYKDmxhdGVzdF92ZXJzaW9uGAYgASgFEhQKDHNlY3JldF9uYW1lcxgHIAMoCRIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLlAQoVQ3JlYXRlRnVuY3Rpb25SZXF1ZXN0EhQKBmFwcF9pZBgBIAEoA0IEmLUYAhIMCgRuYW1lGAIgASgJEhcKCnRpbWVvdXRfbXMYAyABKAVIAIgBARIWCgltZW1vcnlfbWIYBCABKAVIAYgBARIjChZpbnZvY2F0aW9uc19wZXJfbWludXRlGAUgASgFSAKIAQESEQoEY29kZRgGIAEoCUgDiAEBQg0KC190aW1lb3V0X21zQgwKCl9tZW1vcnlfbWJCGQoXX2ludm9jYXRpb25zX3Blcl9taW51dGVCBwoFX2NvZGUiJgoSR2V0RnVuY3Rpb25SZXF1ZXN0EhAKAmlkGAEgASgDQgSYtRgDIlMKFExpc3RGdW5jdGlvbnNSZXF1ZXN0EhQKBmFwcF9pZBgBIAEoA0IEmLUYAhIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJhChVMaXN0RnVuY3Rpb25zUmVzcG9uc2USLwoJZnVuY3Rpb25zGAEgAygLMhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSK/AQodVXBkYXRlRnVuY3Rpb25TZXR0aW5nc1JlcXVlc3QSEAoCaWQYASABKANCBJi1GAMSFwoKdGltZW91dF9tcxgCIAEoBUgAiAEBEhYKCW1lbW9yeV9tYhgDIAEoBUgBiAEBEiMKFmludm9jYXRpb25zX3Blcl9taW51dGUYBCABKAVIAogBAUINCgtfdGltZW91dF9tc0IMCgpfbWVtb3J5X21iQhkKF19pbnZvY2F0aW9uc19wZXJfbWludXRlIikKFURlbGV0ZUZ1bmN0aW9uUmVxdWVzdBIQCgJpZBgBIAEoA0IEmLUYAyIYChZEZWxldGVGdW5jdGlvblJlc3BvbnNlIkoKEFNldFNlY3JldFJlcXVlc3QSGQoLZnVuY3Rpb25faWQYASABKANCBJi1GAMSDAoEbmFtZRgCIAEoCRINCgV2YWx1ZRgDIAEoCSI+ChNEZWxldGVTZWNyZXRSZXF1ZXN0EhkKC2Z1bmN0aW9uX2lkGAEgASgDQgSYtRgDEgwKBG5hbWUYAiABKAkizAEKD0Z1bmN0aW9uVmVyc2lvbhITCgtmdW5jdGlvbl9pZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgFEhEKCWNvZGVfc2l6ZRgDIAEoBRIOCgZhY3RpdmUYBCABKAgSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoEY29kZRgGIAEoCUgAiAEBEg4KBnNoYTI1NhgHIAEoCRIUCgxkZWR1cGxpY2F0ZWQYCCABKAhCBwoFX2NvZGUiUQoURGVwbG95VmVyc2lvblJlcXVlc3QSGQoLZnVuY3Rpb25faWQYASABKANCBJi1GAMSDAoEY29kZRgCIAEoCRIQCghhY3RpdmF0ZRgDIAEoCCJGChNMaXN0VmVyc2lvbnNSZXF1ZXN0EhkKC2Z1bmN0aW9uX2lkGAEgASgDQgSYtRgDEhQKDGluY2x1ZGVfY29kZRgCIAEoCCJNChRMaXN0VmVyc2lvbnNSZXNwb25zZRI1Cgh2ZXJzaW9ucxgBIAMoCzIjLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvblZlcnNpb24iPwoRR2V0VmVyc2lvblJlcXVlc3QSGQoLZnVuY3Rpb25faWQYASABKANCBJi1GAMSDwoHdmVyc2lvbhgCIAEoBSJEChZBY3RpdmF0ZVZlcnNpb25SZXF1ZXN0EhkKC2Z1bmN0aW9uX2lkGAEgASgDQgSYtRgDEg8KB3ZlcnNpb24YAiABKAUiwwQKB1RyaWdnZXISCgoCaWQYASABKAMSEwoLZnVuY3Rpb25faWQYAiABKAMSLQoEa2luZBgDIAEoDjIfLnB1bHNlYmFzZS5hZG1pbi52MS5UcmlnZ2VyS2luZBIPCgdlbmFibGVkGAQgASgIEgwKBHNsdWcYBSABKAkSDgoGc291cmNlGAYgASgJEg4KBnRhcmdldBgHIAEoCRISCgpvcGVyYXRpb25zGAggAygJEi4KCmNyZWF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKBGF1dGgYCiABKAlIAIgBARIdChBzaWduYXR1cmVfaGVhZGVyGAsgASgJSAGIAQESKAobc2lnbmF0dXJlX3RvbGVyYW5jZV9zZWNvbmRzGAwgASgFSAKIAQESGwoOc2lnbmluZ19zZWNyZXQYDSABKAlIA4gBARIRCgRjcm9uGA4gASgJSASIAQESFQoIdGltZXpvbmUYDyABKAlIBYgBARIZCgxtaXNzZWRfdGlja3MYECABKAlIBogBARIvCgtuZXh0X3J1bl9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBwoFX2F1dGhCEwoRX3NpZ25hdHVyZV9oZWFkZXJCHgocX3NpZ25hdHVyZV90b2xlcmFuY2Vfc2Vjb25kc0IRCg9fc2lnbmluZ19zZWNyZXRCBwoFX2Nyb25CCwoJX3RpbWV6b25lQg8KDV9taXNzZWRfdGlja3MioQIKGENyZWF0ZUh0dHBUcmlnZ2VyUmVxdWVzdBIZCgtmdW5jdGlvbl9pZBgBIAEoA0IEmLUYAxIMCgRzbHVnGAIgASgJEhQKB2VuYWJsZWQYAyABKAhIAIgBARIMCgRhdXRoGAQgASgJEhsKDnNpZ25pbmdfc2VjcmV0GAUgASgJSAGIAQESHQoQc2lnbmF0dXJlX2hlYWRlchgGIAEoCUgCiAEBEigKG3NpZ25hdHVyZV90b2xlcmFuY2Vfc2Vjb25kcxgHIAEoBUgDiAEBQgoKCF9lbmFibGVkQhEKD19zaWduaW5nX3NlY3JldEITChFfc2lnbmF0dXJlX2hlYWRlckIeChxfc2lnbmF0dXJlX3RvbGVyYW5jZV9zZWNvbmRzIpEBChxDcmVhdGVTY2hlZHVsZVRyaWdnZXJSZXF1ZXN0EhkKC2Z1bmN0aW9uX2lkGAEgASgDQgSYtRgDEgwKBGNyb24YAiABKAkSEAoIdGltZXpvbmUYAyABKAkSFAoMbWlzc2VkX3RpY2tzGAQgASgJEhQKB2VuYWJsZWQYBSABKAhIAIgBAUIKCghfZW5hYmxlZCJmChpSb3RhdGVUcmlnZ2VyU2VjcmV0UmVxdWVzdBIYCgp0cmlnZ2VyX2lkGAEgASgDQgSYtRgKEhsKDnNpZ25pbmdfc2VjcmV0GAIgASgJSACIAQFCEQoPX3NpZ25pbmdfc2VjcmV0IocCCgtTY2hlZHVsZVJ1bhIKCgJpZBgBIAEoAxISCgp0cmlnZ2VyX2lkGAIgASgDEjEKDXNjaGVkdWxlZF9mb3IYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnN0YXR1cxgEIAEoCRIOCgZtaXNzZWQYBSABKAUSFQoNaW52b2NhdGlvbl9pZBgGIAEoAxINCgVlcnJvchgHIAEoCRIuCgpzdGFydGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiWgoXTGlzdFNjaGVkdWxlUnVuc1JlcXVlc3QSGAoKdHJpZ2dlcl9pZBgBIAEoA0IEmLUYChIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJiChhMaXN0U2NoZWR1bGVSdW5zUmVzcG9uc2USLQoEcnVucxgBIAMoCzIfLnB1bHNlYmFzZS5hZG1pbi52MS5TY2hlZHVsZVJ1bhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkijAEKGUNyZWF0ZUV2ZW50VHJpZ2dlclJlcXVlc3QSGQoLZnVuY3Rpb25faWQYASABKANCBJi1GAMSDgoGc291cmNlGAIgASgJEg4KBnRhcmdldBgDIAEoCRISCgpvcGVyYXRpb25zGAQgAygJEhQKB2VuYWJsZWQYBSABKAhIAIgBAUIKCghfZW5hYmxlZCJFChhTZXRUcmlnZ2VyRW5hYmxlZFJlcXVlc3QSGAoKdHJpZ2dlcl9pZBgBIAEoA0IEmLUYChIPCgdlbmFibGVkGAIgASgIIjAKFERlbGV0ZVRyaWdnZXJSZXF1ZXN0EhgKCnRyaWdnZXJfaWQYASABKANCBJi1GAoiFwoVRGVsZXRlVHJpZ2dlclJlc3BvbnNlIjAKE0xpc3RUcmlnZ2Vyc1JlcXVlc3QSGQoLZnVuY3Rpb25faWQYASABKANCBJi1GAMiRQoUTGlzdFRyaWdnZXJzUmVzcG9uc2USLQoIdHJpZ2dlcnMYASADKAsyGy5wdWxzZWJhc2UuYWRtaW4udjEuVHJpZ2dlciJpChJSdW5GdW5jdGlvblJlcXVlc3QSGQoLZnVuY3Rpb25faWQYASABKANCBJi1GAMSDwoHdmVyc2lvbhgCIAEoBRInCgdwYXlsb2FkGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIikKB0xvZ0xpbmUSDQoFbGV2ZWwYASABKAkSDwoHbWVzc2FnZRgCIAEoCSKyAwoTUnVuRnVuY3Rpb25SZXNwb25zZRIVCg1pbnZvY2F0aW9uX2lkGAEgASgDEg8KB3ZlcnNpb24YAiABKAUSDgoGc3RhdHVzGAMgASgFEkUKB2hlYWRlcnMYBCADKAsyNC5wdWxzZWJhc2UuYWRtaW4udjEuUnVuRnVuY3Rpb25SZXNwb25zZS5IZWFkZXJzRW50cnkSDAoEYm9keRgFIAEoCRImCgZyZXN1bHQYBiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEwoLZHVyYXRpb25fbXMYByABKAESDwoHb3V0Y29tZRgIIAEoCRINCgVlcnJvchgJIAEoCRIpCgRsb2dzGAogAygLMhsucHVsc2ViYXNlLmFkbWluLnYxLkxvZ0xpbmUSFgoObG9nc190cnVuY2F0ZWQYCyABKAgSEgoKZXJyb3JfbmFtZRgMIAEoCRIVCg1lcnJvcl9tZXNzYWdlGA0gASgJEhMKC2Vycm9yX3N0YWNrGA4gASgJGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIooDCgpJbnZvY2F0aW9uEgoKAmlkGAEgASgDEhMKC2Z1bmN0aW9uX2lkGAIgASgDEg8KB3ZlcnNpb24YAyABKAUSFAoMdHJpZ2dlcl9raW5kGAQgASgJEhIKCnRyaWdnZXJfaWQYBSABKAMSDgoGc3RhdHVzGAYgASgFEg8KB291dGNvbWUYByABKAkSEwoLZHVyYXRpb25fbXMYCCABKAESFAoMbWVtb3J5X2J5dGVzGAkgASgDEg0KBWVycm9yGAogASgJEikKBGxvZ3MYCyADKAsyGy5wdWxzZWJhc2UuYWRtaW4udjEuTG9nTGluZRIWCg5sb2dzX3RydW5jYXRlZBgMIAEoCBISCgpyZXF1ZXN0X2lkGA0gASgJEi4KCmNyZWF0ZWRfYXQYDiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmVycm9yX25hbWUYDyABKAkSFQoNZXJyb3JfbWVzc2FnZRgQIAEoCRITCgtlcnJvcl9zdGFjaxgRIAEoCSJaChZMaXN0SW52b2NhdGlvbnNSZXF1ZXN0EhkKC2Z1bmN0aW9uX2lkGAEgASgDQgSYtRgDEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImcKF0xpc3RJbnZvY2F0aW9uc1Jlc3BvbnNlEjMKC2ludm9jYXRpb25zGAEgAygLMh4ucHVsc2ViYXNlLmFkbWluLnYxLkludm9jYXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIkcKGEZvbGxvd0ludm9jYXRpb25zUmVxdWVzdBIZCgtmdW5jdGlvbl9pZBgBIAEoA0IEmLUYAxIQCghhZnRlcl9pZBgCIAEoAyKiAQoHS3ZFbnRyeRILCgNrZXkYASABKAkSEgoFdmFsdWUYAiABKAlIAIgBARIMCgRzaXplGAMgASgFEi4KCmV4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQggKBl92YWx1ZSJjChRMaXN0S3ZFbnRyaWVzUmVxdWVzdBIUCgZhcHBfaWQYASABKANCBJi1GAISDgoGcHJlZml4GAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIpoBChVMaXN0S3ZFbnRyaWVzUmVzcG9uc2USLAoHZW50cmllcxgBIAMoCzIbLnB1bHNlYmFzZS5hZG1pbi52MS5LdkVudHJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRITCgt0b3RhbF9ieXRlcxgDIAEoAxISCgp0b3RhbF9rZXlzGAQgASgDEhEKCW1heF9ieXRlcxgFIAEoAyI2ChFHZXRLdkVudHJ5UmVxdWVzdBIUCgZhcHBfaWQYASABKANCBJi1GAISCwoDa2V5GAIgASgJIjkKFERlbGV0ZUt2RW50cnlSZXF1ZXN0EhQKBmFwcF9pZBgBIAEoA0IEmLUYAhILCgNrZXkYAiABKAkiKAoVRGVsZXRlS3ZFbnRyeVJlc3BvbnNlEg8KB2RlbGV0ZWQYASABKAgiogIKEkZ1bmN0aW9uRGVhZExldHRlchIKCgJpZBgBIAEoCRIOCgZhcHBfaWQYAiABKAMSEwoLZnVuY3Rpb25faWQYAyABKAMSEgoKdHJpZ2dlcl9pZBgEIAEoAxIQCghldmVudF9pZBgFIAEoCRIOCgZzb3VyY2UYBiABKAkSDgoGdGFyZ2V0GAcgASgJEhEKCW9wZXJhdGlvbhgIIAEoCRImCgVldmVudBgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEAoIYXR0ZW1wdHMYCiABKAUSEgoKbGFzdF9lcnJvchgLIAEoCRI0ChBkZWFkX2xldHRlcmVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ4Ch5MaXN0RnVuY3Rpb25EZWFkTGV0dGVyc1JlcXVlc3QSFAoGYXBwX2lkGAEgASgDQgSYtRgCEhkKC2Z1bmN0aW9uX2lkGAIgASgDQgSYtRgDEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIngKH0xpc3RGdW5jdGlvbkRlYWRMZXR0ZXJzUmVzcG9uc2USPAoMZGVhZF9sZXR0ZXJzGAEgAygLMiYucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uRGVhZExldHRlchIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYAogUmVwbGF5RnVuY3Rpb25EZWFkTGV0dGVyc1JlcXVlc3QSFAoGYXBwX2lkGAEgASgDQgSYtRgCEgsKA2lkcxgCIAMoCRIZCgtmdW5jdGlvbl9pZBgDIAEoA0IEmLUYAyI1CiFSZXBsYXlGdW5jdGlvbkRlYWRMZXR0ZXJzUmVzcG9uc2USEAoIcmVwbGF5ZWQYASABKAUqdQoLVHJpZ2dlcktpbmQSHAoYVFJJR0dFUl9LSU5EX1VOU1BFQ0lGSUVEEAASFQoRVFJJR0dFUl9LSU5EX0hUVFAQARIWChJUUklHR0VSX0tJTkRfRVZFTlQQAhIZChVUUklHR0VSX0tJTkRfU0NIRURVTEUQAzKEFwoPRnVuY3Rpb25TZXJ2aWNlEmMKDkNyZWF0ZUZ1bmN0aW9uEikucHVsc2ViYXNlLmFkbWluLnYxLkNyZWF0ZUZ1bmN0aW9uUmVxdWVzdBocLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvbiII0LsYA9i7GAESWQoLR2V0RnVuY3Rpb24SJi5wdWxzZWJhc2UuYWRtaW4udjEuR2V0RnVuY3Rpb25SZXF1ZXN0GhwucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uIgTQuxgCEmoKDUxpc3RGdW5jdGlvbnMSKC5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEZ1bmN0aW9uc1JlcXVlc3QaKS5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEZ1bmN0aW9uc1Jlc3BvbnNlIgTQuxgCEnMKFlVwZGF0ZUZ1bmN0aW9uU2V0dGluZ3MSMS5wdWxzZWJhc2UuYWRtaW4udjEuVXBkYXRlRnVuY3Rpb25TZXR0aW5nc1JlcXVlc3QaHC5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb24iCNC7GAPYuxgBEnEKDkRlbGV0ZUZ1bmN0aW9uEikucHVsc2ViYXNlLmFkbWluLnYxLkRlbGV0ZUZ1bmN0aW9uUmVxdWVzdBoqLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVGdW5jdGlvblJlc3BvbnNlIgjQuxgD2LsYARJZCglTZXRTZWNyZXQSJC5wdWxzZWJhc2UuYWRtaW4udjEuU2V0U2VjcmV0UmVxdWVzdBocLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvbiII0LsYA9i7GAESXwoMRGVsZXRlU2VjcmV0EicucHVsc2ViYXNlLmFkbWluLnYxLkRlbGV0ZVNlY3JldFJlcXVlc3QaHC5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb24iCNC7GAPYuxgBEmgKDURlcGxveVZlcnNpb24SKC5wdWxzZWJhc2UuYWRtaW4udjEuRGVwbG95VmVyc2lvblJlcXVlc3QaIy5wdWxzZWJhc2UuYWRtaW4udjEuRnVuY3Rpb25WZXJzaW9uIgjQuxgD2LsYARJnCgxMaXN0VmVyc2lvbnMSJy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdFZlcnNpb25zUmVxdWVzdBooLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0VmVyc2lvbnNSZXNwb25zZSIE0LsYAhJeCgpHZXRWZXJzaW9uEiUucHVsc2ViYXNlLmFkbWluLnYxLkdldFZlcnNpb25SZXF1ZXN0GiMucHVsc2ViYXNlLmFkbWluLnYxLkZ1bmN0aW9uVmVyc2lvbiIE0LsYAhJlCg9BY3RpdmF0ZVZlcnNpb24SKi5wdWxzZWJhc2UuYWRtaW4udjEuQWN0aXZhdGVWZXJzaW9uUmVxdWVzdBocLnB1bHNlYmFzZS5hZG1pbi52MS5GdW5jdGlvbiII0LsYA9i7GAESaAoRQ3JlYXRlSHR0cFRyaWdnZXISLC5wdWxzZWJhc2UuYWRtaW4udjEuQ3JlYXRlSHR0cFRyaWdnZXJSZXF1ZXN0GhsucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXIiCNC7GAPYuxgBEmoKEkNyZWF0ZUV2ZW50VHJpZ2dlchItLnB1bHNlYmFzZS5hZG1pbi52MS5DcmVhdGVFdmVudFRyaWdnZXJSZXF1ZXN0GhsucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXIiCNC7GAPYuxgBEnAKFUNyZWF0ZVNjaGVkdWxlVHJpZ2dlchIwLnB1bHNlYmFzZS5hZG1pbi52MS5DcmVhdGVTY2hlZHVsZVRyaWdnZXJSZXF1ZXN0GhsucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXIiCNC7GAPYuxgBEmwKE1JvdGF0ZVRyaWdnZXJTZWNyZXQSLi5wdWxzZWJhc2UuYWRtaW4udjEuUm90YXRlVHJpZ2dlclNlY3JldFJlcXVlc3QaGy5wdWxzZWJhc2UuYWRtaW4udjEuVHJpZ2dlciII0LsYA9i7GAEScwoQTGlzdFNjaGVkdWxlUnVucxIrLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0U2NoZWR1bGVSdW5zUmVxdWVzdBosLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0U2NoZWR1bGVSdW5zUmVzcG9uc2UiBNC7GAISaAoRU2V0VHJpZ2dlckVuYWJsZWQSLC5wdWxzZWJhc2UuYWRtaW4udjEuU2V0VHJpZ2dlckVuYWJsZWRSZXF1ZXN0GhsucHVsc2ViYXNlLmFkbWluLnYxLlRyaWdnZXIiCNC7GAPYuxgBEm4KDURlbGV0ZVRyaWdnZXISKC5wdWxzZWJhc2UuYWRtaW4udjEuRGVsZXRlVHJpZ2dlclJlcXVlc3QaKS5wdWxzZWJhc2UuYWRtaW4udjEuRGVsZXRlVHJpZ2dlclJlc3BvbnNlIgjQuxgD2LsYARJnCgxMaXN0VHJpZ2dlcnMSJy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdFRyaWdnZXJzUmVxdWVzdBooLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0VHJpZ2dlcnNSZXNwb25zZSIE0LsYAhJoCgtSdW5GdW5jdGlvbhImLnB1bHNlYmFzZS5hZG1pbi52MS5SdW5GdW5jdGlvblJlcXVlc3QaJy5wdWxzZWJhc2UuYWRtaW4udjEuUnVuRnVuY3Rpb25SZXNwb25zZSII0LsYA9i7GAEScAoPTGlzdEludm9jYXRpb25zEioucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RJbnZvY2F0aW9uc1JlcXVlc3QaKy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEludm9jYXRpb25zUmVzcG9uc2UiBNC7GAISaQoRRm9sbG93SW52b2NhdGlvbnMSLC5wdWxzZWJhc2UuYWRtaW4udjEuRm9sbG93SW52b2NhdGlvbnNSZXF1ZXN0Gh4ucHVsc2ViYXNlLmFkbWluLnYxLkludm9jYXRpb24iBNC7GAIwARJqCg1MaXN0S3ZFbnRyaWVzEigucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RLdkVudHJpZXNSZXF1ZXN0GikucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RLdkVudHJpZXNSZXNwb25zZSIE0LsYAhJWCgpHZXRLdkVudHJ5EiUucHVsc2ViYXNlLmFkbWluLnYxLkdldEt2RW50cnlSZXF1ZXN0GhsucHVsc2ViYXNlLmFkbWluLnYxLkt2RW50cnkiBNC7GAMSbgoNRGVsZXRlS3ZFbnRyeRIoLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVLdkVudHJ5UmVxdWVzdBopLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVLdkVudHJ5UmVzcG9uc2UiCNC7GAPYuxgBEogBChdMaXN0RnVuY3Rpb25EZWFkTGV0dGVycxIyLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0RnVuY3Rpb25EZWFkTGV0dGVyc1JlcXVlc3QaMy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEZ1bmN0aW9uRGVhZExldHRlcnNSZXNwb25zZSIE0LsYAhKSAQoZUmVwbGF5RnVuY3Rpb25EZWFkTGV0dGVycxI0LnB1bHNlYmFzZS5hZG1pbi52MS5SZXBsYXlGdW5jdGlvbkRlYWRMZXR0ZXJzUmVxdWVzdBo1LnB1bHNlYmFzZS5hZG1pbi52MS5SZXBsYXlGdW5jdGlvbkRlYWRMZXR0ZXJzUmVzcG9uc2UiCNC7GAPYuxgBYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_pulsebase_common_v1_options]);
 
 /**
  * @generated from message pulsebase.admin.v1.FunctionSettings
@@ -137,6 +137,14 @@ export type CreateFunctionRequest = Message<"pulsebase.admin.v1.CreateFunctionRe
    * @generated from field: optional int32 invocations_per_minute = 5;
    */
   invocationsPerMinute?: number | undefined;
+
+  /**
+   * The first version's code (activated). Compiled first: code that is
+   * refused (422 naming "code") leaves no function behind.
+   *
+   * @generated from field: optional string code = 6;
+   */
+  code?: string | undefined;
 };
 
 /**
@@ -355,11 +363,26 @@ export type FunctionVersion = Message<"pulsebase.admin.v1.FunctionVersion"> & {
   createdAt?: Timestamp | undefined;
 
   /**
-   * Returned only by DeployVersion.
+   * Returned by DeployVersion and GetVersion only.
    *
-   * @generated from field: string code = 6;
+   * @generated from field: optional string code = 6;
    */
-  code: string;
+  code?: string | undefined;
+
+  /**
+   * SHA-256 of the code's UTF-8 bytes, lower-case hex.
+   *
+   * @generated from field: string sha256 = 7;
+   */
+  sha256: string;
+
+  /**
+   * DeployVersion: the code was identical to this existing version, so no
+   * new version was made.
+   *
+   * @generated from field: bool deduplicated = 8;
+   */
+  deduplicated: boolean;
 };
 
 /**
@@ -442,6 +465,28 @@ export const ListVersionsResponseSchema: GenMessage<ListVersionsResponse> = /*@_
   messageDesc(file_pulsebase_admin_v1_functions, 14);
 
 /**
+ * @generated from message pulsebase.admin.v1.GetVersionRequest
+ */
+export type GetVersionRequest = Message<"pulsebase.admin.v1.GetVersionRequest"> & {
+  /**
+   * @generated from field: int64 function_id = 1;
+   */
+  functionId: bigint;
+
+  /**
+   * @generated from field: int32 version = 2;
+   */
+  version: number;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.GetVersionRequest.
+ * Use `create(GetVersionRequestSchema)` to create a new message.
+ */
+export const GetVersionRequestSchema: GenMessage<GetVersionRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 15);
+
+/**
  * @generated from message pulsebase.admin.v1.ActivateVersionRequest
  */
 export type ActivateVersionRequest = Message<"pulsebase.admin.v1.ActivateVersionRequest"> & {
@@ -461,7 +506,7 @@ export type ActivateVersionRequest = Message<"pulsebase.admin.v1.ActivateVersion
  * Use `create(ActivateVersionRequestSchema)` to create a new message.
  */
 export const ActivateVersionRequestSchema: GenMessage<ActivateVersionRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 15);
+  messageDesc(file_pulsebase_admin_v1_functions, 16);
 
 /**
  * @generated from message pulsebase.admin.v1.Trigger
@@ -516,6 +561,61 @@ export type Trigger = Message<"pulsebase.admin.v1.Trigger"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 9;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * Unset on triggers of other kinds.
+   * HTTP triggers: "consumer" (a consumer token is required), "public" (no
+   * token; at /api/fn/{app_key}/{slug} too) or "signed" (no token; an
+   * HMAC-SHA256 signature of the timestamp and the raw body is checked).
+   *
+   * @generated from field: optional string auth = 10;
+   */
+  auth?: string | undefined;
+
+  /**
+   * Signed triggers: the header carrying "t=<unix seconds>,v1=<hex>" and how
+   * far the timestamp may be from the server's clock.
+   *
+   * @generated from field: optional string signature_header = 11;
+   */
+  signatureHeader?: string | undefined;
+
+  /**
+   * @generated from field: optional int32 signature_tolerance_seconds = 12;
+   */
+  signatureToleranceSeconds?: number | undefined;
+
+  /**
+   * Signed triggers: the secret, only in the answer of the call that made it
+   * (CreateHttpTrigger, RotateTriggerSecret).
+   *
+   * @generated from field: optional string signing_secret = 13;
+   */
+  signingSecret?: string | undefined;
+
+  /**
+   * Schedule triggers: the cron expression (5 fields, or 6 with seconds),
+   * the IANA time zone it is read in, what happens to ticks missed while no
+   * process ran ("skip" or "run_once") and the next tick.
+   *
+   * @generated from field: optional string cron = 14;
+   */
+  cron?: string | undefined;
+
+  /**
+   * @generated from field: optional string timezone = 15;
+   */
+  timezone?: string | undefined;
+
+  /**
+   * @generated from field: optional string missed_ticks = 16;
+   */
+  missedTicks?: string | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp next_run_at = 17;
+   */
+  nextRunAt?: Timestamp | undefined;
 };
 
 /**
@@ -523,7 +623,7 @@ export type Trigger = Message<"pulsebase.admin.v1.Trigger"> & {
  * Use `create(TriggerSchema)` to create a new message.
  */
 export const TriggerSchema: GenMessage<Trigger> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 16);
+  messageDesc(file_pulsebase_admin_v1_functions, 17);
 
 /**
  * @generated from message pulsebase.admin.v1.CreateHttpTriggerRequest
@@ -545,6 +645,36 @@ export type CreateHttpTriggerRequest = Message<"pulsebase.admin.v1.CreateHttpTri
    * @generated from field: optional bool enabled = 3;
    */
   enabled?: boolean | undefined;
+
+  /**
+   * "consumer" (default), "public" or "signed".
+   *
+   * @generated from field: string auth = 4;
+   */
+  auth: string;
+
+  /**
+   * Signed: the secret to verify with (16 to 256 bytes, e.g. the one a
+   * provider such as Stripe gave); unset: the server generates one and
+   * returns it once.
+   *
+   * @generated from field: optional string signing_secret = 5;
+   */
+  signingSecret?: string | undefined;
+
+  /**
+   * Signed: default "pulsebase-signature" (e.g. "stripe-signature").
+   *
+   * @generated from field: optional string signature_header = 6;
+   */
+  signatureHeader?: string | undefined;
+
+  /**
+   * Signed: default 300, at most 86400.
+   *
+   * @generated from field: optional int32 signature_tolerance_seconds = 7;
+   */
+  signatureToleranceSeconds?: number | undefined;
 };
 
 /**
@@ -552,7 +682,188 @@ export type CreateHttpTriggerRequest = Message<"pulsebase.admin.v1.CreateHttpTri
  * Use `create(CreateHttpTriggerRequestSchema)` to create a new message.
  */
 export const CreateHttpTriggerRequestSchema: GenMessage<CreateHttpTriggerRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 17);
+  messageDesc(file_pulsebase_admin_v1_functions, 18);
+
+/**
+ * @generated from message pulsebase.admin.v1.CreateScheduleTriggerRequest
+ */
+export type CreateScheduleTriggerRequest = Message<"pulsebase.admin.v1.CreateScheduleTriggerRequest"> & {
+  /**
+   * @generated from field: int64 function_id = 1;
+   */
+  functionId: bigint;
+
+  /**
+   * 5 fields (minute precision) or 6 (leading seconds), e.g. "*\/15 * * * *".
+   *
+   * @generated from field: string cron = 2;
+   */
+  cron: string;
+
+  /**
+   * IANA name; default "UTC".
+   *
+   * @generated from field: string timezone = 3;
+   */
+  timezone: string;
+
+  /**
+   * "skip" (default) or "run_once".
+   *
+   * @generated from field: string missed_ticks = 4;
+   */
+  missedTicks: string;
+
+  /**
+   * @generated from field: optional bool enabled = 5;
+   */
+  enabled?: boolean | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.CreateScheduleTriggerRequest.
+ * Use `create(CreateScheduleTriggerRequestSchema)` to create a new message.
+ */
+export const CreateScheduleTriggerRequestSchema: GenMessage<CreateScheduleTriggerRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 19);
+
+/**
+ * @generated from message pulsebase.admin.v1.RotateTriggerSecretRequest
+ */
+export type RotateTriggerSecretRequest = Message<"pulsebase.admin.v1.RotateTriggerSecretRequest"> & {
+  /**
+   * @generated from field: int64 trigger_id = 1;
+   */
+  triggerId: bigint;
+
+  /**
+   * Unset: the server generates one.
+   *
+   * @generated from field: optional string signing_secret = 2;
+   */
+  signingSecret?: string | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.RotateTriggerSecretRequest.
+ * Use `create(RotateTriggerSecretRequestSchema)` to create a new message.
+ */
+export const RotateTriggerSecretRequestSchema: GenMessage<RotateTriggerSecretRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 20);
+
+/**
+ * @generated from message pulsebase.admin.v1.ScheduleRun
+ */
+export type ScheduleRun = Message<"pulsebase.admin.v1.ScheduleRun"> & {
+  /**
+   * @generated from field: int64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from field: int64 trigger_id = 2;
+   */
+  triggerId: bigint;
+
+  /**
+   * The tick this run is for.
+   *
+   * @generated from field: google.protobuf.Timestamp scheduled_for = 3;
+   */
+  scheduledFor?: Timestamp | undefined;
+
+  /**
+   * "running", "ok", "error", "timeout" or "skipped".
+   *
+   * @generated from field: string status = 4;
+   */
+  status: string;
+
+  /**
+   * Ticks before this one that no process ran.
+   *
+   * @generated from field: int32 missed = 5;
+   */
+  missed: number;
+
+  /**
+   * The invocation record (0 when nothing ran).
+   *
+   * @generated from field: int64 invocation_id = 6;
+   */
+  invocationId: bigint;
+
+  /**
+   * @generated from field: string error = 7;
+   */
+  error: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp started_at = 8;
+   */
+  startedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp finished_at = 9;
+   */
+  finishedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ScheduleRun.
+ * Use `create(ScheduleRunSchema)` to create a new message.
+ */
+export const ScheduleRunSchema: GenMessage<ScheduleRun> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 21);
+
+/**
+ * @generated from message pulsebase.admin.v1.ListScheduleRunsRequest
+ */
+export type ListScheduleRunsRequest = Message<"pulsebase.admin.v1.ListScheduleRunsRequest"> & {
+  /**
+   * @generated from field: int64 trigger_id = 1;
+   */
+  triggerId: bigint;
+
+  /**
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListScheduleRunsRequest.
+ * Use `create(ListScheduleRunsRequestSchema)` to create a new message.
+ */
+export const ListScheduleRunsRequestSchema: GenMessage<ListScheduleRunsRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 22);
+
+/**
+ * @generated from message pulsebase.admin.v1.ListScheduleRunsResponse
+ */
+export type ListScheduleRunsResponse = Message<"pulsebase.admin.v1.ListScheduleRunsResponse"> & {
+  /**
+   * @generated from field: repeated pulsebase.admin.v1.ScheduleRun runs = 1;
+   */
+  runs: ScheduleRun[];
+
+  /**
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListScheduleRunsResponse.
+ * Use `create(ListScheduleRunsResponseSchema)` to create a new message.
+ */
+export const ListScheduleRunsResponseSchema: GenMessage<ListScheduleRunsResponse> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 23);
 
 /**
  * @generated from message pulsebase.admin.v1.CreateEventTriggerRequest
@@ -589,7 +900,7 @@ export type CreateEventTriggerRequest = Message<"pulsebase.admin.v1.CreateEventT
  * Use `create(CreateEventTriggerRequestSchema)` to create a new message.
  */
 export const CreateEventTriggerRequestSchema: GenMessage<CreateEventTriggerRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 18);
+  messageDesc(file_pulsebase_admin_v1_functions, 24);
 
 /**
  * @generated from message pulsebase.admin.v1.SetTriggerEnabledRequest
@@ -611,7 +922,7 @@ export type SetTriggerEnabledRequest = Message<"pulsebase.admin.v1.SetTriggerEna
  * Use `create(SetTriggerEnabledRequestSchema)` to create a new message.
  */
 export const SetTriggerEnabledRequestSchema: GenMessage<SetTriggerEnabledRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 19);
+  messageDesc(file_pulsebase_admin_v1_functions, 25);
 
 /**
  * @generated from message pulsebase.admin.v1.DeleteTriggerRequest
@@ -628,7 +939,7 @@ export type DeleteTriggerRequest = Message<"pulsebase.admin.v1.DeleteTriggerRequ
  * Use `create(DeleteTriggerRequestSchema)` to create a new message.
  */
 export const DeleteTriggerRequestSchema: GenMessage<DeleteTriggerRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 20);
+  messageDesc(file_pulsebase_admin_v1_functions, 26);
 
 /**
  * @generated from message pulsebase.admin.v1.DeleteTriggerResponse
@@ -641,7 +952,7 @@ export type DeleteTriggerResponse = Message<"pulsebase.admin.v1.DeleteTriggerRes
  * Use `create(DeleteTriggerResponseSchema)` to create a new message.
  */
 export const DeleteTriggerResponseSchema: GenMessage<DeleteTriggerResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 21);
+  messageDesc(file_pulsebase_admin_v1_functions, 27);
 
 /**
  * @generated from message pulsebase.admin.v1.ListTriggersRequest
@@ -658,7 +969,7 @@ export type ListTriggersRequest = Message<"pulsebase.admin.v1.ListTriggersReques
  * Use `create(ListTriggersRequestSchema)` to create a new message.
  */
 export const ListTriggersRequestSchema: GenMessage<ListTriggersRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 22);
+  messageDesc(file_pulsebase_admin_v1_functions, 28);
 
 /**
  * @generated from message pulsebase.admin.v1.ListTriggersResponse
@@ -675,7 +986,7 @@ export type ListTriggersResponse = Message<"pulsebase.admin.v1.ListTriggersRespo
  * Use `create(ListTriggersResponseSchema)` to create a new message.
  */
 export const ListTriggersResponseSchema: GenMessage<ListTriggersResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 23);
+  messageDesc(file_pulsebase_admin_v1_functions, 29);
 
 /**
  * @generated from message pulsebase.admin.v1.RunFunctionRequest
@@ -706,7 +1017,7 @@ export type RunFunctionRequest = Message<"pulsebase.admin.v1.RunFunctionRequest"
  * Use `create(RunFunctionRequestSchema)` to create a new message.
  */
 export const RunFunctionRequestSchema: GenMessage<RunFunctionRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 24);
+  messageDesc(file_pulsebase_admin_v1_functions, 30);
 
 /**
  * @generated from message pulsebase.admin.v1.LogLine
@@ -728,7 +1039,7 @@ export type LogLine = Message<"pulsebase.admin.v1.LogLine"> & {
  * Use `create(LogLineSchema)` to create a new message.
  */
 export const LogLineSchema: GenMessage<LogLine> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 25);
+  messageDesc(file_pulsebase_admin_v1_functions, 31);
 
 /**
  * @generated from message pulsebase.admin.v1.RunFunctionResponse
@@ -783,7 +1094,7 @@ export type RunFunctionResponse = Message<"pulsebase.admin.v1.RunFunctionRespons
   outcome: string;
 
   /**
-   * The function's error message (not shown to devices).
+   * The function's error (not shown to devices): "Name: message".
    *
    * @generated from field: string error = 9;
    */
@@ -798,6 +1109,24 @@ export type RunFunctionResponse = Message<"pulsebase.admin.v1.RunFunctionRespons
    * @generated from field: bool logs_truncated = 11;
    */
   logsTruncated: boolean;
+
+  /**
+   * The error's parts: name ("Error", "TypeError", ...; empty for a thrown
+   * non-error value or a cut run), message and stack (when known).
+   *
+   * @generated from field: string error_name = 12;
+   */
+  errorName: string;
+
+  /**
+   * @generated from field: string error_message = 13;
+   */
+  errorMessage: string;
+
+  /**
+   * @generated from field: string error_stack = 14;
+   */
+  errorStack: string;
 };
 
 /**
@@ -805,7 +1134,7 @@ export type RunFunctionResponse = Message<"pulsebase.admin.v1.RunFunctionRespons
  * Use `create(RunFunctionResponseSchema)` to create a new message.
  */
 export const RunFunctionResponseSchema: GenMessage<RunFunctionResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 26);
+  messageDesc(file_pulsebase_admin_v1_functions, 32);
 
 /**
  * @generated from message pulsebase.admin.v1.Invocation
@@ -827,7 +1156,7 @@ export type Invocation = Message<"pulsebase.admin.v1.Invocation"> & {
   version: number;
 
   /**
-   * "http", "event" or "manual".
+   * "http", "event", "manual" or "schedule".
    *
    * @generated from field: string trigger_kind = 4;
    */
@@ -882,6 +1211,21 @@ export type Invocation = Message<"pulsebase.admin.v1.Invocation"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 14;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string error_name = 15;
+   */
+  errorName: string;
+
+  /**
+   * @generated from field: string error_message = 16;
+   */
+  errorMessage: string;
+
+  /**
+   * @generated from field: string error_stack = 17;
+   */
+  errorStack: string;
 };
 
 /**
@@ -889,7 +1233,7 @@ export type Invocation = Message<"pulsebase.admin.v1.Invocation"> & {
  * Use `create(InvocationSchema)` to create a new message.
  */
 export const InvocationSchema: GenMessage<Invocation> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 27);
+  messageDesc(file_pulsebase_admin_v1_functions, 33);
 
 /**
  * @generated from message pulsebase.admin.v1.ListInvocationsRequest
@@ -916,7 +1260,7 @@ export type ListInvocationsRequest = Message<"pulsebase.admin.v1.ListInvocations
  * Use `create(ListInvocationsRequestSchema)` to create a new message.
  */
 export const ListInvocationsRequestSchema: GenMessage<ListInvocationsRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 28);
+  messageDesc(file_pulsebase_admin_v1_functions, 34);
 
 /**
  * @generated from message pulsebase.admin.v1.ListInvocationsResponse
@@ -938,7 +1282,208 @@ export type ListInvocationsResponse = Message<"pulsebase.admin.v1.ListInvocation
  * Use `create(ListInvocationsResponseSchema)` to create a new message.
  */
 export const ListInvocationsResponseSchema: GenMessage<ListInvocationsResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 29);
+  messageDesc(file_pulsebase_admin_v1_functions, 35);
+
+/**
+ * @generated from message pulsebase.admin.v1.FollowInvocationsRequest
+ */
+export type FollowInvocationsRequest = Message<"pulsebase.admin.v1.FollowInvocationsRequest"> & {
+  /**
+   * @generated from field: int64 function_id = 1;
+   */
+  functionId: bigint;
+
+  /**
+   * Invocations with a larger id; 0: those recorded from now on.
+   *
+   * @generated from field: int64 after_id = 2;
+   */
+  afterId: bigint;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.FollowInvocationsRequest.
+ * Use `create(FollowInvocationsRequestSchema)` to create a new message.
+ */
+export const FollowInvocationsRequestSchema: GenMessage<FollowInvocationsRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 36);
+
+/**
+ * @generated from message pulsebase.admin.v1.KvEntry
+ */
+export type KvEntry = Message<"pulsebase.admin.v1.KvEntry"> & {
+  /**
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * GetKvEntry only.
+   *
+   * @generated from field: optional string value = 2;
+   */
+  value?: string | undefined;
+
+  /**
+   * Bytes counted against the application's quota (key and value, UTF-8).
+   *
+   * @generated from field: int32 size = 3;
+   */
+  size: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 4;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp updated_at = 5;
+   */
+  updatedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.KvEntry.
+ * Use `create(KvEntrySchema)` to create a new message.
+ */
+export const KvEntrySchema: GenMessage<KvEntry> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 37);
+
+/**
+ * @generated from message pulsebase.admin.v1.ListKvEntriesRequest
+ */
+export type ListKvEntriesRequest = Message<"pulsebase.admin.v1.ListKvEntriesRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * @generated from field: string prefix = 2;
+   */
+  prefix: string;
+
+  /**
+   * Default 100, at most 1000.
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListKvEntriesRequest.
+ * Use `create(ListKvEntriesRequestSchema)` to create a new message.
+ */
+export const ListKvEntriesRequestSchema: GenMessage<ListKvEntriesRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 38);
+
+/**
+ * @generated from message pulsebase.admin.v1.ListKvEntriesResponse
+ */
+export type ListKvEntriesResponse = Message<"pulsebase.admin.v1.ListKvEntriesResponse"> & {
+  /**
+   * @generated from field: repeated pulsebase.admin.v1.KvEntry entries = 1;
+   */
+  entries: KvEntry[];
+
+  /**
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+
+  /**
+   * The application's totals (expired keys not yet swept included) and quota.
+   *
+   * @generated from field: int64 total_bytes = 3;
+   */
+  totalBytes: bigint;
+
+  /**
+   * @generated from field: int64 total_keys = 4;
+   */
+  totalKeys: bigint;
+
+  /**
+   * @generated from field: int64 max_bytes = 5;
+   */
+  maxBytes: bigint;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListKvEntriesResponse.
+ * Use `create(ListKvEntriesResponseSchema)` to create a new message.
+ */
+export const ListKvEntriesResponseSchema: GenMessage<ListKvEntriesResponse> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 39);
+
+/**
+ * @generated from message pulsebase.admin.v1.GetKvEntryRequest
+ */
+export type GetKvEntryRequest = Message<"pulsebase.admin.v1.GetKvEntryRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * @generated from field: string key = 2;
+   */
+  key: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.GetKvEntryRequest.
+ * Use `create(GetKvEntryRequestSchema)` to create a new message.
+ */
+export const GetKvEntryRequestSchema: GenMessage<GetKvEntryRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 40);
+
+/**
+ * @generated from message pulsebase.admin.v1.DeleteKvEntryRequest
+ */
+export type DeleteKvEntryRequest = Message<"pulsebase.admin.v1.DeleteKvEntryRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * @generated from field: string key = 2;
+   */
+  key: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.DeleteKvEntryRequest.
+ * Use `create(DeleteKvEntryRequestSchema)` to create a new message.
+ */
+export const DeleteKvEntryRequestSchema: GenMessage<DeleteKvEntryRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 41);
+
+/**
+ * @generated from message pulsebase.admin.v1.DeleteKvEntryResponse
+ */
+export type DeleteKvEntryResponse = Message<"pulsebase.admin.v1.DeleteKvEntryResponse"> & {
+  /**
+   * False when there was no such (unexpired) key.
+   *
+   * @generated from field: bool deleted = 1;
+   */
+  deleted: boolean;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.DeleteKvEntryResponse.
+ * Use `create(DeleteKvEntryResponseSchema)` to create a new message.
+ */
+export const DeleteKvEntryResponseSchema: GenMessage<DeleteKvEntryResponse> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_functions, 42);
 
 /**
  * @generated from message pulsebase.admin.v1.FunctionDeadLetter
@@ -1021,7 +1566,7 @@ export type FunctionDeadLetter = Message<"pulsebase.admin.v1.FunctionDeadLetter"
  * Use `create(FunctionDeadLetterSchema)` to create a new message.
  */
 export const FunctionDeadLetterSchema: GenMessage<FunctionDeadLetter> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 30);
+  messageDesc(file_pulsebase_admin_v1_functions, 43);
 
 /**
  * @generated from message pulsebase.admin.v1.ListFunctionDeadLettersRequest
@@ -1055,7 +1600,7 @@ export type ListFunctionDeadLettersRequest = Message<"pulsebase.admin.v1.ListFun
  * Use `create(ListFunctionDeadLettersRequestSchema)` to create a new message.
  */
 export const ListFunctionDeadLettersRequestSchema: GenMessage<ListFunctionDeadLettersRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 31);
+  messageDesc(file_pulsebase_admin_v1_functions, 44);
 
 /**
  * @generated from message pulsebase.admin.v1.ListFunctionDeadLettersResponse
@@ -1077,7 +1622,7 @@ export type ListFunctionDeadLettersResponse = Message<"pulsebase.admin.v1.ListFu
  * Use `create(ListFunctionDeadLettersResponseSchema)` to create a new message.
  */
 export const ListFunctionDeadLettersResponseSchema: GenMessage<ListFunctionDeadLettersResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 32);
+  messageDesc(file_pulsebase_admin_v1_functions, 45);
 
 /**
  * @generated from message pulsebase.admin.v1.ReplayFunctionDeadLettersRequest
@@ -1108,7 +1653,7 @@ export type ReplayFunctionDeadLettersRequest = Message<"pulsebase.admin.v1.Repla
  * Use `create(ReplayFunctionDeadLettersRequestSchema)` to create a new message.
  */
 export const ReplayFunctionDeadLettersRequestSchema: GenMessage<ReplayFunctionDeadLettersRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 33);
+  messageDesc(file_pulsebase_admin_v1_functions, 46);
 
 /**
  * @generated from message pulsebase.admin.v1.ReplayFunctionDeadLettersResponse
@@ -1127,7 +1672,7 @@ export type ReplayFunctionDeadLettersResponse = Message<"pulsebase.admin.v1.Repl
  * Use `create(ReplayFunctionDeadLettersResponseSchema)` to create a new message.
  */
 export const ReplayFunctionDeadLettersResponseSchema: GenMessage<ReplayFunctionDeadLettersResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_functions, 34);
+  messageDesc(file_pulsebase_admin_v1_functions, 47);
 
 /**
  * @generated from enum pulsebase.admin.v1.TriggerKind
@@ -1147,6 +1692,11 @@ export enum TriggerKind {
    * @generated from enum value: TRIGGER_KIND_EVENT = 2;
    */
   EVENT = 2,
+
+  /**
+   * @generated from enum value: TRIGGER_KIND_SCHEDULE = 3;
+   */
+  SCHEDULE = 3,
 }
 
 /**
@@ -1164,6 +1714,9 @@ export const TriggerKindSchema: GenEnum<TriggerKind> = /*@__PURE__*/
  */
 export const FunctionService: GenService<{
   /**
+   * With code: the function and its first version (active) are created in
+   * one transaction, so code that does not compile creates nothing.
+   *
    * @generated from rpc pulsebase.admin.v1.FunctionService.CreateFunction
    */
   createFunction: {
@@ -1230,7 +1783,9 @@ export const FunctionService: GenService<{
   /**
    * Compiles the code in a sandbox and stores it as the next immutable
    * version; refuses code that does not compile or has no default-export
-   * function (422 naming "code" with the compiler's message).
+   * function (422 naming "code" with the compiler's message). Code identical
+   * to an existing version (same SHA-256) returns that version instead
+   * (deduplicated true; activated when asked).
    *
    * @generated from rpc pulsebase.admin.v1.FunctionService.DeployVersion
    */
@@ -1240,12 +1795,24 @@ export const FunctionService: GenService<{
     output: typeof FunctionVersionSchema;
   },
   /**
+   * Newest first; with include_code, each version's code too (GetVersion has one).
+   *
    * @generated from rpc pulsebase.admin.v1.FunctionService.ListVersions
    */
   listVersions: {
     methodKind: "unary";
     input: typeof ListVersionsRequestSchema;
     output: typeof ListVersionsResponseSchema;
+  },
+  /**
+   * One version with its code and content hash.
+   *
+   * @generated from rpc pulsebase.admin.v1.FunctionService.GetVersion
+   */
+  getVersion: {
+    methodKind: "unary";
+    input: typeof GetVersionRequestSchema;
+    output: typeof FunctionVersionSchema;
   },
   /**
    * Makes any existing version the active one (roll forward or back).
@@ -1272,6 +1839,40 @@ export const FunctionService: GenService<{
     methodKind: "unary";
     input: typeof CreateEventTriggerRequestSchema;
     output: typeof TriggerSchema;
+  },
+  /**
+   * A cron schedule: each tick runs the active version once across all
+   * server processes (PostgreSQL decides which one), with ctx.event
+   * describing the tick. Disabled and enabled with SetTriggerEnabled.
+   *
+   * @generated from rpc pulsebase.admin.v1.FunctionService.CreateScheduleTrigger
+   */
+  createScheduleTrigger: {
+    methodKind: "unary";
+    input: typeof CreateScheduleTriggerRequestSchema;
+    output: typeof TriggerSchema;
+  },
+  /**
+   * A signed HTTP trigger's new signing secret (returned once, in
+   * signing_secret); the old one stops working at once.
+   *
+   * @generated from rpc pulsebase.admin.v1.FunctionService.RotateTriggerSecret
+   */
+  rotateTriggerSecret: {
+    methodKind: "unary";
+    input: typeof RotateTriggerSecretRequestSchema;
+    output: typeof TriggerSchema;
+  },
+  /**
+   * A schedule's ticks, newest first: claimed, run (with the invocation) or
+   * skipped (missed while no process ran, with the skip policy).
+   *
+   * @generated from rpc pulsebase.admin.v1.FunctionService.ListScheduleRuns
+   */
+  listScheduleRuns: {
+    methodKind: "unary";
+    input: typeof ListScheduleRunsRequestSchema;
+    output: typeof ListScheduleRunsResponseSchema;
   },
   /**
    * @generated from rpc pulsebase.admin.v1.FunctionService.SetTriggerEnabled
@@ -1317,6 +1918,47 @@ export const FunctionService: GenService<{
     methodKind: "unary";
     input: typeof ListInvocationsRequestSchema;
     output: typeof ListInvocationsResponseSchema;
+  },
+  /**
+   * The function's invocations as they are recorded (by any server
+   * process), oldest first, after after_id (0: from now on). Runs until the
+   * caller cancels.
+   *
+   * @generated from rpc pulsebase.admin.v1.FunctionService.FollowInvocations
+   */
+  followInvocations: {
+    methodKind: "server_streaming";
+    input: typeof FollowInvocationsRequestSchema;
+    output: typeof InvocationSchema;
+  },
+  /**
+   * The application's key-value store (ctx.kv): keys by prefix, paged in
+   * key order, with their sizes; one entry with its value (developers: values
+   * may hold what viewers should not read); deletion.
+   * Expired keys are never listed.
+   *
+   * @generated from rpc pulsebase.admin.v1.FunctionService.ListKvEntries
+   */
+  listKvEntries: {
+    methodKind: "unary";
+    input: typeof ListKvEntriesRequestSchema;
+    output: typeof ListKvEntriesResponseSchema;
+  },
+  /**
+   * @generated from rpc pulsebase.admin.v1.FunctionService.GetKvEntry
+   */
+  getKvEntry: {
+    methodKind: "unary";
+    input: typeof GetKvEntryRequestSchema;
+    output: typeof KvEntrySchema;
+  },
+  /**
+   * @generated from rpc pulsebase.admin.v1.FunctionService.DeleteKvEntry
+   */
+  deleteKvEntry: {
+    methodKind: "unary";
+    input: typeof DeleteKvEntryRequestSchema;
+    output: typeof DeleteKvEntryResponseSchema;
   },
   /**
    * Event-trigger deliveries (db and cms) that failed every attempt: one

@@ -12,7 +12,7 @@ import { file_pulsebase_common_v1_options } from "../../common/v1/options_pb.js"
  * Describes the file pulsebase/platform/v1/functions.proto.
  */
 export const file_pulsebase_platform_v1_functions: GenFile = /*@__PURE__*/
-  fileDesc("CiVwdWxzZWJhc2UvcGxhdGZvcm0vdjEvZnVuY3Rpb25zLnByb3RvEhVwdWxzZWJhc2UucGxhdGZvcm0udjEyzgEKD0Z1bmN0aW9uU2VydmljZRK6AQoGSW52b2tlEiAucHVsc2ViYXNlLmNvbW1vbi52MS5IdHRwUmVxdWVzdBohLnB1bHNlYmFzZS5jb21tb24udjEuSHR0cFJlc3BvbnNlImvIuxgBgtPkkwJhOgEqWhASDi9hcGkvZm4ve3NsdWd9WhM6ASoaDi9hcGkvZm4ve3NsdWd9WhM6ASoyDi9hcGkvZm4ve3NsdWd9WhAqDi9hcGkvZm4ve3NsdWd9Ig4vYXBpL2ZuL3tzbHVnfWIGcHJvdG8z", [file_google_api_annotations, file_pulsebase_common_v1_options]);
+  fileDesc("CiVwdWxzZWJhc2UvcGxhdGZvcm0vdjEvZnVuY3Rpb25zLnByb3RvEhVwdWxzZWJhc2UucGxhdGZvcm0udjEyyQMKD0Z1bmN0aW9uU2VydmljZRK6AQoGSW52b2tlEiAucHVsc2ViYXNlLmNvbW1vbi52MS5IdHRwUmVxdWVzdBohLnB1bHNlYmFzZS5jb21tb24udjEuSHR0cFJlc3BvbnNlImvIuxgBgtPkkwJhOgEqWhASDi9hcGkvZm4ve3NsdWd9WhM6ASoaDi9hcGkvZm4ve3NsdWd9WhM6ASoyDi9hcGkvZm4ve3NsdWd9WhAqDi9hcGkvZm4ve3NsdWd9Ig4vYXBpL2ZuL3tzbHVnfRL4AQoMSW52b2tlUHVibGljEiAucHVsc2ViYXNlLmNvbW1vbi52MS5IdHRwUmVxdWVzdBohLnB1bHNlYmFzZS5jb21tb24udjEuSHR0cFJlc3BvbnNlIqIBqLsYAci7GAGC0+STApMBOgEqWhoSGC9hcGkvZm4ve2FwcF9rZXl9L3tzbHVnfVodOgEqGhgvYXBpL2ZuL3thcHBfa2V5fS97c2x1Z31aHToBKjIYL2FwaS9mbi97YXBwX2tleX0ve3NsdWd9WhoqGC9hcGkvZm4ve2FwcF9rZXl9L3tzbHVnfSIYL2FwaS9mbi97YXBwX2tleX0ve3NsdWd9YgZwcm90bzM", [file_google_api_annotations, file_pulsebase_common_v1_options]);
 
 /**
  * FunctionService is the device side of functions: the HTTP trigger.
@@ -32,6 +32,21 @@ export const FunctionService: GenService<{
    * @generated from rpc pulsebase.platform.v1.FunctionService.Invoke
    */
   invoke: {
+    methodKind: "unary";
+    input: typeof HttpRequestSchema;
+    output: typeof HttpResponseSchema;
+  },
+  /**
+   * A public or signed HTTP trigger called without a consumer token (a
+   * third party's webhook, a browser form): the application is named by its
+   * key in the path. Consumer-mode triggers are not reachable here (404).
+   * Signed triggers answer 401 unauthenticated unless the signature header
+   * verifies; both are rate-limited per trigger and per client address
+   * (429). Otherwise as Invoke.
+   *
+   * @generated from rpc pulsebase.platform.v1.FunctionService.InvokePublic
+   */
+  invokePublic: {
     methodKind: "unary";
     input: typeof HttpRequestSchema;
     output: typeof HttpResponseSchema;
