@@ -145,13 +145,23 @@ export function accessInterceptor(deps: AccessDeps): Interceptor {
 
   return (next) => async (req) => {
     const access = methodAccess(req.method);
+    // A server-streaming call's one request message arrives as a stream:
+    // read it here, so its scoped fields are checked like a unary call's.
+    let message: Message | undefined;
+    if (req.stream) {
+      if (req.method.methodKind !== "server_streaming") throw appError("permission_denied", "Client streams are not served on the admin API.");
+      const first = await req.message[Symbol.asyncIterator]().next();
+      message = first.done ? undefined : (first.value as Message);
+      const replay = message;
+      req = { ...req, message: (async function* () { if (replay) yield replay; })() };
+    } else message = req.message as Message;
     const note: AuditNote = { resource: {} };
     req.contextValues.set(kAuditNote, note);
     let principal: OperatorPrincipal | undefined;
     let teamId: number | undefined;
     const audit = async (outcome: string, response?: Message) => {
       if (!access.mutates) return;
-      const resource = { ...auditResource(req.method.input, req.message as Message), ...note.resource };
+      const resource = { ...(message ? auditResource(req.method.input, message) : {}), ...note.resource };
       const id = response && (response as unknown as { id?: unknown }).id;
       if ((typeof id === "bigint" || typeof id === "number") && id !== 0 && resource.id === undefined) resource.id = String(id);
       const actor = principal ?? undefined;
@@ -181,7 +191,8 @@ export function accessInterceptor(deps: AccessDeps): Interceptor {
           const sent = req.header.get(CSRF_HEADER) ?? "";
           if (!sent || !sameToken(sent, principal.session.csrf)) throw appError("permission_denied", "The X-CSRF-Token header is missing or wrong.");
         }
-        await authorize(principal, access, req.method.input, req.message as Message, (t) => (teamId ??= t));
+        if (!message) throw appError("validation_failed", "The request message is missing.");
+        await authorize(principal, access, req.method.input, message, (t) => (teamId ??= t));
       }
     } catch (e) {
       await audit(errorCodeOf(e));
