@@ -121,12 +121,14 @@ describe("worker processes", () => {
       // All delivered, more than one worker holds (64): both hold some.
       await until(async () => ((await analyticsConsumer()).num_ack_pending === BATCHES ? true : undefined), 30_000, 100);
       await a.kill();
+      // Checked while the lock still holds: the survivor applies its batches
+      // the moment it is released.
+      expect(await processed()).toBe(0);
     } finally {
       await locker.query("COMMIT").catch(() => {});
       await locker.end();
     }
     const killedAt = Date.now();
-    expect(await processed()).toBe(0);
 
     // The survivor applies its own and the waiting ones at once, then the
     // killed worker's once their ack_wait after the last in-progress mark
@@ -156,9 +158,12 @@ describe("worker processes", () => {
   }, 90_000);
 
   it("serve /metrics: the analytics queue, the function-event transport, the PostgreSQL pool, the process", async () => {
-    const text = await workers[1]!.metrics();
+    // The gauges are sampled; wait for a sample taken after the drain.
+    const text = await until(async () => {
+      const t = await workers[1]!.metrics();
+      return metricValue(t, "pulsebase_queue_lag_messages", { queue: "analytics" }) === 0 ? t : undefined;
+    }, 10_000, 200);
     expect(metricValue(text, "pulsebase_queue_stats_up", { queue: "analytics", backend: "jetstream" })).toBe(1);
-    expect(metricValue(text, "pulsebase_queue_lag_messages", { queue: "analytics" })).toBe(0);
     expect(metricValue(text, "pulsebase_queue_in_flight_messages", { queue: "analytics" })).toBe(0);
     expect(metricValue(text, "pulsebase_queue_dead_letter_messages", { queue: "analytics" })).toBe(0);
     // The server created the function-event stream and its lanes at start.
