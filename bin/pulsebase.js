@@ -3,4 +3,4 @@
 import { register } from "tsx/esm/api";
 
 register();
-await import("../src/start/cli.ts");
+await import("../src/server/cli.ts");

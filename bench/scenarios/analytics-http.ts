@@ -1,20 +1,20 @@
 // Analytics through the whole server: POST /api/events over REST and
 // Connect binary, and batch ingestion end to end over REST (100-item
 // batches; items/s from the first request until the aggregates show every
-// item) with one and with two worker processes (`src/start/worker.ts`) on
+// item) with one and with two worker processes (`src/server/worker.ts`) on
 // JetStream. The bench server runs without in-process workers.
 import { spawn, type ChildProcess } from "node:child_process";
 import { create, toBinary } from "@bufbuild/protobuf";
 import autocannon from "autocannon";
 import { RecordEventRequestSchema } from "../../gen/pulsebase/platform/v1/analytics_pb.js";
-import { createPgSql } from "../../src/storage/pg-sql.js";
+import { createPgSql } from "../../src/infra/storage/pg-sql.js";
 import { h1Load, h2, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 
 function startWorker(ctx: BenchContext): ChildProcess {
   const url = new URL(ctx.databaseUrl);
   url.searchParams.set("options", `-c search_path=${ctx.schema},public`);
-  return spawn(process.execPath, ["--import", "tsx", "src/start/worker.ts"], {
+  return spawn(process.execPath, ["--import", "tsx", "src/server/worker.ts"], {
     env: { ...process.env, DATABASE_URL: url.toString(), NATS_URL: ctx.natsUrl, PULSEBASE_NATS_NAMESPACE: ctx.natsNamespace, PULSEBASE_LOG_LEVEL: "warn" },
     stdio: ["ignore", "ignore", "inherit"],
   });

@@ -1,8 +1,8 @@
 // A worker process for the ingestion benchmark (one "worker instance"):
 // `node --import tsx bench/scenarios/analytics-worker.ts '<json>'`.
-import { createPgSql } from "../../src/storage/pg-sql.js";
-import { createBatchQueue } from "../../src/queue/create-queue.js";
-import { startWorkers } from "../../src/workers/start-workers.js";
+import { createPgSql } from "../../src/infra/storage/pg-sql.js";
+import { createBatchQueue } from "../../src/infra/queue/create-queue.js";
+import { startWorkers } from "../../src/capabilities/analytics/analytics-worker.js";
 
 interface WorkerConfig {
   databaseUrl: string;

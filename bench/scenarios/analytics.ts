@@ -21,15 +21,15 @@ import { createContextValues, createHandlerContext, type HandlerContext, type Se
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { AnalyticsService, BatchEventsRequestSchema, RecordEventRequestSchema } from "../../gen/pulsebase/platform/v1/analytics_pb.js";
-import { createAnalyticsServiceImpl } from "../../src/analytics/analytics-service.js";
-import { createDirBlobStore } from "../../src/blobs/dir-blob-store.js";
-import { kConsumer, type ConsumerPrincipal } from "../../src/internal/principal.js";
-import { createBatchQueue } from "../../src/queue/create-queue.js";
-import type { BatchQueue } from "../../src/queue/queue.js";
-import { createPgSql } from "../../src/storage/pg-sql.js";
-import { createScratchSchema, dropScratchSchema } from "../../src/storage/scratch-schema.js";
-import { migrate } from "../../src/storage/migrate.js";
-import type { Sql } from "../../src/storage/sql.js";
+import { createAnalyticsServiceImpl } from "../../src/capabilities/analytics/analytics-service.js";
+import { createDirBlobStore } from "../../src/infra/blobs/dir-blob-store.js";
+import { kConsumer, type ConsumerPrincipal } from "../../src/kernel/principal.js";
+import { createBatchQueue } from "../../src/infra/queue/create-queue.js";
+import type { BatchQueue } from "../../src/infra/queue/queue.js";
+import { createPgSql } from "../../src/infra/storage/pg-sql.js";
+import { createScratchSchema, dropScratchSchema } from "../../src/infra/storage/scratch-schema.js";
+import { migrate } from "../../src/infra/storage/migrate.js";
+import type { Sql } from "../../src/infra/storage/sql.js";
 
 export interface AnalyticsBenchEnv {
   /** PostgreSQL server; a private schema is created and dropped. */

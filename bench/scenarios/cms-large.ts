@@ -4,8 +4,8 @@
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createCms } from "../../src/cms/index.js";
-import { createPgSql } from "../../src/storage/pg-sql.js";
+import { createCms } from "../../src/capabilities/cms/index.js";
+import { createPgSql } from "../../src/infra/storage/pg-sql.js";
 import { seqLoad, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 import { seedArticles } from "./cms-seed.js";

@@ -4,9 +4,9 @@
 import { create } from "@bufbuild/protobuf";
 import { createHandlerContext } from "@connectrpc/connect";
 import { CmsService, CreateContentTypeRequestSchema } from "../../gen/pulsebase/admin/v1/cms_pb.js";
-import type { Cms } from "../../src/cms/index.js";
-import { searchTextExpr } from "../../src/cms/sql-expr.js";
-import type { Sql } from "../../src/storage/sql.js";
+import type { Cms } from "../../src/capabilities/cms/index.js";
+import { searchTextExpr } from "../../src/capabilities/cms/sql-expr.js";
+import type { Sql } from "../../src/infra/storage/sql.js";
 
 export const TOPICS = [
   "galaxy", "ocean", "forest", "market", "engine", "garden", "planet", "river", "mountain", "city",

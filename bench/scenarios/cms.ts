@@ -30,12 +30,12 @@ import {
   ListEntriesRequestSchema,
   SearchEntriesRequestSchema,
 } from "../../gen/pulsebase/cms/v1/content_pb.js";
-import { createCms, type Cms } from "../../src/cms/index.js";
-import { migrate } from "../../src/storage/migrate.js";
-import { createPgSql } from "../../src/storage/pg-sql.js";
-import { createScratchSchema, dropScratchSchema } from "../../src/storage/scratch-schema.js";
-import { createPgliteSql } from "../../src/storage/pglite-sql.js";
-import type { Sql } from "../../src/storage/sql.js";
+import { createCms, type Cms } from "../../src/capabilities/cms/index.js";
+import { migrate } from "../../src/infra/storage/migrate.js";
+import { createPgSql } from "../../src/infra/storage/pg-sql.js";
+import { createScratchSchema, dropScratchSchema } from "../../src/infra/storage/scratch-schema.js";
+import { createPgliteSql } from "../../src/infra/storage/pglite-sql.js";
+import type { Sql } from "../../src/infra/storage/sql.js";
 import { seedArticles } from "./cms-seed.js";
 
 export interface CmsBenchEnv {

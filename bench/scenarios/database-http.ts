@@ -7,7 +7,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { createClient as createLibsql } from "@libsql/client";
 import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { QueryRequestSchema } from "../../gen/pulsebase/platform/v1/database_pb.js";
-import { jsonToValue } from "../../src/database/proto-values.js";
+import { jsonToValue } from "../../src/capabilities/database/proto-values.js";
 import { h1Load, h2, inProcessLoad, seqLoad, type BenchResult, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 

@@ -29,14 +29,14 @@ import {
   QueryRequestSchema,
   StatementSchema,
 } from "../../gen/pulsebase/platform/v1/database_pb.js";
-import { createDatabaseModule, type DatabaseModule } from "../../src/database/database-module.js";
-import { jsonToValue } from "../../src/database/proto-values.js";
-import { kConsumer, kRequestId, type ConsumerPrincipal } from "../../src/internal/principal.js";
-import { migrate } from "../../src/storage/migrate.js";
-import { createPgSql } from "../../src/storage/pg-sql.js";
-import { createScratchSchema, dropScratchSchema } from "../../src/storage/scratch-schema.js";
-import { createPgliteSql } from "../../src/storage/pglite-sql.js";
-import type { Sql } from "../../src/storage/sql.js";
+import { createDatabaseModule, type DatabaseModule } from "../../src/capabilities/database/database-module.js";
+import { jsonToValue } from "../../src/capabilities/database/proto-values.js";
+import { kConsumer, kRequestId, type ConsumerPrincipal } from "../../src/kernel/principal.js";
+import { migrate } from "../../src/infra/storage/migrate.js";
+import { createPgSql } from "../../src/infra/storage/pg-sql.js";
+import { createScratchSchema, dropScratchSchema } from "../../src/infra/storage/scratch-schema.js";
+import { createPgliteSql } from "../../src/infra/storage/pglite-sql.js";
+import type { Sql } from "../../src/infra/storage/sql.js";
 
 export interface DatabaseBenchEnv {
   /** PostgreSQL for the service's tables (a private schema, dropped after); PGlite when unset. */

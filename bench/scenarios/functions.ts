@@ -14,15 +14,15 @@ import { create } from "@bufbuild/protobuf";
 import { createContextValues, type HandlerContext } from "@connectrpc/connect";
 import ivm from "isolated-vm";
 import { HttpRequestSchema } from "../../gen/pulsebase/common/v1/options_pb.js";
-import { createFunctionsModule } from "../../src/functions/functions-module.js";
-import type { FunctionDb } from "../../src/functions/function-db.js";
-import { FREE_PLAN } from "../../src/identity/plan.js";
-import { kConsumer, kRequestId } from "../../src/internal/principal.js";
-import { migrate } from "../../src/storage/migrate.js";
-import { createPgliteSql } from "../../src/storage/pglite-sql.js";
-import { createPgSql } from "../../src/storage/pg-sql.js";
-import { createScratchSchema, dropScratchSchema } from "../../src/storage/scratch-schema.js";
-import type { Sql } from "../../src/storage/sql.js";
+import { createFunctionsModule } from "../../src/capabilities/functions/functions-module.js";
+import type { FunctionDb } from "../../src/capabilities/functions/function-db.js";
+import { FREE_PLAN } from "../../src/capabilities/identity/plan.js";
+import { kConsumer, kRequestId } from "../../src/kernel/principal.js";
+import { migrate } from "../../src/infra/storage/migrate.js";
+import { createPgliteSql } from "../../src/infra/storage/pglite-sql.js";
+import { createPgSql } from "../../src/infra/storage/pg-sql.js";
+import { createScratchSchema, dropScratchSchema } from "../../src/infra/storage/scratch-schema.js";
+import type { Sql } from "../../src/infra/storage/sql.js";
 
 export const name = "functions";
 

@@ -1,11 +1,11 @@
-// The key-value store behind ctx.kv (src/functions/kv-store.ts), in
+// The key-value store behind ctx.kv (src/capabilities/functions/kv-store.ts), in
 // process on the server's PostgreSQL schema, against the bare statements on
 // the same pool in the same run: a primary-key SELECT for get, a one-row
 // upsert for put. Puts of one application take its usage row lock (exact
 // quota accounting), so they are measured for one application and spread
 // over 16 applications; list reads a page of 100 keys by prefix.
-import { createKvStore } from "../../src/functions/kv-store.js";
-import { createPgSql } from "../../src/storage/pg-sql.js";
+import { createKvStore } from "../../src/capabilities/functions/kv-store.js";
+import { createPgSql } from "../../src/infra/storage/pg-sql.js";
 import { inProcessLoad, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 

@@ -5,7 +5,7 @@ import Fastify, { type FastifyServerOptions } from "fastify";
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { loadOrCreateTls } from "../../src/app/tls.js";
+import { loadOrCreateTls } from "../../src/server/tls.js";
 
 const tls = await loadOrCreateTls({ dataDir: process.env.BENCH_DATA_DIR ?? (await mkdtemp(join(tmpdir(), "bench-base-"))) });
 const app = Fastify({ http2: true, https: { allowHTTP1: true, key: tls.key, cert: tls.cert } } as unknown as FastifyServerOptions);

@@ -10,7 +10,7 @@ import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
 import {
   createAnalytics, createClient, memoryStorage, NetworkError, type Analytics, type AnalyticsOptions, type StorageAdapter,
 } from "../../packages/client/src/index.js";
-import { createModules } from "../../src/start/modules.js";
+import { createModules } from "../../src/server/modules.js";
 import { startDevServer, type DevServer } from "../../examples/web/dev-server.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { eventCounts, waitFor } from "./sdk-fixture.js";

@@ -13,7 +13,7 @@ import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CmsService } from "../../gen/pulsebase/admin/v1/cms_pb.js";
 import { startDevServer, type DevServer } from "../../examples/web/dev-server.js";
-import { createModules } from "../../src/start/modules.js";
+import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { eventCounts, waitFor } from "./sdk-fixture.js";
 

@@ -4,7 +4,7 @@
 // and user changes through the update endpoint (kept while offline).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { memoryStorage, NetworkError, ValidationError } from "../../packages/client/src/index.js";
-import { createModules } from "../../src/start/modules.js";
+import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { sdkClient } from "./sdk-fixture.js";
 

@@ -9,10 +9,10 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAnalytics, createClient, memoryStorage, PlatformError } from "../../packages/client/src/index.js";
 import { startDevServer, type DevServer } from "../../examples/web/dev-server.js";
-import { createModules } from "../../src/start/modules.js";
+import { createModules } from "../../src/server/modules.js";
 import { freePort } from "../helpers/ports.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
-import { startNatsServer, stopProcess } from "../queue/jetstream-helpers.js";
+import { startNatsServer, stopProcess } from "../infra/queue/jetstream-helpers.js";
 import { eventCounts, waitFor } from "./sdk-fixture.js";
 
 let s: TestServer;

@@ -12,7 +12,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BUDGET_BYTES, measureBrowserBundle } from "../../packages/client/scripts/size.js";
 import { startDevServer, type DevServer } from "../../examples/web/dev-server.js";
-import { createModules } from "../../src/start/modules.js";
+import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { eventCounts, waitFor } from "./sdk-fixture.js";
 

@@ -8,7 +8,7 @@ import {
   CmsError, createCms, createDatabase, createFunctions, isRetryable, PlatformError, StatementError, ValidationError,
   type Cms, type Database, type Functions,
 } from "../../packages/client/src/index.js";
-import { createModules } from "../../src/start/modules.js";
+import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { insecureFetch, sdkClient } from "./sdk-fixture.js";
 

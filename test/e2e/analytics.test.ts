@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // The npm undici's fetch (used by the test server helper) takes its own FormData.
 import { FormData } from "undici";
 import { AnalyticsService as AdminAnalyticsService } from "../../gen/pulsebase/admin/v1/analytics_pb.js";
-import { createModules } from "../../src/start/modules.js";
+import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { TEST_NATS_URL } from "../helpers/db.js";
 

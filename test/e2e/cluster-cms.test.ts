@@ -12,9 +12,9 @@ import { connect } from "@nats-io/transport-node";
 import { CmsService } from "../../gen/pulsebase/admin/v1/cms_pb.js";
 import { FunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
-import { field } from "../cms/cms-fixture.js";
+import { field } from "../capabilities/cms/cms-fixture.js";
 import { startCluster, untilEverywhere, type Cluster, type ClusterServer } from "../helpers/cluster.js";
-import { NATS_SERVER_BIN } from "../queue/jetstream-helpers.js";
+import { NATS_SERVER_BIN } from "../infra/queue/jetstream-helpers.js";
 
 /** The documented bound on a change reaching every server (README, Scale-out). */
 const BOUND_MS = 1000;

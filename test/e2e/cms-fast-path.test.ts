@@ -1,10 +1,10 @@
 // Cached CMS reads over REST are answered by the gateway's synchronous fast
-// path (src/http/fast-path.ts) once the response is cached: the same bytes
+// path (src/transport/http/fast-path.ts) once the response is cached: the same bytes
 // and headers as the generic path, 304 on If-None-Match, every request
 // metered, the per-second limit applied, and a change visible at once.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CmsService } from "../../gen/pulsebase/admin/v1/cms_pb.js";
-import { createModules } from "../../src/start/modules.js";
+import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestResponse, type TestServer } from "../helpers/server.js";
 
 let s: TestServer;

@@ -3,7 +3,7 @@
 // key, and authoring through the admin listener.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CmsService } from "../../gen/pulsebase/admin/v1/cms_pb.js";
-import { createModules } from "../../src/start/modules.js";
+import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 let s: TestServer;

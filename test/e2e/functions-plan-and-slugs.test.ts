@@ -5,7 +5,7 @@
 // envelope (DECISIONS 5) for every method.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
-import { createModules } from "../../src/start/modules.js";
+import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 let s: TestServer;

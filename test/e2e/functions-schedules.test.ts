@@ -11,7 +11,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { FunctionService as AdminFunctionService, type ScheduleRun } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { errorDetail } from "../../src/internal/errors.js";
+import { errorDetail } from "../../src/kernel/errors.js";
 import { OPERATOR_TOKEN, startCluster, type Cluster, type ClusterServer } from "../helpers/cluster.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");

@@ -7,8 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
-import { createModules } from "../../src/start/modules.js";
-import { signatureHeader } from "../../src/functions/webhook-signature.js";
+import { createModules } from "../../src/server/modules.js";
+import { signatureHeader } from "../../src/capabilities/functions/webhook-signature.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { request } from "node:https";
 

@@ -15,8 +15,8 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
-import { createModules } from "../../src/start/modules.js";
-import { createKvStore } from "../../src/functions/kv-store.js";
+import { createModules } from "../../src/server/modules.js";
+import { createKvStore } from "../../src/capabilities/functions/kv-store.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");

@@ -26,7 +26,7 @@ import {
   HealthCheckResponse_ServingStatus as Status,
 } from "../../gen/health/v1/health_pb.js";
 import { ListAppsRequestSchema, ListAppsResponseSchema } from "../../gen/pulsebase/admin/v1/identity_pb.js";
-import { createModules } from "../../src/start/modules.js";
+import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 const run = promisify(execFile);

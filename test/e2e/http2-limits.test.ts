@@ -5,7 +5,7 @@
 import { connect as h2connect, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
 import { connect as tlsConnect } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createModules } from "../../src/start/modules.js";
+import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { H2_ERROR, RawH2, SETTING } from "../helpers/h2-frames.js";
 

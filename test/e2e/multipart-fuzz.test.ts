@@ -11,7 +11,7 @@ import { connect as h2connect, type ClientHttp2Session } from "node:http2";
 import { connect, type TLSSocket } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AnalyticsService as AdminAnalyticsService } from "../../gen/pulsebase/admin/v1/analytics_pb.js";
-import { createModules } from "../../src/start/modules.js";
+import { createModules } from "../../src/server/modules.js";
 import { TEST_NATS_URL } from "../helpers/db.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 

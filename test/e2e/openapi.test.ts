@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CmsService } from "../../gen/pulsebase/admin/v1/cms_pb.js";
 import { DatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { FunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
-import { createModules } from "../../src/start/modules.js";
+import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestResponse, type TestServer } from "../helpers/server.js";
 
 /* eslint-disable @typescript-eslint/no-explicit-any */

@@ -8,11 +8,11 @@
 // stored exactly once and the server answers normally.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { COMMIT_UNKNOWN_MESSAGE } from "../../src/storage/pg-sql.js";
-import { STORED_NOT_READ_MESSAGE } from "../../src/analytics/analytics-service.js";
+import { COMMIT_UNKNOWN_MESSAGE } from "../../src/infra/storage/pg-sql.js";
+import { STORED_NOT_READ_MESSAGE } from "../../src/capabilities/analytics/analytics-service.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
-import { createModules } from "../../src/start/modules.js";
+import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { TEST_DATABASE_URL, TEST_NATS_URL } from "../helpers/db.js";
 
@@ -42,7 +42,7 @@ beforeAll(async () => {
   const url = new URL(TEST_DATABASE_URL);
   url.searchParams.set("application_name", schema);
   url.searchParams.set("options", `-c search_path=${schema},public`);
-  worker = spawn("node_modules/.bin/node", ["--import", "tsx", "src/start/worker.ts"], {
+  worker = spawn("node_modules/.bin/node", ["--import", "tsx", "src/server/worker.ts"], {
     env: {
       ...process.env,
       DATABASE_URL: url.toString(),

@@ -1,4 +1,4 @@
-// The server as a user runs it: a child process of `src/start/server.ts` (or
+// The server as a user runs it: a child process of `src/server/server.ts` (or
 // `npm start`) on the embedded default, in a data directory of the test's,
 // on free ports. For tests of what only a whole process shows: start-up,
 // restarts, the data-directory lock, the README's commands.
@@ -25,7 +25,7 @@ const dispatcher = new Agent({ connect: { rejectUnauthorized: false } });
 export async function spawnServer(opts: {
   /** PULSEBASE_DATA_DIR; omitted: the default `.data` under `cwd`. */
   dataDir?: string;
-  /** Run `npm start` in this directory instead of `node src/start/server.ts` in the checkout. */
+  /** Run `npm start` in this directory instead of `node src/server/server.ts` in the checkout. */
   npmStartIn?: string;
   env?: Record<string, string>;
 }): Promise<ChildServer> {
@@ -44,7 +44,7 @@ export async function spawnServer(opts: {
   };
   const child = opts.npmStartIn
     ? spawn("npm", ["start"], { cwd: opts.npmStartIn, env, detached: true, stdio: ["ignore", "pipe", "pipe"] })
-    : spawn(process.execPath, ["--import", "tsx", "src/start/server.ts"], { env, stdio: ["ignore", "pipe", "pipe"] });
+    : spawn(process.execPath, ["--import", "tsx", "src/server/server.ts"], { env, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout!.on("data", (d) => (out += d));
   child.stderr!.on("data", (d) => (out += d));

@@ -1,4 +1,4 @@
-// `npm run worker` as a user runs it: a child process of src/start/worker.ts
+// `npm run worker` as a user runs it: a child process of src/server/worker.ts
 // on this test file's PostgreSQL schema, with its metrics on a free port.
 import { spawn, type ChildProcess } from "node:child_process";
 import { TEST_DATABASE_URL } from "./db.js";
@@ -26,7 +26,7 @@ export interface ChildWorker {
 
 export async function spawnWorker(env: Record<string, string>): Promise<ChildWorker> {
   const metricsPort = await freePort();
-  const child = spawn(process.execPath, ["--import", "tsx", "src/start/worker.ts"], {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/server/worker.ts"], {
     env: { ...process.env, PULSEBASE_LOG_LEVEL: "info", PULSEBASE_ADMIN_HOST: "127.0.0.1", PULSEBASE_WORKER_METRICS_PORT: String(metricsPort), ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -15,7 +15,7 @@ import { Agent, fetch } from "undici";
 import { spawnServer, type ChildServer } from "./child-server.js";
 import { createTestDb, TEST_DATABASE_URL, type TestDb } from "./db.js";
 import { freePort } from "./ports.js";
-import { startNatsServer, stopProcess } from "../queue/jetstream-helpers.js";
+import { startNatsServer, stopProcess } from "../infra/queue/jetstream-helpers.js";
 
 export const OPERATOR_TOKEN = "op_cluster_test_token_0123456789";
 

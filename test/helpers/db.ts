@@ -2,11 +2,11 @@
 // (TEST_DATABASE_URL, default postgres://root@127.0.0.1:5432/test), or an
 // in-memory PGlite. Migrations are applied; drop() removes the schema.
 import { randomBytes } from "node:crypto";
-import { createPgSql } from "../../src/storage/pg-sql.js";
-import { createPgliteSql } from "../../src/storage/pglite-sql.js";
-import { migrate } from "../../src/storage/migrate.js";
-import { createScratchSchema, dropScratchSchema } from "../../src/storage/scratch-schema.js";
-import type { Sql } from "../../src/storage/sql.js";
+import { createPgSql } from "../../src/infra/storage/pg-sql.js";
+import { createPgliteSql } from "../../src/infra/storage/pglite-sql.js";
+import { migrate } from "../../src/infra/storage/migrate.js";
+import { createScratchSchema, dropScratchSchema } from "../../src/infra/storage/scratch-schema.js";
+import type { Sql } from "../../src/infra/storage/sql.js";
 
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://root@127.0.0.1:5432/test";
 export const TEST_NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";

@@ -10,12 +10,12 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import pino from "pino";
 import { Agent, fetch as undiciFetch, type RequestInit as UndiciRequestInit } from "undici";
 import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
-import { build, type Deps, type Pulsebase } from "../../src/app/build.js";
-import { loadOrCreateTls } from "../../src/app/tls.js";
-import { loadConfig, type Config } from "../../src/config/config.js";
-import { loadOrCreateKeys } from "../../src/identity/token-keys.js";
+import { build, type Deps, type Pulsebase } from "../../src/server/build.js";
+import { loadOrCreateTls } from "../../src/server/tls.js";
+import { loadConfig, type Config } from "../../src/kernel/config.js";
+import { loadOrCreateKeys } from "../../src/capabilities/identity/token-keys.js";
 import { createTestDb, type TestDb } from "./db.js";
-import { deleteStreamsWithPrefix } from "../../src/queue/nats-streams.js";
+import { deleteStreamsWithPrefix } from "../../src/infra/nats/nats-streams.js";
 
 /** A fetch Response whose json() is loosely typed, for terse assertions. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

@@ -1,0 +1,337 @@
+// Operator read API over analytics (pulsebase.admin.v1.AnalyticsService):
+// records per application with keyset paging (newest activity first), raw
+// occurrences, attachment download, daily counts, the queue's lag and its
+// dead letters (list and replay).
+import { create, type JsonObject } from "@bufbuild/protobuf";
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  AnalyticsService,
+  BreadcrumbOccurrenceSchema,
+  BreadcrumbRecordSchema,
+  DailyCountSchema,
+  DeadLetterSchema,
+  EventRecordSchema,
+  LogAttachmentSchema,
+  LogOccurrenceSchema,
+  LogRecordSchema,
+  QueueStatsSchema,
+  type AnalyticsFilter,
+  type EventRecord,
+  type LogRecord,
+} from "../../../gen/pulsebase/admin/v1/analytics_pb.js";
+import { appError, validationError } from "../../kernel/errors.js";
+import type { Sql } from "../../infra/storage/sql.js";
+import type { BlobStore } from "../../infra/blobs/blob-store.js";
+import type { BatchQueue } from "../../infra/queue/queue.js";
+import { decodePayload } from "./batch-payload.js";
+import { eventInit, loadEventData, ts, type BreadcrumbRowDb, type EventDataRowDb, type EventRowDb, type LogRowDb } from "./record-views.js";
+
+export interface AdminAnalyticsDeps {
+  sql: Sql;
+  queue: BatchQueue;
+  blobs: BlobStore;
+}
+
+const PAGE_DEFAULT = 50;
+const PAGE_MAX = 500;
+const DAILY_MAX_DAYS = 366;
+
+interface Cursor {
+  t: string;
+  id: number;
+}
+
+function pageSize(n: number): number {
+  if (n === 0) return PAGE_DEFAULT;
+  if (n < 1 || n > PAGE_MAX) throw validationError({ page_size: [`The page size must be between 1 and ${PAGE_MAX}.`] });
+  return n;
+}
+
+function decodeCursor(token: string): Cursor | undefined {
+  if (!token) return undefined;
+  try {
+    const c = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as Cursor;
+    if (typeof c.t === "string" && Number.isSafeInteger(c.id) && !Number.isNaN(Date.parse(c.t))) return c;
+  } catch {
+    // fall through
+  }
+  throw validationError({ page_token: ["Invalid page token."] });
+}
+
+function encodeCursor(t: Date, id: number): string {
+  return Buffer.from(JSON.stringify({ t: t.toISOString(), id: Number(id) })).toString("base64url");
+}
+
+const dateOf = (t: Timestamp | undefined) => (t ? timestampDate(t) : null);
+
+function id(n: bigint, field: string): number {
+  if (n <= 0n || n > BigInt(Number.MAX_SAFE_INTEGER)) throw validationError({ [field]: [`The ${field} must be a positive integer.`] });
+  return Number(n);
+}
+
+/** Keyset page over a table ordered by (sortCol DESC, id DESC). */
+async function page<R extends { id: number }>(
+  sql: Sql,
+  table: string,
+  sortCol: string,
+  where: string[],
+  params: unknown[],
+  pageToken: string,
+  size: number,
+  sortOf: (r: R) => Date,
+): Promise<{ rows: R[]; next: string }> {
+  const cursor = decodeCursor(pageToken);
+  const conds = [...where];
+  const ps = [...params];
+  if (cursor) {
+    ps.push(cursor.t, cursor.id);
+    conds.push(`(${sortCol}, id) < ($${ps.length - 1}::timestamptz, $${ps.length})`);
+  }
+  ps.push(size + 1);
+  const { rows } = await sql.query<R>(
+    `SELECT * FROM ${table} WHERE ${conds.join(" AND ")} ORDER BY ${sortCol} DESC, id DESC LIMIT $${ps.length}`,
+    ps,
+  );
+  const pageRows = rows.slice(0, size);
+  const last = pageRows[pageRows.length - 1];
+  return { rows: pageRows, next: rows.length > size && last ? encodeCursor(sortOf(last), last.id) : "" };
+}
+
+/** Filter of the record lists; firstCol/lastCol bound the record's activity. */
+function recordFilter(f: AnalyticsFilter | undefined, nameCol: string, firstCol: string, lastCol: string) {
+  if (!f || f.appId === 0n) throw validationError({ "filter.app_id": ["The app id field is required."] });
+  const where = ["app_id = $1"];
+  const params: unknown[] = [id(f.appId, "filter.app_id")];
+  if (f.name) {
+    params.push(f.name);
+    where.push(`${nameCol} = $${params.length}`);
+  }
+  const from = dateOf(f.from);
+  const to = dateOf(f.to);
+  if (from) {
+    params.push(from);
+    where.push(`${lastCol} >= $${params.length}`);
+  }
+  if (to) {
+    params.push(to);
+    where.push(`${firstCol} < $${params.length}`);
+  }
+  return { where, params, size: pageSize(f.pageSize), token: f.pageToken };
+}
+
+function rangeFilter(fromTs: Timestamp | undefined, toTs: Timestamp | undefined, where: string[], params: unknown[]) {
+  const from = dateOf(fromTs);
+  const to = dateOf(toTs);
+  if (from) {
+    params.push(from);
+    where.push(`created_at >= $${params.length}`);
+  }
+  if (to) {
+    params.push(to);
+    where.push(`created_at < $${params.length}`);
+  }
+}
+
+function eventRecord(r: EventRowDb, data: EventDataRowDb[]): EventRecord {
+  return create(EventRecordSchema, { ...eventInit(r, data), appId: BigInt(r.app_id) });
+}
+
+function logRecord(r: LogRowDb): LogRecord {
+  return create(LogRecordSchema, {
+    id: BigInt(r.id),
+    appId: BigInt(r.app_id),
+    hash: r.hash,
+    appVersions: r.app_versions,
+    classFqn: r.class_fqn,
+    context: r.context ?? undefined,
+    fileName: r.file_name ?? "",
+    lineNumber: BigInt(r.line_number ?? 0),
+    lastSeenAt: ts(r.last_seen_at),
+    message: r.message,
+    stackTrace: r.stack_trace ?? "",
+    type: r.type,
+    occurrences: BigInt(r.occurrences),
+    usersAffected: BigInt(r.users_affected),
+    createdAt: ts(r.created_at),
+  });
+}
+
+export function createAdminAnalyticsServiceImpl(deps: AdminAnalyticsDeps): ServiceImpl<typeof AnalyticsService> {
+  const { sql, queue, blobs } = deps;
+
+  return {
+    async listEvents(req) {
+      const f = recordFilter(req.filter, "name", "created_at", "updated_at");
+      const { rows, next } = await page<EventRowDb>(sql, "analytics_events", "updated_at", f.where, f.params, f.token, f.size, (r) => r.updated_at);
+      const data = await loadEventData(sql, rows.map((r) => Number(r.id)));
+      return { events: rows.map((r) => eventRecord(r, data.get(Number(r.id)) ?? [])), nextPageToken: next };
+    },
+
+    async getEvent(req) {
+      const eventId = id(req.id, "id");
+      const { rows } = await sql.query<EventRowDb>("SELECT * FROM analytics_events WHERE id = $1", [eventId]);
+      if (!rows[0]) throw appError("not_found", "No such event.");
+      const data = await loadEventData(sql, [eventId]);
+      return eventRecord(rows[0], data.get(eventId) ?? []);
+    },
+
+    async getEventDailyCounts(req) {
+      const eventId = id(req.eventId, "event_id");
+      const from = dateOf(req.from);
+      const to = dateOf(req.to);
+      if (!from || !to) {
+        throw validationError({ ...(from ? {} : { from: ["The from field is required."] }), ...(to ? {} : { to: ["The to field is required."] }) });
+      }
+      const startDay = Date.UTC(from.getUTCFullYear(), from.getUTCMonth(), from.getUTCDate());
+      const days = Math.ceil((to.getTime() - startDay) / 86_400_000);
+      if (days < 1 || days > DAILY_MAX_DAYS) throw validationError({ to: [`The range must cover 1 to ${DAILY_MAX_DAYS} days.`] });
+      const { rows: found } = await sql.query("SELECT 1 FROM analytics_events WHERE id = $1", [eventId]);
+      if (found.length === 0) throw appError("not_found", "No such event.");
+      const { rows } = await sql.query<{ day: string; occurrences: number; unique_users: number }>(
+        `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
+                count(*) AS occurrences, count(DISTINCT user_id) AS unique_users
+         FROM analytics_event_occurrences
+         WHERE event_id = $1 AND created_at >= $2 AND created_at < $3
+         GROUP BY 1`,
+        [eventId, from, to],
+      );
+      const byDay = new Map(rows.map((r) => [r.day, r]));
+      const out = [];
+      for (let i = 0; i < days; i++) {
+        const day = new Date(startDay + i * 86_400_000).toISOString().slice(0, 10);
+        const r = byDay.get(day);
+        out.push(create(DailyCountSchema, { day, occurrences: BigInt(r?.occurrences ?? 0), uniqueUsers: BigInt(r?.unique_users ?? 0) }));
+      }
+      return { days: out };
+    },
+
+    async listLogs(req) {
+      const f = recordFilter(req.filter, "class_fqn", "created_at", "last_seen_at");
+      if (req.type) {
+        if (req.type !== "error" && req.type !== "crash") throw validationError({ type: ["The type must be one of: error, crash."] });
+        f.params.push(req.type);
+        f.where.push(`type = $${f.params.length}`);
+      }
+      const { rows, next } = await page<LogRowDb>(sql, "analytics_logs", "last_seen_at", f.where, f.params, f.token, f.size, (r) => r.last_seen_at);
+      return { logs: rows.map(logRecord), nextPageToken: next };
+    },
+
+    async getLog(req) {
+      const { rows } = await sql.query<LogRowDb>("SELECT * FROM analytics_logs WHERE id = $1", [id(req.id, "id")]);
+      if (!rows[0]) throw appError("not_found", "No such log.");
+      return logRecord(rows[0]);
+    },
+
+    async listLogOccurrences(req) {
+      const where = ["log_id = $1"];
+      const params: unknown[] = [id(req.logId, "log_id")];
+      rangeFilter(req.from, req.to, where, params);
+      type Occ = {
+        id: number; log_id: number; consumer_id: number; session_id: number | null; user_id: string; app_version: string;
+        stack_trace: string | null; file_name: string | null; line_number: number | null; context: JsonObject | null;
+        attachment_key: string | null; attachment_name: string | null; attachment_type: string | null; attachment_size: number | null;
+        created_at: Date;
+      };
+      const { rows, next } = await page<Occ>(sql, "analytics_log_occurrences", "created_at", where, params, req.pageToken, pageSize(req.pageSize), (r) => r.created_at);
+      return {
+        occurrences: rows.map((r) =>
+          create(LogOccurrenceSchema, {
+            id: BigInt(r.id),
+            logId: BigInt(r.log_id),
+            consumerId: BigInt(r.consumer_id),
+            sessionId: BigInt(r.session_id ?? 0),
+            userId: r.user_id,
+            appVersion: r.app_version,
+            stackTrace: r.stack_trace ?? "",
+            fileName: r.file_name ?? "",
+            lineNumber: BigInt(r.line_number ?? 0),
+            context: r.context ?? undefined,
+            createdAt: ts(r.created_at),
+            attachment: r.attachment_key
+              ? { filename: r.attachment_name ?? "", contentType: r.attachment_type ?? "", size: BigInt(r.attachment_size ?? 0) }
+              : undefined,
+          }),
+        ),
+        nextPageToken: next,
+      };
+    },
+
+    async getLogAttachment(req) {
+      const { rows } = await sql.query<{ attachment_key: string | null; attachment_name: string; attachment_type: string }>(
+        "SELECT attachment_key, attachment_name, attachment_type FROM analytics_log_occurrences WHERE id = $1",
+        [id(req.occurrenceId, "occurrence_id")],
+      );
+      const r = rows[0];
+      if (!r?.attachment_key) throw appError("not_found", "This occurrence has no attachment.");
+      const data = await blobs.get(r.attachment_key);
+      if (!data) throw appError("not_found", "The attachment is missing from the blob store.");
+      return create(LogAttachmentSchema, { filename: r.attachment_name, contentType: r.attachment_type, data });
+    },
+
+    async listBreadcrumbs(req) {
+      const f = recordFilter(req.filter, "name", "created_at", "last_seen_at");
+      const { rows, next } = await page<BreadcrumbRowDb>(sql, "analytics_breadcrumbs", "last_seen_at", f.where, f.params, f.token, f.size, (r) => r.last_seen_at);
+      return {
+        breadcrumbs: rows.map((r) =>
+          create(BreadcrumbRecordSchema, {
+            id: BigInt(r.id),
+            appId: BigInt(r.app_id),
+            name: r.name,
+            createdAt: ts(r.created_at),
+            lastSeenAt: ts(r.last_seen_at),
+            occurrences: BigInt(r.occurrences),
+          }),
+        ),
+        nextPageToken: next,
+      };
+    },
+
+    async listBreadcrumbOccurrences(req) {
+      const where = ["breadcrumb_id = $1"];
+      const params: unknown[] = [id(req.breadcrumbId, "breadcrumb_id")];
+      rangeFilter(req.from, req.to, where, params);
+      type Occ = { id: number; breadcrumb_id: number; consumer_id: number; session_id: number | null; created_at: Date };
+      const { rows, next } = await page<Occ>(sql, "analytics_breadcrumb_occurrences", "created_at", where, params, req.pageToken, pageSize(req.pageSize), (r) => r.created_at);
+      return {
+        occurrences: rows.map((r) =>
+          create(BreadcrumbOccurrenceSchema, {
+            id: BigInt(r.id),
+            breadcrumbId: BigInt(r.breadcrumb_id),
+            consumerId: BigInt(r.consumer_id),
+            sessionId: BigInt(r.session_id ?? 0),
+            createdAt: ts(r.created_at),
+          }),
+        ),
+        nextPageToken: next,
+      };
+    },
+
+    async getQueueStats() {
+      const s = await queue.stats();
+      return create(QueueStatsSchema, { backend: s.backend, lag: BigInt(s.lag), inFlight: BigInt(s.inFlight), deadLetters: BigInt(s.deadLetters) });
+    },
+
+    async listDeadLetters(req) {
+      const { entries, nextPageToken } = await queue.listDeadLetters(pageSize(req.pageSize), req.pageToken);
+      return {
+        deadLetters: entries.map((e) => {
+          let info = { kind: "unknown", appId: 0n, consumerId: 0n, itemCount: 0 };
+          try {
+            const p = decodePayload(e.data);
+            info = { kind: p.kind, appId: BigInt(p.appId), consumerId: BigInt(p.consumerId), itemCount: p.items.length };
+          } catch {
+            // an undecodable payload is listed as kind "unknown"
+          }
+          return create(DeadLetterSchema, { id: e.id, ...info, attempts: e.attempts, lastError: e.lastError, deadLetteredAt: ts(e.deadAt) });
+        }),
+        nextPageToken,
+      };
+    },
+
+    async replayDeadLetters(req) {
+      const replayed = await queue.replayDeadLetters(req.ids.length > 0 ? req.ids : undefined);
+      return { replayed };
+    },
+  };
+}

@@ -1,0 +1,54 @@
+// Analytics as a server module: the device RPCs (single and batch endpoints)
+// on the public listener, the operator read API on the admin listener, the
+// batch queue (JetStream with NATS_URL, else the embedded table) and the
+// batch workers, which run in this process unless turned off.
+import { join } from "node:path";
+import type { Logger } from "pino";
+import { AnalyticsService as AdminAnalyticsService } from "../../../gen/pulsebase/admin/v1/analytics_pb.js";
+import { AnalyticsService } from "../../../gen/pulsebase/platform/v1/analytics_pb.js";
+import { binding, type PulsebaseModule } from "../../kernel/module.js";
+import { registerQueueMetrics } from "../../server/metrics.js";
+import { createDirBlobStore } from "../../infra/blobs/dir-blob-store.js";
+import { createBatchQueue } from "../../infra/queue/create-queue.js";
+import type { Sql } from "../../infra/storage/sql.js";
+import type { NatsLink } from "../../infra/nats/nats-link.js";
+import { startWorkers } from "./analytics-worker.js";
+import { createAdminAnalyticsServiceImpl } from "./admin-analytics-service.js";
+import { createAnalyticsServiceImpl } from "./analytics-service.js";
+
+export interface AnalyticsModuleDeps {
+  sql: Sql;
+  dataDir: string;
+  /** The process's NATS connection: the queue is JetStream with it, else the embedded table. */
+  nats?: NatsLink;
+  natsNamespace: string;
+  logger: Logger;
+  /** Run the batch workers in this process (always on for PGlite). */
+  workers: boolean;
+}
+
+/** JetStream names of the analytics queue for a namespace. */
+export function analyticsStreams(ns: string) {
+  return { stream: `${ns.toUpperCase()}_ANALYTICS`, subjectPrefix: `${ns}.analytics`, durable: "analytics-workers" };
+}
+
+export function createAnalyticsModule(deps: AnalyticsModuleDeps): PulsebaseModule {
+  const queue = createBatchQueue({ sql: deps.sql, nats: deps.nats, jetstream: analyticsStreams(deps.natsNamespace) });
+  const blobs = createDirBlobStore(join(deps.dataDir, "blobs"));
+  let workers: { stop(): Promise<void> } | undefined;
+  return {
+    name: "analytics",
+    device: [binding(AnalyticsService, createAnalyticsServiceImpl({ sql: deps.sql, queue, blobs }))],
+    admin: [binding(AdminAnalyticsService, createAdminAnalyticsServiceImpl({ sql: deps.sql, queue, blobs }))],
+    registerMetrics(registry) {
+      registerQueueMetrics(registry, "analytics", queue, (err) => deps.logger.warn({ err }, "metrics: analytics queue statistics unavailable"));
+    },
+    async start() {
+      if (deps.workers) workers = startWorkers({ sql: deps.sql, queue, logger: deps.logger });
+    },
+    async stop() {
+      await workers?.stop();
+      await queue.close();
+    },
+  };
+}

@@ -1,0 +1,252 @@
+// PostgreSQL access for operator accounts: passwords, sessions, team roles,
+// invitations, the first-owner setup token. Secrets (session ids, invitation
+// and setup tokens) are stored as sha256 hashes only.
+import { createHash, randomBytes } from "node:crypto";
+import type { Sql } from "../../infra/storage/sql.js";
+import type { RoleName } from "./roles.js";
+
+export interface AccountRow { id: number; name: string; email: string; password_hash: string | null; is_admin: boolean }
+export interface MembershipRow { team_id: number; team_name: string; role: string }
+export interface SessionInfo {
+  user: AccountRow;
+  csrf_token: string;
+  expires_at: Date;
+  id_hash: string;
+  teams: MembershipRow[];
+}
+export interface MemberRow { user_id: number; name: string; email: string; role: string }
+export interface InvitationRow {
+  id: number;
+  team_id: number;
+  team_name: string;
+  email: string;
+  role: string;
+  created_at: Date;
+  expires_at: Date;
+  accepted_at: Date | null;
+}
+
+export function sha256(s: string): string {
+  return createHash("sha256").update(s).digest("base64url");
+}
+
+export function newSecret(): string {
+  return randomBytes(32).toString("base64url");
+}
+
+const USER_COLS = "id, name, email, password_hash, is_admin";
+const INVITE_DAYS = 7;
+/** Live sessions a user may hold; signing in again ends the oldest beyond it. */
+export const MAX_SESSIONS_PER_USER = 20;
+/** Pending invitations a team may have at once. */
+export const MAX_PENDING_INVITATIONS = 100;
+
+export class AccountStore {
+  constructor(readonly sql: Sql) {}
+
+  async userByEmail(email: string): Promise<AccountRow | undefined> {
+    const { rows } = await this.sql.query<AccountRow>(`SELECT ${USER_COLS} FROM users WHERE email = $1`, [email.toLowerCase()]);
+    return rows[0];
+  }
+
+  async memberships(userId: number): Promise<MembershipRow[]> {
+    const { rows } = await this.sql.query<MembershipRow>(
+      `SELECT m.team_id, t.name AS team_name, m.role FROM team_members m JOIN teams t ON t.id = m.team_id
+       WHERE m.user_id = $1 ORDER BY m.team_id`,
+      [userId],
+    );
+    return rows.map((r) => ({ ...r, team_id: Number(r.team_id) }));
+  }
+
+  async allTeams(): Promise<MembershipRow[]> {
+    const { rows } = await this.sql.query<MembershipRow>("SELECT id AS team_id, name AS team_name, 'owner' AS role FROM teams ORDER BY id");
+    return rows.map((r) => ({ ...r, team_id: Number(r.team_id) }));
+  }
+
+  async hasAdmin(): Promise<boolean> {
+    const { rows } = await this.sql.query("SELECT 1 FROM users WHERE is_admin AND password_hash IS NOT NULL LIMIT 1");
+    return rows.length > 0;
+  }
+
+  /** A new one-time setup token (replacing any earlier one); returns the secret. */
+  async newSetupToken(): Promise<string> {
+    const token = newSecret();
+    await this.sql.query(
+      `INSERT INTO console_setup (id, token_hash) VALUES (1, $1)
+       ON CONFLICT (id) DO UPDATE SET token_hash = EXCLUDED.token_hash, created_at = now()`,
+      [sha256(token)],
+    );
+    return token;
+  }
+
+  /**
+   * Creates the first owner and a first team, consuming the setup token, in
+   * one transaction: of two concurrent attempts only one succeeds.
+   */
+  async completeSetup(token: string, u: { name: string; email: string; passwordHash: string; teamName: string }): Promise<AccountRow | undefined> {
+    return this.sql.transaction(async (tx) => {
+      const del = await tx.query("DELETE FROM console_setup WHERE id = 1 AND token_hash = $1", [sha256(token)]);
+      if (del.rowCount === 0) return undefined;
+      const { rows } = await tx.query<AccountRow>(
+        `INSERT INTO users (name, email, password_hash, is_admin) VALUES ($1, $2, $3, true)
+         ON CONFLICT (email) DO UPDATE SET name = EXCLUDED.name, password_hash = EXCLUDED.password_hash, is_admin = true
+         RETURNING ${USER_COLS}`,
+        [u.name, u.email.toLowerCase(), u.passwordHash],
+      );
+      const user = rows[0]!;
+      const team = await tx.query<{ id: number }>("INSERT INTO teams (name) VALUES ($1) RETURNING id", [u.teamName]);
+      await tx.query("INSERT INTO team_members (team_id, user_id, role) VALUES ($1, $2, 'owner')", [team.rows[0]!.id, user.id]);
+      return { ...user, id: Number(user.id) };
+    });
+  }
+
+  async createSession(userId: number, ttlMs: number, address: string, userAgent: string): Promise<{ secret: string; csrf: string; expiresAt: Date }> {
+    const secret = newSecret();
+    const csrf = newSecret();
+    const expiresAt = new Date(Date.now() + ttlMs);
+    await this.sql.query(
+      "INSERT INTO operator_sessions (id_hash, user_id, csrf_token, expires_at, address, user_agent) VALUES ($1, $2, $3, $4, $5, $6)",
+      [sha256(secret), userId, csrf, expiresAt, address, userAgent.slice(0, 300)],
+    );
+    // The user's expired sessions go, and the oldest beyond the cap: the table stays bounded.
+    await this.sql.query(
+      `DELETE FROM operator_sessions WHERE user_id = $1 AND (expires_at <= now() OR id_hash IN (
+         SELECT id_hash FROM operator_sessions WHERE user_id = $1 ORDER BY created_at DESC, id_hash OFFSET $2))`,
+      [userId, MAX_SESSIONS_PER_USER],
+    );
+    return { secret, csrf, expiresAt };
+  }
+
+  /** The live session for a cookie's secret, with its user and teams (one round trip). */
+  async session(secret: string): Promise<SessionInfo | undefined> {
+    const idHash = sha256(secret);
+    const { rows } = await this.sql.query<AccountRow & { csrf_token: string; expires_at: Date; teams: MembershipRow[] | string | null }>(
+      `SELECT u.id, u.name, u.email, u.password_hash, u.is_admin, s.csrf_token, s.expires_at,
+              (SELECT json_agg(json_build_object('team_id', m.team_id, 'team_name', t.name, 'role', m.role) ORDER BY m.team_id)
+               FROM team_members m JOIN teams t ON t.id = m.team_id WHERE m.user_id = u.id) AS teams
+       FROM operator_sessions s JOIN users u ON u.id = s.user_id
+       WHERE s.id_hash = $1 AND s.expires_at > now()`,
+      [idHash],
+    );
+    const r = rows[0];
+    if (!r) return undefined;
+    const teams = (typeof r.teams === "string" ? JSON.parse(r.teams) : r.teams ?? []) as MembershipRow[];
+    return {
+      user: { id: Number(r.id), name: r.name, email: r.email, password_hash: null, is_admin: r.is_admin },
+      csrf_token: r.csrf_token,
+      expires_at: r.expires_at,
+      id_hash: idHash,
+      teams: teams.map((t) => ({ ...t, team_id: Number(t.team_id) })),
+    };
+  }
+
+  async endSession(idHash: string): Promise<number> {
+    return (await this.sql.query("DELETE FROM operator_sessions WHERE id_hash = $1", [idHash])).rowCount;
+  }
+
+  async endAllSessions(userId: number): Promise<number> {
+    return (await this.sql.query("DELETE FROM operator_sessions WHERE user_id = $1 OR expires_at < now()", [userId])).rowCount;
+  }
+
+  async members(teamId: number): Promise<MemberRow[]> {
+    const { rows } = await this.sql.query<MemberRow>(
+      `SELECT m.user_id, u.name, u.email, m.role FROM team_members m JOIN users u ON u.id = m.user_id
+       WHERE m.team_id = $1 ORDER BY m.user_id`,
+      [teamId],
+    );
+    return rows.map((r) => ({ ...r, user_id: Number(r.user_id) }));
+  }
+
+  async owners(teamId: number): Promise<number> {
+    const { rows } = await this.sql.query<{ n: number }>("SELECT count(*)::int AS n FROM team_members WHERE team_id = $1 AND role = 'owner'", [teamId]);
+    return rows[0]!.n;
+  }
+
+  async setRole(teamId: number, userId: number, role: RoleName): Promise<MemberRow | undefined> {
+    await this.sql.query("UPDATE team_members SET role = $3 WHERE team_id = $1 AND user_id = $2", [teamId, userId, role]);
+    return (await this.members(teamId)).find((m) => m.user_id === userId);
+  }
+
+  async removeMember(teamId: number, userId: number): Promise<boolean> {
+    return (await this.sql.query("DELETE FROM team_members WHERE team_id = $1 AND user_id = $2", [teamId, userId])).rowCount > 0;
+  }
+
+  async pendingInvitations(teamId: number): Promise<number> {
+    const { rows } = await this.sql.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM team_invitations WHERE team_id = $1 AND accepted_at IS NULL AND expires_at > now()",
+      [teamId],
+    );
+    return rows[0]!.n;
+  }
+
+  async createInvitation(teamId: number, email: string, role: RoleName, createdBy: number | null): Promise<{ row: InvitationRow; token: string }> {
+    const token = newSecret();
+    const { rows } = await this.sql.query<InvitationRow>(
+      `WITH i AS (INSERT INTO team_invitations (team_id, email, role, token_hash, created_by, expires_at)
+                  VALUES ($1, $2, $3, $4, $5, now() + make_interval(days => $6)) RETURNING *)
+       SELECT i.id, i.team_id, t.name AS team_name, i.email, i.role, i.created_at, i.expires_at, i.accepted_at
+       FROM i JOIN teams t ON t.id = i.team_id`,
+      [teamId, email.toLowerCase(), role, sha256(token), createdBy, INVITE_DAYS],
+    );
+    return { row: { ...rows[0]!, id: Number(rows[0]!.id) }, token };
+  }
+
+  async invitations(teamId: number): Promise<InvitationRow[]> {
+    const { rows } = await this.sql.query<InvitationRow>(
+      `SELECT i.id, i.team_id, t.name AS team_name, i.email, i.role, i.created_at, i.expires_at, i.accepted_at
+       FROM team_invitations i JOIN teams t ON t.id = i.team_id WHERE i.team_id = $1 ORDER BY i.id DESC LIMIT 200`,
+      [teamId],
+    );
+    return rows;
+  }
+
+  async revokeInvitation(teamId: number, id: number): Promise<boolean> {
+    return (await this.sql.query("DELETE FROM team_invitations WHERE team_id = $1 AND id = $2 AND accepted_at IS NULL", [teamId, id])).rowCount > 0;
+  }
+
+  /** A pending, unexpired invitation for the link's token. */
+  async invitationByToken(token: string): Promise<InvitationRow | undefined> {
+    const { rows } = await this.sql.query<InvitationRow>(
+      `SELECT i.id, i.team_id, t.name AS team_name, i.email, i.role, i.created_at, i.expires_at, i.accepted_at
+       FROM team_invitations i JOIN teams t ON t.id = i.team_id
+       WHERE i.token_hash = $1 AND i.accepted_at IS NULL AND i.expires_at > now()`,
+      [sha256(token)],
+    );
+    return rows[0];
+  }
+
+  /**
+   * Accepts the invitation: creates the account when needed (passwordHash
+   * given) and adds the membership, in one transaction. Undefined when the
+   * invitation was used or revoked meanwhile.
+   */
+  async acceptInvitation(token: string, account: { name: string; passwordHash?: string }): Promise<AccountRow | undefined> {
+    return this.sql.transaction(async (tx) => {
+      const { rows } = await tx.query<{ id: number; team_id: number; email: string; role: string }>(
+        `UPDATE team_invitations SET accepted_at = now()
+         WHERE token_hash = $1 AND accepted_at IS NULL AND expires_at > now() RETURNING id, team_id, email, role`,
+        [sha256(token)],
+      );
+      const inv = rows[0];
+      if (!inv) return undefined;
+      let user = (await tx.query<AccountRow>(`SELECT ${USER_COLS} FROM users WHERE email = $1`, [inv.email])).rows[0];
+      if (!user || !user.password_hash) {
+        if (!account.passwordHash) return undefined;
+        user = (
+          await tx.query<AccountRow>(
+            `INSERT INTO users (name, email, password_hash) VALUES ($1, $2, $3)
+             ON CONFLICT (email) DO UPDATE SET name = EXCLUDED.name, password_hash = EXCLUDED.password_hash
+             RETURNING ${USER_COLS}`,
+            [account.name, inv.email, account.passwordHash],
+          )
+        ).rows[0]!;
+      }
+      await tx.query(
+        `INSERT INTO team_members (team_id, user_id, role) VALUES ($1, $2, $3)
+         ON CONFLICT (team_id, user_id) DO UPDATE SET role = EXCLUDED.role`,
+        [inv.team_id, user.id, inv.role],
+      );
+      return { ...user, id: Number(user.id) };
+    });
+  }
+}

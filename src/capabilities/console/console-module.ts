@@ -1,0 +1,51 @@
+// The console's server side, wired once per server: the access interceptor
+// for every admin method, the AccountService, the built front end at /.
+import type { Interceptor } from "@connectrpc/connect";
+import type { FastifyInstance } from "fastify";
+import type { Logger } from "pino";
+import { AccountService } from "../../../gen/pulsebase/admin/v1/account_pb.js";
+import type { ConsoleConfig } from "../../kernel/config.js";
+import { binding, type ServiceBinding } from "../../kernel/module.js";
+import type { Sql } from "../../infra/storage/sql.js";
+import { accessInterceptor } from "./access.js";
+import { createAccountServiceImpl } from "./account-service.js";
+import { AccountStore } from "./account-store.js";
+import { AuditStore } from "./audit-store.js";
+import { DEFAULT_LOGIN_LIMITS, LoginLimiter } from "./login-limiter.js";
+import { roleOf } from "./roles.js";
+import { ScopeResolver } from "./scope-resolver.js";
+import { registerConsole } from "./static-console.js";
+
+export interface ConsoleParts {
+  accounts: AccountStore;
+  audit: AuditStore;
+  interceptor: Interceptor;
+  service: ServiceBinding;
+  routes(app: FastifyInstance): Promise<void>;
+}
+
+export function createConsole(opts: { sql: Sql; logger: Logger; operatorToken: string; config: ConsoleConfig; mediaBaseUrl: string }): ConsoleParts {
+  const accounts = new AccountStore(opts.sql);
+  const audit = new AuditStore(opts.sql);
+  return {
+    accounts,
+    audit,
+    interceptor: accessInterceptor({
+      operatorToken: opts.operatorToken,
+      operatorTokenRole: roleOf(opts.config.operatorTokenRole),
+      accounts,
+      audit,
+      scopes: new ScopeResolver(opts.sql),
+      logger: opts.logger,
+    }),
+    service: binding(AccountService, createAccountServiceImpl({ accounts, audit, limiter: new LoginLimiter({ ...DEFAULT_LOGIN_LIMITS, perAddressPerMinute: opts.config.loginAttemptsPerMinute }), sessionTtlHours: opts.config.sessionTtlHours, mediaBaseUrl: opts.mediaBaseUrl })),
+    routes: (app) => registerConsole(app),
+  };
+}
+
+/** The one-time first-owner link, while no owner has been set up (printed at start). */
+export async function setupLink(accounts: AccountStore, consoleUrl: string): Promise<string | undefined> {
+  if (await accounts.hasAdmin()) return undefined;
+  const token = await accounts.newSetupToken();
+  return `${consoleUrl.replace(/\/$/, "")}/setup#token=${token}`;
+}

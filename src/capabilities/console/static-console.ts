@@ -1,0 +1,90 @@
+// Serves the built console (packages/console/dist) at / on the admin
+// listener: hashed assets with a year's cache, index.html (no-cache) for
+// every other GET path so client routes load, and a Content-Security-Policy
+// that allows scripts from this origin only (no inline script).
+import { readdir, readFile } from "node:fs/promises";
+import { extname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { FastifyInstance, FastifyReply } from "fastify";
+
+export const CONSOLE_DIST = fileURLToPath(new URL("../../../packages/console/dist/", import.meta.url));
+
+export const CONSOLE_CSP = [
+  "default-src 'self'",
+  "script-src 'self'",
+  // CodeMirror and ProseMirror add style elements at run time.
+  "style-src 'self' 'unsafe-inline'",
+  // Media previews come from the public listener (PULSEBASE_MEDIA_BASE_URL).
+  "img-src 'self' data: blob: https: http:",
+  "connect-src 'self'",
+  "font-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+const TYPES: Record<string, string> = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
+  ".svg": "image/svg+xml",
+  ".png": "image/png",
+  ".ico": "image/x-icon",
+  ".json": "application/json",
+  ".woff2": "font/woff2",
+  ".map": "application/json",
+};
+
+async function walk(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await readdir(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) out.push(...(await walk(p)));
+    else out.push(p);
+  }
+  return out;
+}
+
+const NOT_BUILT = `<!doctype html><meta charset="utf-8"><title>Pulsebase</title>
+<p>The console is not built. Run <code>npm install</code> (it builds packages/console) and restart.</p>`;
+
+function secure(reply: FastifyReply): FastifyReply {
+  return reply
+    .header("content-security-policy", CONSOLE_CSP)
+    .header("x-content-type-options", "nosniff")
+    .header("referrer-policy", "no-referrer")
+    .header("x-frame-options", "DENY");
+}
+
+/** Loads the files once (a few hundred kB) and registers the routes. */
+export async function registerConsole(app: FastifyInstance, dist = CONSOLE_DIST): Promise<void> {
+  const files = new Map<string, { body: Buffer; type: string }>();
+  try {
+    for (const f of await walk(dist)) {
+      files.set("/" + relative(dist, f).split("\\").join("/"), { body: await readFile(f), type: TYPES[extname(f)] ?? "application/octet-stream" });
+    }
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+  }
+  const index = files.get("/index.html");
+  const sendIndex = (reply: FastifyReply) =>
+    secure(reply)
+      .header("cache-control", "no-cache")
+      .type("text/html; charset=utf-8")
+      .send(index?.body ?? NOT_BUILT);
+  app.get("/", (_req, reply) => sendIndex(reply));
+  app.get("/*", (req, reply) => {
+    const path = req.url.split("?")[0]!;
+    const f = files.get(path);
+    if (f && path !== "/index.html") {
+      return secure(reply)
+        .header("cache-control", path.startsWith("/assets/") ? "public, max-age=31536000, immutable" : "no-cache")
+        .type(f.type)
+        .send(f.body);
+    }
+    // Missing assets are 404s; other paths are the console's own routes.
+    if (path.startsWith("/assets/") || extname(path)) return reply.code(404).type("text/plain").send("Not found");
+    return sendIndex(reply);
+  });
+}

@@ -1,0 +1,138 @@
+// Operator SQL (the console's SQL editor, `pulsebase db query`): runs on an
+// application's linked database through the same engines as /api/db/query,
+// under the same time limit and result caps, but without the device guard:
+// PRAGMA introspection, CREATE VIEW/TRIGGER, WITH, EXPLAIN are allowed. What
+// stays refused (operator-sql-guard): ATTACH/DETACH, extension loading, the
+// file functions, VACUUM INTO, PRAGMAs that change settings, and writes to
+// the service's _pulsebase_* tables.
+import { join } from "node:path";
+import { appError, Violations } from "../../kernel/errors.js";
+import { DEFAULT_DATABASE_LIMITS, type DatabaseLimits } from "./database-config.js";
+import type { DatabaseStore } from "./database-store.js";
+import { EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "./engine-pool.js";
+import type { EngineResult, EngineStatement } from "./engine-protocol.js";
+import { checkOperatorStatement } from "./operator-sql-guard.js";
+import type { RemoteExecutor } from "./remote-executor.js";
+import { firstWord } from "./sql-guard.js";
+import { splitStatements, type SplitStatement } from "./sql-splitter.js";
+import { tokenize } from "./sql-tokenizer.js";
+
+export interface OperatorSqlDeps {
+  store: DatabaseStore;
+  pool: EnginePool;
+  remote: RemoteExecutor;
+  dataDir: string;
+  limits?: Partial<DatabaseLimits>;
+}
+
+export interface OperatorResult extends EngineResult {
+  sql: string;
+}
+
+export interface OperatorSql {
+  run(appId: number, sql: string): Promise<OperatorResult[]>;
+}
+
+export function createOperatorSql(deps: OperatorSqlDeps): OperatorSql {
+  const limits: DatabaseLimits = { ...DEFAULT_DATABASE_LIMITS, ...deps.limits };
+  return {
+    async run(appId, sql) {
+      const v = new Violations();
+      if (!sql.trim()) v.add("sql", "The sql field is required.");
+      else if (sql.length > limits.maxSqlLength) v.add("sql", `The sql may not be longer than ${limits.maxSqlLength} characters.`);
+      v.throwIfAny();
+      const split = splitOperatorStatements(sql);
+      if (split.length === 0) throw appError("validation_failed", "The sql contains no statement.", { fields: { sql: ["contains no statement"] } });
+      if (split.length > limits.maxStatements) throw appError("validation_failed", `At most ${limits.maxStatements} statements.`, { fields: { sql: ["too many statements"] } });
+      const statements: EngineStatement[] = split.map((s) => {
+        const verdict = checkOperatorStatement(s.sql, s.tokens);
+        if (!verdict.ok) throw appError("forbidden_query", verdict.reason);
+        return { sql: s.sql, args: [], verb: firstWord(s.tokens) ?? "" };
+      });
+      const db = await deps.store.linkedTo(appId);
+      if (!db) throw appError("database_not_linked");
+      if (db.status !== "active") throw appError("database_unavailable", `The linked database is ${db.status}, not active.`);
+      let results: EngineResult[];
+      try {
+        if (db.kind === "embedded") {
+          results = await deps.pool.run(
+            {
+              path: join(deps.dataDir, db.filePath ?? ""),
+              statements,
+              transaction: false,
+              mayUseTemp: true,
+              maxRows: limits.maxRows,
+              maxBytes: limits.maxResultBytes,
+              busyTimeoutMs: Math.max(0, limits.queryTimeoutMs - 100),
+              maxDatabaseBytes: limits.maxDatabaseBytes,
+              // No tenant authorizer (operators may use PRAGMA, views, triggers);
+              // defensive mode and operator-sql-guard still apply.
+              service: true,
+            },
+            db.id,
+            // scheduled in the application's share, like its devices' requests
+            { owner: appId },
+          );
+        } else {
+          results = await withTimeout(
+            deps.remote.run({ id: db.id, url: db.url ?? "", authToken: db.authToken ?? "" }, statements, false, {
+              maxRows: limits.maxRows,
+              maxBytes: limits.maxResultBytes,
+            }),
+            limits.queryTimeoutMs,
+          );
+        }
+      } catch (e) {
+        if (e instanceof EngineTimeoutError) throw appError("timeout", e.message, { cause: e });
+        if (e instanceof EngineMemoryError) throw appError("query_too_large", e.message, { cause: e });
+        if (e instanceof EngineFailure) throw appError("query_error", `The database backend failed: ${e.message}`, { cause: e });
+        throw appError("query_error", e instanceof Error ? e.message : undefined, { cause: e });
+      }
+      return results.map((r, i) => ({ ...r, sql: statements[i]?.sql ?? "" }));
+    },
+  };
+}
+
+const words = (st: SplitStatement) => st.tokens.filter((t) => t.kind === "word").map((t) => t.text.toUpperCase());
+
+/**
+ * splitStatements, keeping a CREATE TRIGGER's body (BEGIN ...; ...; END) in
+ * one statement: devices cannot create triggers, operators can.
+ */
+export function splitOperatorStatements(sql: string): SplitStatement[] {
+  const pieces = splitStatements(sql);
+  // Where each piece starts in the text (pieces come in order, so search on from the last).
+  const starts: number[] = [];
+  let cursor = 0;
+  for (const p of pieces) {
+    const at = sql.indexOf(p.sql, cursor);
+    starts.push(at);
+    cursor = at + p.sql.length;
+  }
+  const out: SplitStatement[] = [];
+  for (let i = 0; i < pieces.length; i++) {
+    const w = words(pieces[i]!);
+    const isTrigger = w[0] === "CREATE" && (w[1] === "TRIGGER" || ((w[1] === "TEMP" || w[1] === "TEMPORARY") && w[2] === "TRIGGER"));
+    if (!isTrigger) {
+      out.push(pieces[i]!);
+      continue;
+    }
+    // Extend to the piece ending in END (the body's statements had their ";" split off).
+    let j = i;
+    while (words(pieces[j]!).at(-1) !== "END" && j + 1 < pieces.length) j++;
+    const text = sql.slice(starts[i], starts[j]! + pieces[j]!.sql.length);
+    out.push({ sql: text, tokens: tokenize(text) });
+    i = j;
+  }
+  return out;
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new EngineTimeoutError(`the query ran longer than ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}

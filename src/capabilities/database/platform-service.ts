@@ -1,0 +1,89 @@
+// pulsebase.platform.v1.DatabaseService: POST /api/db/query and
+// /api/db/batch. The token's application decides the database.
+import { create } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  DatabaseService,
+  QueryResponseSchema,
+  StatementResultSchema,
+  type QueryResponse,
+} from "../../../gen/pulsebase/platform/v1/database_pb.js";
+import { consumerOf, requestIdOf } from "../../kernel/principal.js";
+import type { EngineResult } from "./engine-protocol.js";
+import { rowToListValue, valueToJson } from "./proto-values.js";
+import type { QueryRunner } from "./query-runner.js";
+import { REST_JSON_PATH, type RestJsonPaths } from "../../transport/http/fast-path.js";
+
+export function response(results: EngineResult[], requestId: string): QueryResponse {
+  return create(QueryResponseSchema, {
+    requestId,
+    results: results.map((r) =>
+      create(StatementResultSchema, {
+        columns: r.columns,
+        rows: r.rows.map(rowToListValue),
+        rowsRead: r.rowsRead,
+        rowsWritten: r.rowsWritten,
+        ...(r.error !== undefined ? { error: r.error } : {}),
+      }),
+    ),
+  });
+}
+
+/**
+ * The REST JSON of a QueryResponse, written straight from the results: what
+ * the gateway's generic encoding of response() gives, field for field
+ * (implicit-presence numbers always, `error` only when set).
+ */
+export function restResultsJson(results: readonly EngineResult[], requestId: string): string {
+  return JSON.stringify({
+    results: results.map((r) =>
+      r.error !== undefined
+        ? { columns: r.columns, rows: r.rows, rows_read: r.rowsRead, rows_written: r.rowsWritten, error: r.error }
+        : { columns: r.columns, rows: r.rows, rows_read: r.rowsRead, rows_written: r.rowsWritten },
+    ),
+    request_id: requestId,
+  });
+}
+
+/** A statement entry of the plain shape the JSON path takes; anything else goes the generic way. */
+function plainStatement(x: unknown): x is { sql: string; params?: unknown } {
+  if (typeof x !== "object" || x === null || Array.isArray(x)) return false;
+  for (const k in x) if (k !== "sql" && k !== "params") return false;
+  return typeof (x as { sql?: unknown }).sql === "string";
+}
+
+export function createDatabaseServiceImpl(deps: { runner: QueryRunner }): ServiceImpl<typeof DatabaseService> & { [REST_JSON_PATH]: RestJsonPaths } {
+  const { runner } = deps;
+  // /api/db/* without proto messages (see src/transport/http/fast-path.ts): the same
+  // runner with the same plain JSON the generic path would hand it.
+  const json: RestJsonPaths = {
+    query({ body, appId, requestId }) {
+      if (!plainStatement(body)) return undefined;
+      const input = { sql: body.sql, params: body.params };
+      const r = runner.queryNow(appId, input);
+      return Array.isArray(r) ? restResultsJson(r, requestId) : r.then((x) => restResultsJson(x, requestId));
+    },
+    async batch({ body, appId, requestId }) {
+      for (const k in body) if (k !== "statements" && k !== "transaction") return undefined;
+      const { statements, transaction } = body;
+      if (!Array.isArray(statements) || !statements.every(plainStatement)) return undefined;
+      if (transaction !== undefined && typeof transaction !== "boolean") return undefined;
+      const entries = statements.map((e) => ({ sql: e.sql, params: e.params }));
+      return restResultsJson(await runner.batch(appId, entries, transaction === true), requestId);
+    },
+  };
+  return {
+    [REST_JSON_PATH]: json,
+    async query(req, ctx) {
+      const { appId } = consumerOf(ctx);
+      const results = await runner.query(appId, { sql: req.sql, params: valueToJson(req.params) });
+      return response(results, requestIdOf(ctx));
+    },
+    async batch(req, ctx) {
+      const { appId } = consumerOf(ctx);
+      const statements = req.statements.map((s) => ({ sql: s.sql, params: valueToJson(s.params) }));
+      const results = await runner.batch(appId, statements, req.transaction);
+      return response(results, requestIdOf(ctx));
+    },
+  };
+}

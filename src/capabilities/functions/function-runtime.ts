@@ -1,0 +1,388 @@
+// Runs functions for every kind of trigger: resolves what to run (cached for
+// `resolveCacheMs`), applies the plan and the rate limits, runs the version in
+// the sandbox, shapes the response and records the invocation.
+import { randomUUID } from "node:crypto";
+import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
+import { appError } from "../../kernel/errors.js";
+import type { ConsumerPrincipal } from "../../kernel/principal.js";
+import type { Sandbox } from "../../infra/sandbox/sandbox.js";
+import type { LogLine, RunResult } from "../../infra/sandbox/types.js";
+import type { FunctionStore, ResolvedRow } from "./function-store.js";
+import type { FunctionsConfig } from "./config.js";
+import type { InvocationRecorder } from "./invocation-recorder.js";
+import type { RateLimiter } from "./rate-limiter.js";
+import { shapeResponse, type ShapedResponse } from "./response-shaping.js";
+import { verifySignature } from "./webhook-signature.js";
+
+export type TriggerKind = "http" | "event" | "manual" | "schedule";
+
+/** The raw request of an HTTP trigger call, for the checks made before req is built. */
+export interface HttpCall {
+  /** Lower-cased header names. */
+  headers: Record<string, string>;
+  body: Uint8Array;
+  clientAddress: string;
+}
+
+/** Warn-level lines about the user's code (a throw, a timeout): never server errors. */
+export type UserErrorLog = (fields: Record<string, unknown>, message: string) => void;
+
+/**
+ * The error's name, message and stack. The sandbox reports "Name: message"
+ * today (and "Uncaught <value>" for a thrown non-error, or why a run was
+ * cut); a result that carries `errorStack` (the sandbox's source-mapped
+ * stack, issue 19 part B) has it passed on.
+ */
+export function errorDetailOf(result: Pick<RunResult, "error"> & { errorName?: string; errorStack?: string }, outcome: string): { name: string; message: string; stack: string } {
+  const text = result.error ?? "";
+  if (outcome === "ok" || text === "") return { name: "", message: "", stack: "" };
+  const m = /^([A-Za-z_$][\w$]*): ([\s\S]*)$/.exec(text);
+  const name = result.errorName ?? (m ? m[1]! : "");
+  const message = m && (result.errorName === undefined || result.errorName === m[1]) ? m[2]! : text;
+  return { name, message, stack: result.errorStack ?? "" };
+}
+
+export interface RunReport {
+  status: number;
+  outcome: "ok" | "error" | "timeout";
+  response?: ShapedResponse;
+  error?: string;
+  /** The error's parts (errorDetailOf). */
+  errorName: string;
+  errorMessage: string;
+  errorStack: string;
+  logs: LogLine[];
+  logsTruncated: boolean;
+  durationMs: number;
+  memoryBytes: number;
+  version: number;
+  coldStart: boolean;
+  invocationId?: number;
+}
+
+export interface RunRequest {
+  resolved: ResolvedRow;
+  req: unknown;
+  consumer: unknown;
+  event: unknown;
+  triggerKind: TriggerKind;
+  triggerId: number | null;
+  requestId: string;
+  /** Write the invocation record before returning (manual runs). */
+  recordNow?: boolean;
+}
+
+const CODE_CACHE_MAX = 512;
+const appBucket = (appId: number) => `app:${appId}`;
+/** 404 not_found, the platform's code for anything absent (DECISIONS 5): unknown, disabled or malformed slugs alike. */
+const NO_SUCH_SLUG = "No enabled HTTP trigger matches this slug.";
+const RESOLVE_CACHE_MAX = 10_000;
+/** Token-less calls: the same answer for an unknown app key, an unknown slug and a consumer-mode trigger (nothing to probe). */
+const NO_PUBLIC_SLUG = "No enabled public or signed HTTP trigger matches this slug.";
+/** Token-less calls of nothing (404) one client address may make per minute before it gets 429. */
+export const MISSES_PER_ADDRESS_PER_MINUTE = 60;
+
+export function createFunctionRuntime(deps: {
+  store: FunctionStore;
+  sandbox: Sandbox;
+  limiter: RateLimiter;
+  recorder: InvocationRecorder;
+  config: FunctionsConfig;
+  /** Where a user's failed invocation is logged (warn, with app, function and version). */
+  logUserError?: UserErrorLog;
+}) {
+  const { store, sandbox, limiter, recorder, config } = deps;
+  // Per client address, per process (like the token-issue limits): a
+  // cluster-wide bucket row per address would let a crowd of addresses grow
+  // the bucket table without bound. The trigger's own limit is cluster-wide.
+  const perAddress = config.publicPerAddressPerMinute > 0
+    ? new RateLimiterMemory({ keyPrefix: "fn-pub", points: config.publicPerAddressPerMinute, duration: 60 })
+    : undefined;
+  // Token-less calls that name nothing (a wrong key or slug) cost a lookup
+  // and a cache entry each: an address that keeps probing is refused before
+  // the lookup (per process).
+  const misses = new RateLimiterMemory({ keyPrefix: "fn-miss", points: MISSES_PER_ADDRESS_PER_MINUTE, duration: 60 });
+  const codeCache = new Map<number, string>();
+  const httpCache = new Map<string, { at: number; row: ResolvedRow | undefined }>();
+  // Bumped by every invalidation: a lookup that started before one may have
+  // read the old state, so its row serves its own request but is not cached
+  // (it would otherwise bring the old plan or trigger back for resolveCacheMs).
+  let generation = 0;
+  function invalidate(): void {
+    generation++;
+    httpCache.clear();
+  }
+
+  // Versions are immutable, so their code is cached by version id for good.
+  async function codeOf(versionId: number): Promise<string> {
+    let code = codeCache.get(versionId);
+    if (code === undefined) {
+      code = (await store.versionCode(versionId)) ?? "";
+      if (codeCache.size >= CODE_CACHE_MAX) codeCache.delete(codeCache.keys().next().value!);
+      codeCache.set(versionId, code);
+    }
+    return code;
+  }
+
+  async function cached(key: string, load: () => Promise<ResolvedRow | undefined>): Promise<ResolvedRow | undefined> {
+    if (config.resolveCacheMs <= 0) return load();
+    const hit = httpCache.get(key);
+    const now = Date.now();
+    if (hit && now - hit.at < config.resolveCacheMs) return hit.row;
+    const started = generation;
+    const row = await load();
+    if (started !== generation) return row;
+    if (httpCache.size >= RESOLVE_CACHE_MAX) httpCache.clear();
+    httpCache.set(key, { at: now, row });
+    return row;
+  }
+
+  // PostgreSQL refuses U+0000 in a parameter (a 500); no slug or key holds
+  // one, so look up "" instead, which matches nothing either (the plan check
+  // still comes first).
+  const clean = (s: string) => (s.includes("\u0000") ? "" : s);
+
+  function resolveHttp(appId: number, rawSlug: string): Promise<ResolvedRow | undefined> {
+    const slug = clean(rawSlug);
+    return cached(`${appId}\u0000${slug}`, () => store.resolveHttp(appId, slug));
+  }
+
+  function resolveHttpByKey(rawKey: string, rawSlug: string): Promise<ResolvedRow | undefined> {
+    const appKey = clean(rawKey);
+    const slug = clean(rawSlug);
+    return cached(`k\u0000${appKey}\u0000${slug}`, () => store.resolveHttpByKey(appKey, slug));
+  }
+
+  /** 429 past the per-address limit of token-less triggers (checked before anything costs more). */
+  async function checkAddress(r: ResolvedRow, address: string): Promise<void> {
+    if (!perAddress) return;
+    try {
+      await perAddress.consume(`${r.trigger_id}\u0000${address}`);
+    } catch (res) {
+      if (!(res instanceof RateLimiterRes)) throw res;
+      throw appError("rate_limited", "Too many calls of this trigger from this address.", { retryAfterSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)) });
+    }
+  }
+
+  /** Public and signed triggers: the per-address limit, the signature, then the trigger's own limit. */
+  async function admitOpen(r: ResolvedRow, call: HttpCall): Promise<void> {
+    await checkAddress(r, call.clientAddress);
+    if (r.signed) {
+      const check = verifySignature(call.headers[r.signed.header], call.body, r.signed.secret, r.signed.toleranceS);
+      if (!check.ok) throw appError("unauthenticated", `The request signature was refused: ${check.reason}`);
+    }
+    const taken = await limiter.take([{ key: `trig:${r.trigger_id}`, perMinute: config.publicTriggerPerMinute }]);
+    if (!taken.allowed) throw appError("rate_limited", "This trigger's rate limit was reached.", { retryAfterSeconds: taken.retryAfterSeconds });
+  }
+
+  /** The effective limits: the function's settings clamped by the plan now in force and the process bounds. */
+  function effective(r: ResolvedRow): { timeoutMs: number; memoryMb: number } {
+    const timeoutMs = Math.max(1, Math.min(r.timeout_ms, r.plan.functionMaxTimeoutMs || Infinity, config.maxTimeoutMs));
+    const memoryMb = Math.max(config.minMemoryMb, Math.min(r.memory_mb, r.plan.functionMaxMemoryMb || Infinity, config.maxMemoryMb));
+    return { timeoutMs, memoryMb };
+  }
+
+  async function checkRate(r: ResolvedRow, appId: number): Promise<void> {
+    const taken = await limiter.take([
+      { key: appBucket(appId), perMinute: r.plan.functionInvocationsPerMinute },
+      { key: `fn:${r.function_id}`, perMinute: r.invocations_per_minute },
+    ]);
+    if (!taken.allowed) {
+      throw appError("rate_limited", "Function invocation rate limit reached.", { retryAfterSeconds: taken.retryAfterSeconds });
+    }
+  }
+
+  async function run(appId: number, rq: RunRequest): Promise<RunReport> {
+    const r = rq.resolved;
+    const { timeoutMs, memoryMb } = effective(r);
+    const result: RunResult = await sandbox.run(
+      { versionId: r.version_id!, appId, code: await codeOf(r.version_id!), memoryMb, timeoutMs },
+      { req: rq.req, consumer: rq.consumer, event: rq.event, env: r.env, trigger: rq.triggerKind, requestId: rq.requestId },
+    );
+    const logs = result.logs;
+    let status: number;
+    let response: ShapedResponse | undefined;
+    let error = result.error;
+    if (result.outcome === "ok") {
+      const shaped = shapeResponse(result.response, sandbox.limits.maxResponseBytes);
+      for (const w of shaped.warnings) logs.push({ level: "warn", message: `[pulsebase] ${w}` });
+      if (shaped.ok) {
+        status = shaped.response.status;
+        response = shaped.response;
+      } else {
+        status = 500;
+        error = shaped.error;
+      }
+    } else {
+      status = result.outcome === "timeout" ? 504 : 500;
+    }
+    const outcome = status === 504 ? "timeout" : response ? "ok" : "error";
+    const detail = errorDetailOf({ ...result, error }, outcome);
+    if (outcome !== "ok" && deps.logUserError) {
+      deps.logUserError(
+        { appId, functionId: r.function_id, version: r.version, trigger: rq.triggerKind, triggerId: rq.triggerId, requestId: rq.requestId, outcome, error },
+        outcome === "timeout" ? "function timed out" : "function failed",
+      );
+    }
+    const record = {
+      appId,
+      functionId: r.function_id!,
+      version: r.version,
+      triggerKind: rq.triggerKind,
+      triggerId: rq.triggerId,
+      status,
+      outcome,
+      durationMs: result.durationMs,
+      memoryBytes: result.memoryBytes,
+      error: error ?? null,
+      errorName: detail.name,
+      errorMessage: detail.message,
+      errorStack: detail.stack,
+      logs,
+      logsTruncated: result.logsTruncated,
+      requestId: rq.requestId,
+    } as const;
+    let invocationId: number | undefined;
+    if (rq.recordNow) invocationId = await recorder.recordNow(record);
+    else recorder.record(record);
+    return {
+      status,
+      outcome,
+      response,
+      error,
+      errorName: detail.name,
+      errorMessage: detail.message,
+      errorStack: detail.stack,
+      logs,
+      logsTruncated: result.logsTruncated,
+      durationMs: result.durationMs,
+      memoryBytes: result.memoryBytes,
+      version: r.version ?? 0,
+      coldStart: result.coldStart,
+      invocationId,
+    };
+  }
+
+  function answer(report: RunReport, requestId: string): ShapedResponse {
+    if (report.status === 504) throw appError("function_timeout");
+    if (!report.response) throw appError("function_error", `The function failed. Request id: ${requestId}`);
+    return report.response;
+  }
+
+  return {
+    /**
+     * The HTTP trigger. Checks in order: 402 plan (when enforced), 404
+     * not_found (no enabled trigger), 503 no active version, 429 rate limit; then runs:
+     * 500 when the function failed, 504 past its timeout.
+     */
+    async invokeHttp(
+      consumer: ConsumerPrincipal,
+      slug: string,
+      /** Builds req (parses the body) once the trigger is known to exist: a bad body is a 422 only then. */
+      buildReq: () => Promise<unknown>,
+      requestId: string,
+      /** The raw request, for the signature and per-address checks of public and signed triggers. */
+      call?: HttpCall,
+    ): Promise<ShapedResponse> {
+      const r = await resolveHttp(consumer.appId, slug);
+      if (!r) throw appError("not_found", NO_SUCH_SLUG);
+      if (config.enforcePlan && !r.plan.functionsEnabled) throw appError("plan_required");
+      if (r.function_id === null) throw appError("not_found", NO_SUCH_SLUG);
+      if (r.version_id === null) throw appError("no_active_version");
+      // A token does not stand in for a signed trigger's signature.
+      if (r.trigger_auth !== "consumer") await admitOpen(r, call ?? { headers: {}, body: new Uint8Array(), clientAddress: "" });
+      const req = await buildReq();
+      await checkRate(r, consumer.appId);
+      return answer(await run(consumer.appId, {
+        resolved: r,
+        req,
+        consumer: { id: consumer.consumerId, user_id: consumer.userId, device_id: consumer.deviceId },
+        event: null,
+        triggerKind: "http",
+        triggerId: r.trigger_id,
+        requestId,
+      }), requestId);
+    },
+
+    /**
+     * A public or signed HTTP trigger called without a token, the
+     * application named by its key. Checks in order: 404 (unknown key or
+     * slug, a disabled or consumer-mode trigger), 402 plan, 503 no active
+     * version, 429 per address, 401 signature (signed), 429 per trigger,
+     * then as invokeHttp with ctx.consumer null.
+     */
+    async invokePublic(appKey: string, slug: string, buildReq: () => Promise<unknown>, requestId: string, call: HttpCall): Promise<ShapedResponse> {
+      const probed = await misses.get(call.clientAddress);
+      if (probed && probed.remainingPoints <= 0) {
+        throw appError("rate_limited", "Too many calls of absent triggers from this address.", { retryAfterSeconds: Math.max(1, Math.ceil(probed.msBeforeNext / 1000)) });
+      }
+      const miss = () => {
+        void misses.consume(call.clientAddress).catch(() => undefined);
+        return appError("not_found", NO_PUBLIC_SLUG);
+      };
+      const r = await resolveHttpByKey(appKey, slug);
+      if (!r) throw miss();
+      if (config.enforcePlan && !r.plan.functionsEnabled) throw appError("plan_required");
+      if (r.function_id === null || r.trigger_auth === "consumer") throw miss();
+      if (r.version_id === null) throw appError("no_active_version");
+      await admitOpen(r, call);
+      const req = await buildReq();
+      await checkRate(r, r.app_id);
+      return answer(await run(r.app_id, { resolved: r, req, consumer: null, event: null, triggerKind: "http", triggerId: r.trigger_id, requestId }), requestId);
+    },
+
+    /** A manual (operator) run of the active or a given version. */
+    async runManual(functionId: number, version: number, payload: unknown): Promise<RunReport> {
+      const r = await store.resolveFunction(functionId, version);
+      if (!r) throw appError("not_found", "No such function.");
+      if (r.version_id === null) {
+        if (version > 0) throw appError("not_found", `The function has no version ${version}.`);
+        throw appError("no_active_version");
+      }
+      return run(r.app_id, {
+        resolved: r,
+        req: payload ?? null,
+        consumer: null,
+        event: null,
+        triggerKind: "manual",
+        triggerId: null,
+        requestId: randomUUID(),
+        recordNow: true,
+      });
+    },
+
+    /**
+     * One tick of a schedule trigger, recorded at once (the run history
+     * links the invocation). Undefined when the function has no active
+     * version; a catalogue error when the plan or the rate limit refuses it.
+     */
+    async runSchedule(functionId: number, triggerId: number, event: unknown, requestId: string): Promise<RunReport | undefined> {
+      const r = await store.resolveFunction(functionId, 0);
+      if (!r || r.version_id === null) return undefined;
+      if (config.enforcePlan && !r.plan.functionsEnabled) throw appError("plan_required");
+      await checkRate(r, r.app_id);
+      return run(r.app_id, { resolved: r, req: null, consumer: null, event, triggerKind: "schedule", triggerId, requestId, recordNow: true });
+    },
+
+    /** An event-trigger run (at-least-once delivery calls this per change). */
+    async runEvent(appId: number, functionId: number, triggerId: number, event: unknown, requestId: string): Promise<RunReport | undefined> {
+      const r = await store.resolveFunction(functionId, 0);
+      if (!r || r.version_id === null) return undefined;
+      if (config.enforcePlan && !r.plan.functionsEnabled) return undefined;
+      return run(appId, { resolved: r, req: null, consumer: null, event, triggerKind: "event", triggerId, requestId });
+    },
+
+    /** Forgets cached resolutions (after any change made through this process). */
+    invalidate,
+
+    /**
+     * An application's plan changed in this process: cached resolutions
+     * (which carry the plan) go, also those of lookups still in flight, so
+     * the next invocation is judged by the new plan. Tokens leased under the
+     * old limit are not spent under the new one (rate-limiter.ts).
+     */
+    planChanged: invalidate,
+  };
+}
+
+export type FunctionRuntime = ReturnType<typeof createFunctionRuntime>;

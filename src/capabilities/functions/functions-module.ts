@@ -1,0 +1,121 @@
+// Wires the functions capability: sandbox, stores, rate limiter, recorder,
+// runtime and the two Connect services. The app factory calls
+// createFunctionsModule once per process and close() on shutdown.
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { FunctionService as AdminFunctionService } from "../../../gen/pulsebase/admin/v1/functions_pb.js";
+import type { FunctionService as DeviceFunctionService } from "../../../gen/pulsebase/platform/v1/functions_pb.js";
+import { createSandbox, type Sandbox } from "../../infra/sandbox/sandbox.js";
+import type { Sql } from "../../infra/storage/sql.js";
+import { createAdminFunctionServiceImpl } from "./admin-function-service.js";
+import { DEFAULT_FUNCTIONS_CONFIG, type FunctionsConfig } from "./config.js";
+import { createDbBridge } from "./db-bridge.js";
+import type { FunctionDb } from "./function-db.js";
+import type { NatsSource } from "../../infra/nats/nats-link.js";
+import type { ChangeCaptureDb } from "./events/change-capture.js";
+import { createEventWorker, type CmsChange, type EventWorker, type EventWorkerConfig } from "./events/event-worker.js";
+import { createFunctionRuntime, type FunctionRuntime, type UserErrorLog } from "./function-runtime.js";
+import { createKvStore, type KvStore } from "./kv-store.js";
+import { createScheduler, type Scheduler } from "./scheduler.js";
+import { createFunctionStore, type FunctionStore } from "./function-store.js";
+import { createInvocationRecorder, DEFAULT_RECORDER_OPTIONS, type InvocationRecorder } from "./invocation-recorder.js";
+import { createFunctionInvokeServiceImpl } from "./invoke-service.js";
+import { createLeasedRateLimiter, type RateLimiter } from "./rate-limiter.js";
+
+export interface FunctionsModuleDeps {
+  /** The service database (PostgreSQL or PGlite) with migrations applied. */
+  sql: Sql;
+  /** The application databases (src/capabilities/database), reached by functions as ctx.db. */
+  db: FunctionDb;
+  config?: Partial<FunctionsConfig>;
+  /** Called when background work (invocation records, event delivery, schedules) fails. */
+  onError?: (err: unknown) => void;
+  /** A user's failed invocation (throw, timeout), logged at warn with app, function and version. */
+  logUserError?: UserErrorLog;
+  /** Tells the other processes that an application's functions changed (their cached resolutions go). */
+  announce?: (appId: number) => Promise<void>;
+  /** Event triggers; without it event triggers can be configured but never fire. */
+  events?: {
+    /** JetStream (a connection, or the process's link, waited for); unset = the PostgreSQL table transport (embedded default). */
+    nats?: NatsSource;
+    /** Privileged access to the app databases for change capture (src/capabilities/database). */
+    capture: ChangeCaptureDb;
+    config?: Partial<EventWorkerConfig>;
+  };
+}
+
+export interface FunctionsModule {
+  /** pulsebase.platform.v1.FunctionService (device API, HTTP trigger). */
+  invokeService: ServiceImpl<typeof DeviceFunctionService>;
+  /** pulsebase.admin.v1.FunctionService (operator API). */
+  adminService: ServiceImpl<typeof AdminFunctionService>;
+  runtime: FunctionRuntime;
+  store: FunctionStore;
+  sandbox: Sandbox;
+  recorder: InvocationRecorder;
+  limiter: RateLimiter;
+  config: FunctionsConfig;
+  /** The key-value store of ctx.kv. */
+  kv: KvStore;
+  /** Runs schedule triggers; start() it with the process. */
+  scheduler: Scheduler;
+  /** The event-trigger worker (when deps.events is given); start() it with the process. */
+  events?: EventWorker;
+  /**
+   * For the CMS authoring side: a change of a collection's entry. Resolves
+   * once the change is stored in JetStream (no-op when no trigger watches it
+   * or event triggers are not configured).
+   */
+  emitCmsChange(appId: number, change: CmsChange): Promise<void>;
+  /**
+   * The application's plan changed (SetAppPlan in this process): cached
+   * resolutions are dropped (also those of lookups in flight), so the next
+   * invocation runs under the new plan; rate-limit tokens leased under the
+   * old limit are not spent under the new one.
+   */
+  planChanged(appId: number): void;
+  /** Stops the event worker, flushes invocation records and releases every isolate. */
+  close(): Promise<void>;
+}
+
+export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModule {
+  const config: FunctionsConfig = { ...DEFAULT_FUNCTIONS_CONFIG, ...deps.config };
+  const store = createFunctionStore(deps.sql);
+  const sandbox = createSandbox({ limits: config.sandbox, dbBridge: (appId) => createDbBridge(deps.db, appId) });
+  const limiter = createLeasedRateLimiter(deps.sql);
+  const recorder = createInvocationRecorder(deps.sql, { ...config.recorder, onError: deps.onError });
+  const runtime = createFunctionRuntime({ store, sandbox, limiter, recorder, config, logUserError: deps.logUserError });
+  const kv = createKvStore(deps.sql, config.kv);
+  const scheduler = createScheduler({
+    sql: deps.sql,
+    runtime,
+    options: { retentionDays: config.recorder.retentionDays ?? DEFAULT_RECORDER_OPTIONS.retentionDays, ...config.scheduler },
+    onError: deps.onError,
+    // Expired keys go once a minute (they are invisible from the moment they expire).
+    housekeeping: () => kv.sweep(),
+  });
+  const events = deps.events
+    ? createEventWorker({ sql: deps.sql, store, runtime, capture: deps.events.capture, nats: deps.events.nats, config: deps.events.config, onError: deps.onError })
+    : undefined;
+  return {
+    invokeService: createFunctionInvokeServiceImpl({ runtime }),
+    adminService: createAdminFunctionServiceImpl({ sql: deps.sql, store, sandbox, runtime, recorder, config, kv, deadLetters: events, capture: events, onError: deps.onError, announce: deps.announce }),
+    runtime,
+    store,
+    sandbox,
+    recorder,
+    limiter,
+    config,
+    events,
+    kv,
+    scheduler,
+    emitCmsChange: (appId, change) => (events ? events.emitCmsChange(appId, change) : Promise.resolve()),
+    planChanged: () => runtime.planChanged(),
+    async close() {
+      await scheduler.stop();
+      await events?.stop();
+      deps.events?.capture.close?.();
+      await recorder.close();
+      sandbox.close();
+    },
+  };
+}

@@ -1,0 +1,57 @@
+// pulsebase.platform.v1.FunctionService: the HTTP trigger /api/fn/{slug}
+// with a consumer token, and /api/fn/{app_key}/{slug} without one for public
+// and signed triggers (passthrough methods: raw request in, raw response out).
+import { create } from "@bufbuild/protobuf";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { randomUUID } from "node:crypto";
+import { FunctionService } from "../../../gen/pulsebase/platform/v1/functions_pb.js";
+import { HttpResponseSchema, type HttpRequest } from "../../../gen/pulsebase/common/v1/options_pb.js";
+import { appError } from "../../kernel/errors.js";
+import { consumerOf, kClientAddress, requestIdOf } from "../../kernel/principal.js";
+import type { FunctionRuntime, HttpCall } from "./function-runtime.js";
+import { functionHeaders, parseBody, rawBodyOf, type FunctionRequest } from "./http-request.js";
+import type { ShapedResponse } from "./response-shaping.js";
+
+const METHODS = new Set(["GET", "POST", "PUT", "PATCH", "DELETE"]);
+
+export function createFunctionInvokeServiceImpl(deps: { runtime: FunctionRuntime }): ServiceImpl<typeof FunctionService> {
+  const { runtime } = deps;
+
+  /** The parts every HTTP trigger call needs: method, slug, the raw call and the req builder. */
+  function prepare(req: HttpRequest, ctx: HandlerContext) {
+    const requestId = requestIdOf(ctx) || randomUUID();
+    const method = req.method.toUpperCase() || "POST";
+    if (!METHODS.has(method)) throw appError("method_not_allowed");
+    const slug = req.pathParams["slug"] ?? "";
+    const headers = functionHeaders(req.headers);
+    const call: HttpCall = { headers, body: req.body, clientAddress: ctx.values.get(kClientAddress) };
+    const buildReq = async (): Promise<FunctionRequest> => ({
+      method,
+      slug,
+      query: { ...req.query },
+      headers,
+      body: await parseBody(req.body, req.contentType || headerValue(req.headers, "content-type")),
+      ...rawBodyOf(req.body),
+    });
+    return { requestId, slug, call, buildReq };
+  }
+  const respond = (res: ShapedResponse) => create(HttpResponseSchema, { status: res.status, headers: res.headers, body: res.body });
+
+  return {
+    async invoke(req, ctx) {
+      const consumer = consumerOf(ctx);
+      const p = prepare(req, ctx);
+      return respond(await runtime.invokeHttp(consumer, p.slug, p.buildReq, p.requestId, p.call));
+    },
+
+    async invokePublic(req, ctx) {
+      const p = prepare(req, ctx);
+      return respond(await runtime.invokePublic(req.pathParams["app_key"] ?? "", p.slug, p.buildReq, p.requestId, p.call));
+    },
+  };
+}
+
+function headerValue(headers: Record<string, string>, name: string): string {
+  for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() === name) return v;
+  return "";
+}

@@ -1,0 +1,62 @@
+// Field rules of consumer registration and update (documented in the README).
+import { Violations } from "../../kernel/errors.js";
+import { COUNTRY_CODES, LANGUAGE_CODES } from "./iso-codes.js";
+
+export const LIMITS = {
+  app_key: 128,
+  device_id: 255,
+  device_model: 255,
+  user_id: 255,
+  os: 100,
+  user_email: 254,
+} as const;
+
+const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+// PostgreSQL text cannot hold U+0000: a 422 here, not a 500 at the insert.
+const NUL = "\u0000";
+
+export function requireString(v: Violations, field: keyof typeof LIMITS, value: string): void {
+  if (value.trim() === "") v.add(field, `The ${field} field is required.`);
+  else if (value.length > LIMITS[field]) v.add(field, `The ${field} field must not be longer than ${LIMITS[field]} characters.`);
+  else if (value.includes(NUL)) v.add(field, `The ${field} field must not contain NUL characters.`);
+}
+
+export function checkOptionalString(v: Violations, field: keyof typeof LIMITS, value: string | undefined): void {
+  if (value === undefined) return;
+  if (value.trim() === "") v.add(field, `The ${field} field must not be empty.`);
+  else if (value.length > LIMITS[field]) v.add(field, `The ${field} field must not be longer than ${LIMITS[field]} characters.`);
+  else if (value.includes(NUL)) v.add(field, `The ${field} field must not contain NUL characters.`);
+}
+
+/** Returns the normalised (upper-case) code or undefined after adding a violation. */
+export function checkCountry(v: Violations, value: string | undefined, required: boolean): string | undefined {
+  if (value === undefined || value === "") {
+    if (required) v.add("country", "The country field is required.");
+    return undefined;
+  }
+  const code = value.trim().toUpperCase();
+  if (!COUNTRY_CODES.has(code)) {
+    v.add("country", "The country field must be an ISO 3166-1 alpha-2 code.");
+    return undefined;
+  }
+  return code;
+}
+
+export function checkLanguage(v: Violations, value: string | undefined, required: boolean): string | undefined {
+  if (value === undefined || value === "") {
+    if (required) v.add("language", "The language field is required.");
+    return undefined;
+  }
+  const code = value.trim().toLowerCase();
+  if (!LANGUAGE_CODES.has(code)) {
+    v.add("language", "The language field must be an ISO 639-1 code.");
+    return undefined;
+  }
+  return code;
+}
+
+export function checkEmail(v: Violations, value: string | undefined): void {
+  if (value === undefined || value === "") return;
+  if (value.length > LIMITS.user_email) v.add("user_email", `The user_email field must not be longer than ${LIMITS.user_email} characters.`);
+  else if (!EMAIL_RE.test(value) || value.includes(NUL)) v.add("user_email", "The user_email field must be a valid email address.");
+}

@@ -1,0 +1,498 @@
+// One isolate holding one function version: a fresh V8 isolate with its own
+// heap limit, one context, the bootstrap and the function's module. Used by
+// one invocation at a time (the pool leases it), so console capture and the
+// wall-clock timeout apply to exactly one run. Every isolated-vm handle it
+// creates is released in dispose() (or in finally when setup fails).
+//
+// A run must not outlive itself (issue 15 point 1). Any synchronous call
+// into an isolate from the service's thread (applySync,
+// getHeapStatisticsSync) waits while code of that isolate runs, and code an
+// isolate resumes on its own (isolated-vm settling a promise it awaited)
+// runs with no time limit; isolate.dispose() does not reliably stop code
+// that starts at that very moment (seen: a thread spinning on after
+// dispose). So:
+// - code runs in an isolate only inside calls this class makes, each with
+//   a V8 time limit ending at the run's deadline: db calls leave the isolate
+//   fire-and-forget and their answers go in through such a call (see
+//   bootstrap.ts), one call at a time;
+// - once a run has ended (answered, timed out), its calls are never answered;
+//   a run that ended with calls pending, or makes one after it ended, gets
+//   its isolate disposed (never pooled again), and the run's AbortSignal
+//   cancels what its db calls still wait for or run on;
+// - the service's thread calls synchronously only into an isolate known to
+//   be idle (no call of ours in flight): the fast path's first call, and the
+//   heap sample that metrics read.
+import ivm from "isolated-vm";
+import { BOOTSTRAP_SOURCE } from "./bootstrap.js";
+import { deadline } from "../../kernel/deadlines.js";
+import type { LogLine, RawResponse, RunInput, SandboxLimits } from "./types.js";
+
+/** What the host side of one db call knows about the run that made it. */
+export interface DbRunContext {
+  /** Fires when the run ends (answered, timed out, stopped): the call is no longer wanted. */
+  readonly signal: AbortSignal;
+}
+
+/** Called by the isolate's db object; never rejects (errors come back as { ok: false }). */
+export type DbBridge = (op: string, a: unknown, b: unknown, run: DbRunContext) => Promise<unknown>;
+
+/** One run's host-side state: its deadline, its signal and its db calls. */
+class Run implements DbRunContext {
+  private controller: AbortController | undefined;
+  ended = false;
+  /** db calls handed to the host's database and not answered yet. */
+  active = 0;
+  /** db calls waiting for one of the run's slots (limits.dbCallsRunning). */
+  readonly waiting: Array<() => void> = [];
+  /** Answers ready to go into the isolate: [call id, reply]. */
+  outbox: Array<[number, unknown]> = [];
+
+  constructor(readonly deadlineAt: number) {}
+
+  // Made on the first db call: a run that makes none allocates nothing.
+  get signal(): AbortSignal {
+    return (this.controller ??= new AbortController()).signal;
+  }
+
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.outbox = [];
+    this.waiting.length = 0;
+    this.controller?.abort();
+  }
+}
+
+export class CompileError extends Error {}
+
+interface RunnerOutput {
+  response?: RawResponse;
+  error?: string;
+  logs?: LogLine[];
+  truncated?: boolean;
+}
+
+export interface IsolateRunOutput {
+  /** "slice": the synchronous slice ran out before the run finished; nothing of it took effect. */
+  kind: "ok" | "error" | "timeout" | "slice";
+  response?: RawResponse;
+  error?: string;
+  logs: LogLine[];
+  logsTruncated: boolean;
+  /** db calls the run left pending when it finished (cancelled; the isolate is disposed). */
+  leftCalls?: number;
+}
+
+const TIMEOUT_MESSAGE = "Script execution timed out.";
+const HEAP_SAMPLE_MS = 50;
+
+/** CPU time of this thread in µs (Node ≥ 23.9; wall time on older Nodes). */
+const threadCpuUs: () => number =
+  typeof process.threadCpuUsage === "function"
+    ? () => {
+        const u = process.threadCpuUsage();
+        return u.user + u.system;
+      }
+    : () => performance.now() * 1000;
+
+export class FunctionIsolate {
+  readonly isolate: ivm.Isolate;
+  private handles: Array<{ release(): void }> = [];
+  private runner: ivm.Reference<(mode: number, input?: string, notify?: boolean) => unknown> | undefined;
+  /** The run waiting for its output (fast path after the slice, and the slow path). */
+  private settle: ((output: string) => void) | undefined;
+  /** Fails that run: a call into the isolate timed out or hit the memory limit. */
+  private fail: ((err: unknown) => void) | undefined;
+  lastUsed = Date.now();
+  busy = false;
+  /** CPU time of the last fast-path run's synchronous slice on this thread, in ms (0 after a slow-path run). */
+  lastSliceMs = 0;
+  /** The run in progress; undefined between runs (a db call then comes from left-over work). */
+  private current: Run | undefined;
+  /** One async call of ours into the isolate is in flight (the slow start, or answers going in). */
+  private entering = false;
+  /** Something was left behind (pending calls, a call after the end, a failed call in): never reused. */
+  private dirty = false;
+  /**
+   * Set after a run that ended while a call of ours into the isolate was
+   * still in flight: the isolate goes back to the pool only when this
+   * resolves, idle or disposed.
+   */
+  afterRun: Promise<void> | undefined;
+  private afterRunDone: (() => void) | undefined;
+  private limits!: SandboxLimits;
+
+  private constructor(memoryMb: number) {
+    this.isolate = new ivm.Isolate({ memoryLimit: memoryMb });
+  }
+
+  /**
+   * Creates an isolate and loads the module into it. Throws CompileError with
+   * the compiler's (or the top-level code's) message when the code is unusable.
+   */
+  static async create(code: string, memoryMb: number, limits: SandboxLimits, db: DbBridge, evalTimeoutMs: number): Promise<FunctionIsolate> {
+    const fi = new FunctionIsolate(memoryMb);
+    try {
+      await fi.load(code, limits, db, evalTimeoutMs);
+      return fi;
+    } catch (err) {
+      fi.dispose();
+      throw err;
+    }
+  }
+
+  private keep<T extends { release(): void }>(h: T): T {
+    this.handles.push(h);
+    return h;
+  }
+
+  private async load(code: string, limits: SandboxLimits, db: DbBridge, evalTimeoutMs: number): Promise<void> {
+    this.limits = limits;
+    const context = this.keep(await this.isolate.createContext());
+    const factory = this.keep(await context.eval(BOOTSTRAP_SOURCE, { reference: true, timeout: evalTimeoutMs }));
+    const tooMany = {
+      ok: false,
+      code: "database_unavailable",
+      message: `too many db calls in this invocation: at most ${limits.dbCallsRunning} running and ${limits.dbCallsQueued} waiting; await them or use db.batch`,
+    };
+    const failed = { ok: false, code: "query_error", message: "The database backend failed." };
+    const call = (run: Run, id: number, op: string, a: unknown, b: unknown): void => {
+      run.active++;
+      const answer = (reply: unknown) => {
+        run.active--;
+        run.waiting.shift()?.();
+        this.answer(run, id, reply);
+      };
+      db(op, a, b, run).then(answer, () => answer(failed));
+    };
+    // A db call made by the isolate (fire-and-forget, see bootstrap.ts). It
+    // arrives only after the call into the isolate that made it returned. A
+    // run cut at its slice is run again elsewhere: its calls find the
+    // isolate disposed and never reach the database.
+    const onCall = (id: number, op: string, a: unknown, b: unknown): void => {
+      if (this.isolate.isDisposed) return;
+      const run = this.current;
+      if (!run || run.ended) {
+        // Left behind by a run that ended: never answered, and the isolate
+        // is not used again (disposed now if nothing holds it).
+        this.dirty = true;
+        if (!this.busy) this.dispose();
+        return;
+      }
+      if (run.active < limits.dbCallsRunning) call(run, id, op, a, b);
+      else if (run.waiting.length >= limits.dbCallsQueued) this.answer(run, id, tooMany);
+      else run.waiting.push(() => call(run, id, op, a, b));
+    };
+    const dbRef = this.keep(new ivm.Reference(onCall));
+    const doneRef = this.keep(
+      new ivm.Reference((output: string) => {
+        const settle = this.settle;
+        this.settle = undefined;
+        this.fail = undefined;
+        settle?.(output);
+      }),
+    );
+    const limitsCopy = {
+      maxLogChars: limits.maxLogChars,
+      maxLogLineChars: limits.maxLogLineChars,
+      maxResponseBytes: limits.maxResponseBytes,
+    };
+    const bind = this.keep(
+      await factory.apply(undefined, [dbRef, new ivm.ExternalCopy(limitsCopy).copyInto({ release: true })], {
+        result: { reference: true },
+        timeout: evalTimeoutMs,
+      }),
+    );
+
+    let mod: ivm.Module;
+    try {
+      mod = this.keep(await this.isolate.compileModule(code, { filename: "function.js" }));
+    } catch (err) {
+      throw new CompileError(describe(err));
+    }
+    if (mod.dependencySpecifiers.length > 0) {
+      throw new CompileError(`imports are not available in functions (found "${mod.dependencySpecifiers[0]}")`);
+    }
+    try {
+      await mod.instantiate(context, (specifier) => {
+        throw new Error(`imports are not available in functions (found "${specifier}")`);
+      });
+      await mod.evaluate({ timeout: evalTimeoutMs });
+    } catch (err) {
+      throw new CompileError(describe(err));
+    }
+    const ns = this.keep(mod.namespace);
+    const handler = this.keep(await ns.get("default", { reference: true }));
+    if (handler.typeof !== "function") {
+      throw new CompileError("the module must have a default export that is a function (export default async function (req, ctx) { ... })");
+    }
+    this.runner = this.keep(
+      (await bind.apply(undefined, [handler.derefInto(), doneRef], { result: { reference: true }, timeout: evalTimeoutMs })) as ivm.Reference<
+        (mode: number, input?: string, notify?: boolean) => unknown
+      >,
+    );
+    // Idle: the module's code and its microtasks ran within the eval timeout,
+    // and nothing else can start code in the isolate.
+    this.sampleHeap(true);
+  }
+
+  /** A db call's reply, for the isolate: goes in with the next call into it (dropped once the run ended). */
+  private answer(run: Run, id: number, reply: unknown): void {
+    if (run.ended || this.isolate.isDisposed) return;
+    run.outbox.push([id, reply]);
+    if (!this.entering) this.sendAnswers(run);
+  }
+
+  /** Hands the waiting answers in: one async call, with the time the run has left. */
+  private sendAnswers(run: Run): void {
+    const runner = this.runner;
+    const left = run.deadlineAt - performance.now();
+    // past the deadline the run's watchdog ends it
+    if (!runner || run.outbox.length === 0 || left < 1) return;
+    const answers = run.outbox;
+    run.outbox = [];
+    this.enter(run, runner.apply(undefined, [4, JSON.stringify(answers)], { timeout: Math.ceil(left) }));
+  }
+
+  /** Tracks one async call into the isolate (at most one at a time). */
+  private enter(run: Run, call: Promise<unknown>): void {
+    this.entering = true;
+    call.then(
+      () => this.entered(run),
+      (err: unknown) => {
+        // timed out (the run's deadline) or killed (memory): the run fails,
+        // or if it had already answered, the isolate is not used again
+        this.dirty = true;
+        const fail = this.fail;
+        this.fail = undefined;
+        this.settle = undefined;
+        if (!run.ended) fail?.(err);
+        this.entered(run);
+      },
+    );
+  }
+
+  private entered(run: Run): void {
+    this.entering = false;
+    if (this.isolate.isDisposed && !run.ended) {
+      // killed inside the call's microtasks (memory limit): the call itself may still have resolved
+      const fail = this.fail;
+      this.fail = undefined;
+      this.settle = undefined;
+      fail?.(new Error("the isolate was disposed: memory limit"));
+      return;
+    }
+    if (!run.ended) this.sendAnswers(run);
+    else this.afterRunDone?.();
+  }
+
+  /**
+   * Runs one invocation. `timeoutMs` bounds the whole run (CPU and awaits).
+   *
+   * With `sliceMs` > 0 the run starts inside a synchronous call on this
+   * thread, cut after `sliceMs` (V8's own timeout): a warm async apply costs
+   * the host about 4x the CPU of two synchronous calls (measured with
+   * isolated-vm 7 on one core: 35-45 us against 8.5 us). A run that waits on
+   * the host (db calls) goes on in the calls that hand it the answers. A run
+   * cut at its slice comes back as kind "slice": the isolate is disposed
+   * (its db calls never run) and the caller runs it again on the slow path.
+   * Without `sliceMs` the run starts with an async apply on isolated-vm's
+   * thread.
+   *
+   * The output comes back as soon as the run has one. If a call of ours into
+   * the isolate is still in flight then, `afterRun` is set until it is over
+   * and the isolate idle, or disposed.
+   */
+  async run(input: RunInput, timeoutMs: number, sliceMs = 0): Promise<IsolateRunOutput> {
+    const runner = this.runner;
+    if (!runner) throw new Error("isolate not loaded");
+    const run = new Run(performance.now() + timeoutMs);
+    this.current = run;
+    let timedOut = false;
+    let cancel: (() => void) | undefined;
+    // V8's time limit cuts code in every call into the isolate; the host
+    // deadline ends a run stuck awaiting (e.g. a never-settling promise, or
+    // a db call still running). Made only when the run waits: a run that
+    // ends inside its synchronous slice needs no timer and no promise.
+    let watchdogPromise: Promise<never> | undefined;
+    const watchdog = () =>
+      (watchdogPromise ??= new Promise<never>((_, reject) => {
+        cancel = deadline(timeoutMs + 20, () => {
+          timedOut = true;
+          reject(new Error(TIMEOUT_MESSAGE));
+        });
+      }));
+    const output = () =>
+      new Promise<string>((resolve, reject) => {
+        this.settle = resolve;
+        this.fail = reject;
+      });
+    this.lastSliceMs = 0;
+    try {
+      const payload = JSON.stringify([
+        input.req,
+        { consumer: input.consumer, event: input.event, env: input.env, trigger: input.trigger, requestId: input.requestId },
+      ]);
+      let raw: unknown;
+      if (sliceMs > 0) {
+        const slice = Math.min(sliceMs, timeoutMs);
+        // CPU time of this thread, not wall time: a slice preempted by the
+        // machine (or by another process) would otherwise look slow and move
+        // a quick version off the fast path.
+        const t0 = threadCpuUs();
+        try {
+          runner.applySync(undefined, [1, payload], { timeout: slice });
+          // Reads the run's output: no user code runs in this call (the
+          // first call's microtask checkpoint finished the run and emptied
+          // the queue), so it needs no timeout, whose timer costs a thread
+          // handoff per call.
+          raw = runner.applySync(undefined, [2]);
+        } catch (err) {
+          if (slice < timeoutMs && messageOf(err).includes(TIMEOUT_MESSAGE)) {
+            this.dispose();
+            return { kind: "slice", logs: [], logsTruncated: false };
+          }
+          throw err;
+        } finally {
+          this.lastSliceMs = (threadCpuUs() - t0) / 1000;
+        }
+        if (raw === undefined) raw = await Promise.race([output(), watchdog()]);
+      } else {
+        const out = output();
+        this.enter(run, runner.apply(undefined, [1, payload, true], { timeout: timeoutMs }));
+        raw = await Promise.race([out, watchdog()]);
+      }
+      if (typeof raw !== "string") throw new Error("the sandbox returned no result");
+      let leftCalls = 0;
+      if (raw.charCodeAt(0) === 76 /* "L": db calls left pending, see bootstrap.ts */) {
+        const colon = raw.indexOf(":");
+        leftCalls = Number(raw.slice(1, colon)) || 1;
+        raw = raw.slice(colon + 1);
+      }
+      if (leftCalls > 0) this.dirty = true;
+      const out = JSON.parse(raw as string) as RunnerOutput;
+      const logs = Array.isArray(out.logs) ? out.logs : [];
+      if (leftCalls > 0) {
+        logs.push({
+          level: "warn",
+          message: `[pulsebase] ${leftCalls} ctx.db call${leftCalls === 1 ? " was" : "s were"} still pending when the function returned and ${leftCalls === 1 ? "was" : "were"} cancelled: await every ctx.db call`,
+        });
+      }
+      if (out.error !== undefined) return { kind: "error", error: String(out.error), logs, logsTruncated: !!out.truncated, leftCalls };
+      return { kind: "ok", response: out.response, logs, logsTruncated: !!out.truncated, leftCalls };
+    } catch (err) {
+      const msg = messageOf(err);
+      // isolated-vm disposes an isolate that passes its memory limit
+      const killed = this.isolate.isDisposed;
+      // Whatever state the isolate is in, it is not used again.
+      this.dirty = true;
+      if (timedOut || msg.includes(TIMEOUT_MESSAGE)) {
+        return { kind: "timeout", error: `timed out after ${timeoutMs} ms`, logs: [], logsTruncated: false };
+      }
+      if (killed || /memory limit/i.test(msg)) {
+        return { kind: "error", error: "memory limit exceeded", logs: [], logsTruncated: false };
+      }
+      // e.g. an argument that could not be copied in.
+      return { kind: "error", error: msg, logs: [], logsTruncated: false };
+    } finally {
+      cancel?.();
+      this.settle = undefined;
+      this.fail = undefined;
+      run.end();
+      if (this.current === run) this.current = undefined;
+      this.afterEnd();
+    }
+  }
+
+  /**
+   * After a run: disposed when it left something behind, else idle (a heap
+   * sample, then back to the pool). Idle needs no call of ours in flight:
+   * while one is (answers that went in just before the end, whose code may
+   * still run), this waits for it; its time limit ends at the run's
+   * deadline. Disposing while one of our calls runs is safe: each is a
+   * function call, which isolated-vm's termination stops (tested with
+   * disposals at every moment around a call; only code that isolated-vm
+   * itself resumes, a settled promise, escaped it).
+   */
+  private afterEnd(): void {
+    if (this.isolate.isDisposed) return;
+    if (this.entering && !this.dirty) {
+      // a timeout, or the run's own code still going on after its output:
+      // wait for the call in flight, then judge
+      this.afterRun = new Promise<void>((resolve) => {
+        this.afterRunDone = () => {
+          this.afterRunDone = undefined;
+          this.afterRun = undefined;
+          this.afterEnd();
+          resolve();
+        };
+      });
+      return;
+    }
+    if (this.dirty) this.dispose();
+    else this.sampleHeap(false);
+  }
+
+  get disposed(): boolean {
+    return this.isolate.isDisposed;
+  }
+
+  private heapAt = 0;
+  private heapBytes = 0;
+
+  /**
+   * Takes a heap sample. Only ever called while the isolate is known idle
+   * (nothing of it running, nothing that could resume it): a synchronous
+   * read of a running isolate would wait for it on the service's thread.
+   * Reading costs about 5% of a warm call, so outside `force` it is done at
+   * most every HEAP_SAMPLE_MS per isolate.
+   */
+  private sampleHeap(force: boolean): void {
+    if (this.isolate.isDisposed) return;
+    const now = performance.now();
+    if (!force && now - this.heapAt < HEAP_SAMPLE_MS) return;
+    try {
+      const s = this.isolate.getHeapStatisticsSync();
+      this.heapBytes = s.used_heap_size + s.externally_allocated_size;
+      this.heapAt = now;
+    } catch {
+      // disposed meanwhile: keep the last sample
+    }
+  }
+
+  /** Heap in use (plus external memory) at the last sample, taken while the isolate was idle. */
+  get heapSampled(): number {
+    return this.heapBytes;
+  }
+
+  dispose(): void {
+    const hs = this.handles;
+    this.handles = [];
+    this.runner = undefined;
+    for (const h of hs) {
+      try {
+        h.release();
+      } catch {
+        // already released with the isolate
+      }
+    }
+    if (!this.isolate.isDisposed) {
+      try {
+        this.isolate.dispose();
+      } catch {
+        // disposed concurrently (memory limit)
+      }
+    }
+  }
+}
+
+function messageOf(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  return String(err);
+}
+
+/** "SyntaxError: Unexpected token [function.js:1:20]", as the compiler said it. */
+function describe(err: unknown): string {
+  if (err instanceof Error) return err.name && err.name !== "Error" ? `${err.name}: ${err.message}` : err.message;
+  return String(err);
+}

@@ -1,0 +1,210 @@
+// The app factory: build(config, deps) wires stores, services and the three
+// listeners; listen() binds them. Tests build on random ports and drive the
+// result over real sockets or fastify.inject.
+import { join } from "node:path";
+import type { FastifyInstance } from "fastify";
+import type { AddressInfo } from "node:net";
+import type { Logger } from "pino";
+import type { Config } from "../kernel/config.js";
+import { createIdentityModule } from "../capabilities/identity/identity-module.js";
+import type { Sql } from "../infra/storage/sql.js";
+import { ObservedLogController } from "./access-log.js";
+import { buildAdminApp } from "./admin-app.js";
+import { createConsole, type ConsoleParts } from "../capabilities/console/console-module.js";
+import { createLogger, withErrorSerializers } from "../infra/logging/logger.js";
+import { createMetrics, registerChangeBusMetrics, registerMetricsRoute, registerNatsMetrics, registerPgPoolMetrics, type Metrics } from "./metrics.js";
+import type { PulsebaseModule } from "../kernel/module.js";
+import { buildPlainApp } from "./plain-app.js";
+import { buildPublicApp } from "./public-app.js";
+import type { TlsMaterial } from "./tls.js";
+import type { SigningKey } from "../capabilities/identity/token-keys.js";
+import { Authenticator } from "../capabilities/identity/authenticator.js";
+import { IdentityStore } from "../capabilities/identity/identity-store.js";
+import { TokenService } from "../capabilities/identity/tokens.js";
+import { ChangeBus } from "../infra/cluster/change-bus.js";
+import { NatsLink } from "../infra/nats/nats-link.js";
+
+/** 4 MiB (DECISIONS 12): the largest file part a device may send. */
+export const MAX_FILE_BYTES = 4 * 1024 * 1024;
+
+export interface Deps {
+  sql: Sql;
+  signingKeys: SigningKey[];
+  operatorToken: string;
+  tls?: TlsMaterial;
+  logger?: Logger;
+  /** Extra capability modules, given the shared parts. */
+  modules?: (shared: Shared) => Promise<PulsebaseModule[]> | PulsebaseModule[];
+}
+
+/** What every module may use. */
+export interface Shared {
+  config: Config;
+  sql: Sql;
+  logger: Logger;
+  identity: IdentityStore;
+  auth: Authenticator;
+  tokens: TokenService;
+  /**
+   * The process's one NATS connection (NATS_URL set), shared by every user:
+   * the analytics queue, the function-event transport, the change bus.
+   */
+  nats?: NatsLink;
+  /**
+   * Changes that caches in every process must follow (CMS content, consumer
+   * revocation, app key and plan, functions): cluster/change-bus.ts.
+   */
+  changes: ChangeBus;
+}
+
+export interface Pulsebase {
+  config: Config;
+  /** Operator accounts, roles and the audit log (src/capabilities/console). */
+  console: ConsoleParts;
+  shared: Shared;
+  public: FastifyInstance;
+  admin: FastifyInstance;
+  plain?: FastifyInstance;
+  metrics: Metrics;
+  modules: PulsebaseModule[];
+  listen(): Promise<{ https: number; http?: number; admin: number }>;
+  close(): Promise<void>;
+}
+
+export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
+  // Errors log as {type, message, code, stack, cause} whatever logger was given (logger.ts).
+  const logger = withErrorSerializers(deps.logger ?? createLogger(config.logLevel));
+  // Per server, not prom-client's global registry: tests build several servers in one process.
+  // (The process defaults are collected once per process: metrics.ts.)
+  const metrics = createMetrics();
+  const observed = (listener: string) =>
+    new ObservedLogController({ listener, metrics: metrics.http, accessLog: config.accessLog ? logger.child({ listener }) : undefined });
+  const consoleParts = createConsole({
+    sql: deps.sql,
+    logger,
+    operatorToken: deps.operatorToken,
+    config: config.console,
+    mediaBaseUrl: config.mediaBaseUrl ?? `https://localhost:${config.httpsPort}`,
+  });
+  const identity = new IdentityStore(deps.sql);
+  const tokens = new TokenService(deps.signingKeys, config.tokenTtlSeconds);
+  const auth = new Authenticator(identity, tokens);
+  // Opened in the background and retried until NATS answers: a server
+  // started while NATS is down serves what does not need it and joins later.
+  const nats = config.natsUrl
+    ? new NatsLink({
+        servers: config.natsUrl,
+        name: "pulsebase-server",
+        onRetry: (err, attempt) => {
+          if (attempt === 1 || attempt % 30 === 0) logger.warn({ err, attempt }, "NATS unreachable, retrying");
+        },
+      })
+    : undefined;
+  const changes = new ChangeBus({
+    sql: deps.sql,
+    nats,
+    subject: `${config.natsNamespace}.changes`,
+    pollMs: config.changePollMs,
+    onError: (err) => logger.warn({ err }, "change bus: PostgreSQL or NATS failed (retrying)"),
+  });
+  // Revoked tokens: a deleted consumer, or every consumer of an app whose key
+  // changed (or of which a change may have been missed).
+  changes.subscribe("consumer", (c) => (c.itemId === undefined ? auth.forgetApp(c.appId) : auth.forgetConsumer(c.itemId)));
+  changes.subscribe("app", (c) => auth.forgetApp(c.appId));
+  const shared: Shared = { config, sql: deps.sql, logger, identity, auth, tokens, nats, changes };
+  const modules = [createIdentityModule(shared), ...((await deps.modules?.(shared)) ?? [])];
+
+  // Readiness: the storage answers (/readyz and grpc.health.v1 on both listeners).
+  const ready = async () => {
+    await deps.sql.query("SELECT 1");
+  };
+  const authenticate = (h: string | undefined) => auth.known(h) ?? auth.fromAuthorization(h);
+  const publicLog = observed("public");
+  const { app: publicApp } = await buildPublicApp({
+    logger,
+    logController: publicLog,
+    tls: deps.tls,
+    bodyLimitBytes: config.bodyLimitBytes,
+    bodyBudget: {
+      limitBytes: config.bodyBudgetBytes,
+      shareBytes: Math.floor(config.bodyBudgetBytes / 2),
+      timeoutMs: config.bodyTimeoutSeconds * 1000,
+      minBytesPerSecond: config.bodyMinRateBytes,
+    },
+    http2MaxStreams: config.http2MaxStreams,
+    idleTimeoutMs: config.idleTimeoutSeconds * 1000,
+    maxFileBytes: MAX_FILE_BYTES,
+    trustedProxies: config.trustedProxies,
+    publicUrl: config.publicUrl,
+    corsOrigins: config.corsOrigins,
+    services: modules.flatMap((m) => m.device ?? []),
+    authenticate,
+    ready,
+    extraRoutes: modules.flatMap((m) => (m.publicRoutes ? [m.publicRoutes.bind(m)] : [])),
+  });
+  const admin = await buildAdminApp({
+    logger,
+    logController: observed("admin"),
+    operatorToken: deps.operatorToken,
+    services: [...modules.flatMap((m) => m.admin ?? []), consoleParts.service],
+    bodyLimitBytes: config.bodyLimitBytes,
+    ready,
+    authInterceptor: consoleParts.interceptor,
+    trustedProxies: config.trustedProxies,
+    extraRoutes: [
+      (app) => registerMetricsRoute(app, metrics, { metricsToken: config.metricsToken, operatorToken: deps.operatorToken }),
+      (app) => consoleParts.routes(app),
+    ],
+  });
+  const redirectBase = () => config.publicUrl ?? `https://localhost:${(publicApp.server.address() as AddressInfo | null)?.port ?? config.httpsPort}`;
+  const plain = config.httpPort > 0 || deps.tls ? buildPlainApp({ logger, redirectBase, logController: observed("http") }) : undefined;
+  const poolStats = deps.sql.poolStats?.bind(deps.sql);
+  if (poolStats) registerPgPoolMetrics(metrics.registry, poolStats);
+  if (nats) registerNatsMetrics(metrics.registry, nats);
+  registerChangeBusMetrics(metrics.registry, changes);
+  for (const m of modules) m.registerMetrics?.(metrics.registry);
+  // The access log and request metrics read Fastify internals: a Fastify
+  // that no longer matches fails here, not by silently labelling every
+  // request "(unmatched)". (Readies the public app: nothing is added to it later.)
+  await publicLog.selfCheck(publicApp, "/healthz");
+
+  let started = false;
+  return {
+    config,
+    console: consoleParts,
+    shared,
+    public: publicApp,
+    admin,
+    metrics,
+    plain,
+    modules,
+    async listen() {
+      await changes.start();
+      for (const m of modules) await m.start?.();
+      started = true;
+      await publicApp.listen({ host: config.host, port: config.httpsPort });
+      await admin.listen({ host: config.adminHost, port: config.adminPort });
+      let http: number | undefined;
+      if (plain) {
+        await plain.listen({ host: config.host, port: config.httpPort });
+        http = (plain.server.address() as AddressInfo).port;
+      }
+      return {
+        https: (publicApp.server.address() as AddressInfo).port,
+        admin: (admin.server.address() as AddressInfo).port,
+        http,
+      };
+    },
+    async close() {
+      // Stop taking requests, drain in-flight ones, then stop background work.
+      await Promise.all([publicApp.close(), admin.close(), plain?.close()]);
+      if (started) for (const m of [...modules].reverse()) await m.stop?.();
+      await changes.stop();
+      await nats?.close();
+    },
+  };
+}
+
+export function dataPath(config: Config, ...parts: string[]): string {
+  return join(config.dataDir, ...parts);
+}

@@ -1,0 +1,229 @@
+// `npx pulsebase <command>`: the operator CLI over the admin Connect API, and
+// a load generator that drives the binary protocol against a deployment.
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import type { Transport } from "@connectrpc/connect";
+import { CliError, describeAdminError, operatorToken, resolveAdminUrl } from "./admin-target.js";
+import { COMMANDS, Outcome, Printed, type Command, type Flags } from "./cli-commands.js";
+import { runLoad } from "./load-command.js";
+
+const OPTIONS = {
+  "admin-url": { type: "string" },
+  token: { type: "string" },
+  data: { type: "string" },
+  file: { type: "string" },
+  name: { type: "string" },
+  email: { type: "string" },
+  member: { type: "string", multiple: true },
+  team: { type: "string" },
+  id: { type: "string" },
+  key: { type: "string" },
+  app: { type: "string" },
+  consumer: { type: "string" },
+  function: { type: "string" },
+  trigger: { type: "string" },
+  sql: { type: "string" },
+  table: { type: "string" },
+  offset: { type: "string" },
+  user: { type: "string" },
+  role: { type: "string" },
+  database: { type: "string" },
+  event: { type: "string" },
+  log: { type: "string" },
+  breadcrumb: { type: "string" },
+  occurrence: { type: "string" },
+  slug: { type: "string" },
+  type: { type: "string" },
+  env: { type: "string", multiple: true },
+  activate: { type: "string" },
+  enabled: { type: "string" },
+  publish: { type: "boolean" },
+  version: { type: "string" },
+  payload: { type: "string" },
+  "timeout-ms": { type: "string" },
+  "memory-mb": { type: "string" },
+  source: { type: "string" },
+  target: { type: "string" },
+  operations: { type: "string", multiple: true },
+  ids: { type: "string", multiple: true },
+  kind: { type: "string" },
+  "auth-token": { type: "string" },
+  "include-deleted": { type: "boolean" },
+  "content-type": { type: "string" },
+  filename: { type: "string" },
+  "file-id": { type: "string" },
+  from: { type: "string" },
+  to: { type: "string" },
+  "page-size": { type: "string" },
+  "page-token": { type: "string" },
+  "plan-name": { type: "string" },
+  "functions-enabled": { type: "string" },
+  "invocations-per-minute": { type: "string" },
+  "cms-requests-per-day": { type: "string" },
+  "cms-requests-per-second": { type: "string" },
+  "function-max-timeout-ms": { type: "string" },
+  "function-max-memory-mb": { type: "string" },
+  "strict-token-mode": { type: "string" },
+  url: { type: "string" },
+  "app-key": { type: "string" },
+  rpc: { type: "string" },
+  duration: { type: "string" },
+  concurrency: { type: "string" },
+  "request-timeout": { type: "string" },
+  insecure: { type: "boolean" },
+  auth: { type: "string" },
+  "signing-secret": { type: "string" },
+  "signature-header": { type: "string" },
+  tolerance: { type: "string" },
+  cron: { type: "string" },
+  tz: { type: "string" },
+  missed: { type: "string" },
+  show: { type: "string" },
+  diff: { type: "string" },
+  follow: { type: "boolean" },
+  prefix: { type: "string" },
+  help: { type: "boolean", short: "h" },
+} satisfies ParseArgsConfig["options"];
+
+const LOAD_USAGE = "--url https://HOST:8443 --app-key KEY [--rpc session.start|consumer.create] [--duration 10] [--concurrency 32]\n" +
+  "              [--request-timeout 10] [--insecure]";
+
+function help(): string {
+  const lines = [
+    "pulsebase <command> [options]        (every command prints JSON)",
+    "",
+    "Operator commands talk to the admin listener with the operator token. The listener is, first found:",
+    "--admin-url URL, PULSEBASE_ADMIN_URL (e.g. http://10.0.0.5:8444), PULSEBASE_ADMIN_PORT (on 127.0.0.1, or",
+    "PULSEBASE_ADMIN_HOST), else http://127.0.0.1:8444. The token: --token, PULSEBASE_OPERATOR_TOKEN, else",
+    "<PULSEBASE_DATA_DIR or .data>/operator-token. Ids are numbers; --id names the object of the command.",
+    "",
+  ];
+  let group = "";
+  for (const c of COMMANDS) {
+    const g = c.name.split(" ")[0]!;
+    if (g !== group) {
+      if (group) lines.push("");
+      group = g;
+    }
+    lines.push(`  ${c.name} ${c.usage}`.trimEnd(), `              ${c.summary}`);
+  }
+  lines.push(
+    "",
+    "Load test (Connect binary protocol over HTTP/2; exit status 1 when any request failed or was not sent):",
+    `  load ${LOAD_USAGE}`,
+    "",
+    "  help         this list",
+  );
+  return lines.join("\n");
+}
+
+/** The command named by the leading words (the longest match: "functions triggers create" before "functions"). */
+function findCommand(words: string[]): { command: Command; args: string[] } | undefined {
+  for (let n = Math.min(words.length, 3); n >= 1; n--) {
+    const name = words.slice(0, n).join(" ");
+    const command = COMMANDS.find((c) => c.name === name);
+    if (command) return { command, args: words.slice(n) };
+  }
+  return undefined;
+}
+
+const printJson = (v: unknown) => console.log(JSON.stringify(v, null, 2));
+
+export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
+  } catch (err) {
+    console.error(`error: ${(err as Error).message}\nRun \`pulsebase help\` for the commands and their options.`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (!positionals.length || positionals[0] === "help" || values.help) {
+    console.log(help());
+    return 0;
+  }
+  if (positionals[0] === "load") {
+    if (!values.url || !values["app-key"]) {
+      console.error(`error: load needs --url and --app-key\nusage: pulsebase load ${LOAD_USAGE}`);
+      return 2;
+    }
+    try {
+      const summary = await runLoad({
+        url: values.url,
+        appKey: values["app-key"],
+        rpc: values.rpc ?? "session.start",
+        durationSec: Number(values.duration ?? 10),
+        concurrency: Number(values.concurrency ?? 32),
+        requestTimeoutMs: Number(values["request-timeout"] ?? 10) * 1000,
+        insecure: values.insecure ?? false,
+      });
+      printJson(summary);
+      return summary.failed + summary.unsent > 0 ? 1 : 0;
+    } catch (err) {
+      // runLoad words its own failures (LoadError); anything else is not about the admin listener.
+      console.error(`error: ${err instanceof Error ? err.message : String(err)}`);
+      return 1;
+    }
+  }
+  const found = findCommand(positionals);
+  if (!found) {
+    console.error(`error: unknown command: ${positionals.join(" ")}\nRun \`pulsebase help\` for the commands.`);
+    return 2;
+  }
+  let target: { url: string; from: string } | undefined;
+  let transport: Transport | undefined;
+  try {
+    const result = await found.command.run({
+      flags: values as Flags,
+      args: found.args,
+      env,
+      transport: async () => {
+        if (!transport) {
+          target = resolveAdminUrl(values["admin-url"], env);
+          const token = await operatorToken(values.token, env);
+          transport = createConnectTransport({
+            baseUrl: target.url,
+            httpVersion: "1.1",
+            useBinaryFormat: true,
+            // A listener that accepts the connection but never answers must not hang the CLI.
+            defaultTimeoutMs: 120_000,
+            interceptors: [(next) => (req) => {
+              req.header.set("authorization", `Bearer ${token}`);
+              return next(req);
+            }],
+          });
+        }
+        return transport;
+      },
+    });
+    if (result instanceof Printed) {
+      if (result.text !== "") console.log(result.text);
+      return 0;
+    }
+    if (result instanceof Outcome) {
+      printJson(result.output);
+      if (result.note) console.error(result.note);
+      return result.failed ? 1 : 0;
+    }
+    printJson(result);
+    return 0;
+  } catch (err) {
+    if (err instanceof CliError) {
+      console.error(`error: ${err.message}`);
+      return err.exitCode;
+    }
+    console.error(`error: ${target ? describeAdminError(err, target) : err instanceof Error ? err.message : String(err)}`);
+    return 1;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    // Only a bug gets here; still no stack trace for the operator.
+    console.error(`error: ${err instanceof Error ? err.message : String(err)}`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,52 @@
+// Opens the PostgreSQL backend: a pg pool when DATABASE_URL is set, else the
+// embedded PGlite in the data directory. Migrations run on open; while
+// PostgreSQL is unreachable (starting, restarting, failing over) opening
+// waits for it instead of exiting.
+import { join } from "node:path";
+import { mkdir } from "node:fs/promises";
+import type { Config } from "../kernel/config.js";
+import { errorDetail } from "../kernel/errors.js";
+import { migrate } from "../infra/storage/migrate.js";
+import { createPgSql } from "../infra/storage/pg-sql.js";
+import { createPgliteSql } from "../infra/storage/pglite-sql.js";
+import type { Sql } from "../infra/storage/sql.js";
+
+/** Told about each failed attempt to reach PostgreSQL at start-up. */
+export type StorageRetryListener = (err: unknown, attempt: number, retryInMs: number) => void;
+
+const defaultRetryListener: StorageRetryListener = (err, attempt, retryInMs) =>
+  console.warn(`pulsebase: PostgreSQL unavailable (${(err as Error).message}; attempt ${attempt}), retrying in ${retryInMs} ms`);
+
+/** `role` names the process's connections (application_name "pulsebase-server" or "pulsebase-worker"). */
+export async function openStorage(
+  config: Config,
+  role: "server" | "worker" = "server",
+  onRetry: StorageRetryListener = defaultRetryListener,
+): Promise<Sql> {
+  let sql: Sql;
+  if (config.databaseUrl) {
+    sql = createPgSql({ connectionString: config.databaseUrl, max: config.pgPoolSize, applicationName: `pulsebase-${role}` });
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await migrate(sql);
+        return sql;
+      } catch (err) {
+        // Anything but unreachability (bad credentials, a failing migration)
+        // will not heal by waiting.
+        if (errorDetail(err)?.code !== "unavailable") {
+          await sql.close().catch(() => {});
+          throw err;
+        }
+        const wait = Math.min(5000, 250 * 2 ** Math.min(attempt - 1, 5));
+        onRetry(err, attempt, wait);
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    }
+  } else {
+    const dir = join(config.dataDir, "pg");
+    await mkdir(dir, { recursive: true });
+    sql = await createPgliteSql(dir);
+  }
+  await migrate(sql);
+  return sql;
+}

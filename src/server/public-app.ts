@@ -1,0 +1,224 @@
+// The public listener: REST gateway + Connect handlers of the device
+// services (Connect, gRPC, gRPC-Web; HTTP/1.1 and HTTP/2 through ALPN), TLS.
+import { randomUUID } from "node:crypto";
+import type { AddressInfo } from "node:net";
+import { getOption } from "@bufbuild/protobuf";
+import { createContextValues } from "@connectrpc/connect";
+import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import cors from "@fastify/cors";
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from "fastify";
+import type { Logger } from "pino";
+import { auth as authOption, Auth } from "../../gen/pulsebase/common/v1/options_pb.js";
+import { observeUnrouted } from "./access-log.js";
+import { lazyChildLogger } from "../infra/logging/lazy-child-logger.js";
+import { errorLogInterceptor } from "../transport/connect/error-log.js";
+import { registerGrpcInfra } from "../transport/connect/grpc-infra.js";
+import { consumerAuthInterceptor } from "../transport/connect/interceptors.js";
+import { BodyBudget, hasBody, type BodyBudgetOptions } from "../transport/http/body-budget.js";
+import { connectBodyGate } from "../transport/http/connect-body-gate.js";
+import { sendError } from "../transport/http/envelopes.js";
+import { forwardedValue, isHost, ProxyTrust } from "../transport/http/forwarded.js";
+import { answerClientError, ifaceOf, installErrorHandlers, installJsonParser, notFoundHandler } from "../transport/http/fastify-errors.js";
+import { registerGateway, type AnyImpl } from "../transport/http/gateway.js";
+import { buildOpenApi } from "../transport/http/openapi.js";
+import { RouteTable } from "../transport/http/route-table.js";
+import { appError } from "../kernel/errors.js";
+import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../kernel/principal.js";
+import type { ServiceBinding } from "../kernel/module.js";
+import type { TlsMaterial } from "./tls.js";
+
+export interface PublicAppOptions {
+  logger: Logger;
+  /** Fastify's per-request log hooks (access log and request metrics, access-log.ts). */
+  logController?: LogController;
+  tls?: TlsMaterial;
+  bodyLimitBytes: number;
+  /** The process's budget of request bodies and the pace they must arrive at (body-budget.ts). */
+  bodyBudget: BodyBudgetOptions;
+  /** Concurrent streams of one HTTP/2 connection (more are refused). */
+  http2MaxStreams: number;
+  /** Inactivity limit of a connection (no bytes either way), 0 for none. */
+  idleTimeoutMs?: number;
+  maxFileBytes: number;
+  trustedProxies: string[];
+  /** Where redirects to HTTPS point (PULSEBASE_PUBLIC_URL); unset: the trusted proxy's X-Forwarded-Host, else localhost. */
+  publicUrl?: string;
+  corsOrigins: string[];
+  services: ServiceBinding[];
+  /** The principal at once when it is known (cached), else a promise of it. */
+  authenticate(h: string | undefined): ConsumerPrincipal | Promise<ConsumerPrincipal>;
+  ready(): Promise<void>;
+  extraRoutes?: ((app: FastifyInstance) => Promise<void> | void)[];
+}
+
+const REQUEST_ID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A well-formed incoming X-Request-Id (a UUID) is kept; otherwise a new one. */
+export function requestIdOf(header: string | string[] | undefined): string {
+  return typeof header === "string" && REQUEST_ID_RE.test(header) ? header.toLowerCase() : randomUUID();
+}
+
+export const EXPOSED_HEADERS = ["x-request-id", "retry-after", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "etag"];
+
+/**
+ * Largest body of a route that takes no consumer token (registration, token
+ * issue, CMS reads, health and reflection): what those requests need, with
+ * room to spare; clients without a token cannot make the server buffer more.
+ */
+export const ANONYMOUS_BODY_LIMIT_BYTES = 64 * 1024;
+
+/**
+ * Largest HTTP/2 header list (the sum of name + value + 32 per header, RFC
+ * 9113 6.5.2), advertised in SETTINGS; HTTP/1.1 has Node's 16 KiB.
+ */
+export const MAX_HEADER_LIST_BYTES = 16 * 1024;
+
+export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: FastifyInstance; table: RouteTable }> {
+  const base: FastifyServerOptions = {
+    loggerInstance: opts.logger,
+    bodyLimit: opts.bodyLimitBytes,
+    genReqId: (req) => requestIdOf(req.headers["x-request-id"]),
+    logController: opts.logController ?? new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: lazyChildLogger,
+    return503OnClosing: true,
+    forceCloseConnections: "idle",
+    // Socket inactivity limit (HTTP/1.1 and HTTP/2 sessions alike): a client
+    // that stops sending mid-request is cut off, not kept for ever.
+    connectionTimeout: opts.idleTimeoutMs ?? 120_000,
+    // unparseable HTTP/1 requests: 400 in the envelope (fastify-errors.ts)
+    clientErrorHandler: answerClientError,
+    // req.ip is the proxy's client only for configured proxies.
+    trustProxy: opts.trustedProxies.length ? opts.trustedProxies : false,
+    // The router refuses malformed URL encoding and over-long path segments
+    // before any hook runs, in Fastify's own format: answer them in the
+    // interface's envelope with X-Request-Id (DECISIONS 2, 5). An over-long
+    // segment names nothing that exists (slugs, UUIDs and ids are shorter).
+    frameworkErrors: (err, req, reply) => {
+      observeUnrouted(reply);
+      reply.header("x-request-id", req.id);
+      const iface = ifaceOf(req.url);
+      const e = err.code === "FST_ERR_MAX_PARAM_LENGTH"
+        ? appError(iface === "cms" ? "NOT_FOUND" : "not_found", "No such resource.")
+        : appError("bad_request", "Malformed URL.");
+      return sendError(reply, iface, e);
+    },
+  };
+  // HTTP/2 limits, advertised in the server's SETTINGS (Node's defaults
+  // advertise none): streams a client opens past the limit are refused
+  // (REFUSED_STREAM while it has not acknowledged the settings, a connection
+  // error once it has); a header list over the limit resets its stream.
+  const http2 = { settings: { maxConcurrentStreams: opts.http2MaxStreams, maxHeaderListSize: MAX_HEADER_LIST_BYTES } };
+  const app = (opts.tls
+    ? Fastify({ ...base, http2: true, http2SessionTimeout: opts.idleTimeoutMs ?? 120_000, https: { allowHTTP1: true, key: opts.tls.key, cert: opts.tls.cert, ...http2 } } as unknown as FastifyServerOptions)
+    : Fastify(base)) as unknown as FastifyInstance;
+  const budget = new BodyBudget(opts.bodyBudget);
+  app.addHook("onClose", (_app, done) => {
+    budget.close();
+    done();
+  });
+
+  const proxies = new ProxyTrust(opts.trustedProxies);
+  // A callback hook, not an async one: no promise per request on the hot path.
+  app.addHook("onRequest", (req, reply, done) => {
+    reply.header("x-request-id", req.id);
+    // Behind a TLS-terminating proxy, its X-Forwarded-Proto decides; without
+    // TLS on this listener, only a trusted proxy saying https gets through.
+    const fromProxy = proxies.trusts(req.socket.remoteAddress);
+    const xfp = fromProxy ? (forwardedValue(req.headers["x-forwarded-proto"]) ?? "").toLowerCase() : "";
+    const plain = xfp ? xfp === "http" : !opts.tls;
+    if (!plain) {
+      // No route takes it: answered before its body is read (Fastify would parse it first).
+      if (req.is404 && hasBody(req.raw)) return void notFound(req, reply);
+      return done();
+    }
+    if (ifaceOf(req.url) === "cms" && (req.method === "GET" || req.method === "HEAD")) {
+      // Never a Host the client chose: the configured address, else what the trusted proxy says.
+      const host = fromProxy ? forwardedValue(req.headers["x-forwarded-host"]) : undefined;
+      const base = opts.publicUrl ?? (host && isHost(host) ? `https://${host}` : `https://localhost:${(app.server.address() as AddressInfo | null)?.port ?? 443}`);
+      reply.code(308).header("location", `${base}${req.url}`).send();
+      return;
+    }
+    sendError(reply, ifaceOf(req.url), appError("unauthenticated", "HTTPS is required."));
+  });
+
+  // Any origin is the static "*" (no credentials: the same answer for every
+  // origin, so no Vary), and the header lists are joined once: @fastify/cors
+  // otherwise resolves the origin and joins the lists on every request,
+  // about a tenth of a PK read's server CPU.
+  await app.register(cors, {
+    origin: opts.corsOrigins.includes("*") ? "*" : opts.corsOrigins,
+    credentials: false,
+    exposedHeaders: EXPOSED_HEADERS.join(", "),
+    methods: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
+    maxAge: 600,
+  });
+  installJsonParser(app);
+  // Only JSON bodies are accepted (415 otherwise); multipart only on the
+  // routes that take it (the gateway scopes the parser to them).
+  app.removeContentTypeParser("text/plain");
+
+  const table = new RouteTable();
+  const impls = new Map<string, AnyImpl>();
+  for (const s of opts.services) {
+    table.addService(s.service);
+    impls.set(s.service.typeName, s.impl);
+  }
+  installErrorHandlers(app, table);
+  const notFound = notFoundHandler(table);
+  await registerGateway(app, {
+    table,
+    impls,
+    authenticate: opts.authenticate,
+    maxFileBytes: opts.maxFileBytes,
+    bodyLimitBytes: opts.bodyLimitBytes,
+    anonymousBodyLimitBytes: ANONYMOUS_BODY_LIMIT_BYTES,
+    budget,
+  });
+
+  const openapi = JSON.stringify(buildOpenApi(table, { title: "Pulsebase device and content API", version: "1.0.0" }));
+  app.get("/openapi.json", (_req, reply) => reply.type("application/json").send(openapi));
+  app.get("/healthz", (_req, reply) => reply.send({ status: "ok" }));
+  app.get("/readyz", async (_req, reply) => {
+    try {
+      await opts.ready();
+      return reply.send({ status: "ready" });
+    } catch (err) {
+      return sendError(reply, "platform", err);
+    }
+  });
+  for (const r of opts.extraRoutes ?? []) await r(app);
+
+  // The Connect plugin installs its own parsers (application/json included);
+  // it may only do so in a scope without ours.
+  const consumerPaths = new Set<string>();
+  for (const s of opts.services) {
+    for (const m of s.service.methods) {
+      if (getOption(m, authOption) === Auth.CONSUMER_UNSPECIFIED) consumerPaths.add(`/${s.service.typeName}/${m.name}`);
+    }
+  }
+  const gate = { budget, authenticate: opts.authenticate, bodyLimitBytes: opts.bodyLimitBytes, anonymousBodyLimitBytes: ANONYMOUS_BODY_LIMIT_BYTES };
+  await app.register(async (scope) => {
+    scope.removeContentTypeParser("application/json");
+    connectBodyGate(scope, { ...gate, needsConsumer: (path) => consumerPaths.has(path) });
+    await scope.register(fastifyConnectPlugin, {
+      routes: (router) => {
+        for (const s of opts.services) router.service(s.service, s.impl as never);
+      },
+      interceptors: [errorLogInterceptor(opts.logger), consumerAuthInterceptor(opts.authenticate)],
+      contextValues: (req) => {
+        const values = createContextValues().set(kRequestId, String(req.id)).set(kClientAddress, req.ip);
+        return req.pulsebaseConsumer ? values.set(kConsumer, req.pulsebaseConsumer) : values;
+      },
+      readMaxBytes: opts.bodyLimitBytes,
+    });
+  });
+  // grpc.health.v1 and reflection, without a consumer token: the device
+  // schemas are public (like /openapi.json).
+  await registerGrpcInfra(app, {
+    services: opts.services,
+    ready: opts.ready,
+    readMaxBytes: opts.bodyLimitBytes,
+    gate: (scope) => connectBodyGate(scope, { ...gate, needsConsumer: () => false }),
+  });
+  return { app, table };
+}

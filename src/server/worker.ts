@@ -1,0 +1,93 @@
+// `npm run worker`: batch workers as their own process (scale-out). Needs
+// PostgreSQL (DATABASE_URL); several worker processes share the work, with
+// either queue backend (JetStream with NATS_URL, else the table queue).
+// GET /metrics on PULSEBASE_WORKER_METRICS_PORT (adminHost): the analytics
+// queue, the function-event transport, the PostgreSQL pool and the process.
+import Fastify, { type FastifyInstance } from "fastify";
+import { createLogger } from "../infra/logging/logger.js";
+import { createMetrics, registerMetricsRoute, registerNatsMetrics, registerPgPoolMetrics, registerQueueMetrics, type QueueStatsSource } from "./metrics.js";
+import { loadConfigOrExit, type Config } from "../kernel/config.js";
+import { jetStreamTransport, sqlTransport } from "../capabilities/functions/events/event-transport.js";
+import { DEFAULT_EVENT_WORKER_CONFIG, functionEventStreams } from "../capabilities/functions/events/event-worker.js";
+import { createBatchQueue } from "../infra/queue/create-queue.js";
+import type { Sql } from "../infra/storage/sql.js";
+import { startWorkers } from "../capabilities/analytics/analytics-worker.js";
+import { openStorage } from "./open-storage.js";
+import { analyticsStreams } from "../capabilities/analytics/analytics-module.js";
+import { NatsLink } from "../infra/nats/nats-link.js";
+
+/**
+ * The function-event transport, read for its gauges only (the servers
+ * deliver the events). With NATS it uses the process's connection; until
+ * that is up the gauges say pulsebase_queue_stats_up 0.
+ */
+function functionEventsSource(config: Config, sql: Sql, nats: NatsLink | undefined): QueueStatsSource {
+  const cfg = { ...DEFAULT_EVENT_WORKER_CONFIG, ...functionEventStreams(config.natsNamespace) };
+  const t = nats ? jetStreamTransport(nats, cfg) : sqlTransport(sql, cfg);
+  return { backend: t.backend, stats: () => t.stats() };
+}
+
+async function serveMetrics(config: Config, sql: Sql, nats: NatsLink | undefined, sources: { analytics: QueueStatsSource; events: QueueStatsSource }, warn: (what: string) => (err: unknown) => void): Promise<FastifyInstance> {
+  const metrics = createMetrics();
+  registerQueueMetrics(metrics.registry, "analytics", sources.analytics, warn("analytics queue"));
+  registerQueueMetrics(metrics.registry, "function-events", sources.events, warn("function-event transport"));
+  const poolStats = sql.poolStats?.bind(sql);
+  if (poolStats) registerPgPoolMetrics(metrics.registry, poolStats);
+  if (nats) registerNatsMetrics(metrics.registry, nats);
+  const app = Fastify({ logger: false });
+  registerMetricsRoute(app, metrics, { metricsToken: config.metricsToken, operatorToken: config.operatorToken ?? "" });
+  await app.listen({ host: config.adminHost, port: config.workerMetricsPort });
+  return app;
+}
+
+async function main(): Promise<void> {
+  const config = loadConfigOrExit();
+  if (!config.databaseUrl) {
+    console.error("configuration error: DATABASE_URL must be set for a separate worker process (the embedded database runs its workers inside the server)");
+    process.exit(2);
+  }
+  const logger = createLogger(config.logLevel);
+  const sql = await openStorage(config, "worker", (err, attempt, retryInMs) =>
+    logger.warn({ err, attempt, retryInMs }, "PostgreSQL unavailable at start-up, retrying"));
+  // The process's one NATS connection, opened in the background and retried until NATS answers.
+  const nats = config.natsUrl
+    ? new NatsLink({
+        servers: config.natsUrl,
+        name: "pulsebase-worker",
+        onRetry: (err, attempt) => {
+          if (attempt === 1 || attempt % 30 === 0) logger.warn({ err, attempt }, "NATS unreachable, retrying");
+        },
+      })
+    : undefined;
+  const queue = createBatchQueue({ sql, nats, jetstream: analyticsStreams(config.natsNamespace) });
+  const events = functionEventsSource(config, sql, nats);
+  let metricsApp: FastifyInstance | undefined;
+  if (config.workerMetricsPort > 0) {
+    try {
+      metricsApp = await serveMetrics(config, sql, nats, { analytics: queue, events }, (what) => (err) => logger.warn({ err }, `metrics: ${what} statistics unavailable`));
+    } catch (err) {
+      console.error(`cannot serve metrics on ${config.adminHost}:${config.workerMetricsPort} (PULSEBASE_WORKER_METRICS_PORT; 0 turns it off): ${(err as Error).message}`);
+      process.exit(1);
+    }
+  }
+  const workers = startWorkers({ sql, queue, logger });
+  logger.info({ queue: queue.backend, metricsPort: metricsApp ? config.workerMetricsPort : undefined }, "pulsebase workers running");
+  let closing = false;
+  const stop = async () => {
+    if (closing) return;
+    closing = true;
+    await workers.stop();
+    await metricsApp?.close();
+    await queue.close();
+    await nats?.close();
+    await sql.close();
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop());
+  process.on("SIGTERM", () => void stop());
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

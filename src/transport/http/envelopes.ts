@@ -1,0 +1,62 @@
+// One envelope writer per interface. Platform (platform-api.md section 7,
+// DECISIONS 5): { error, message }, and 422 { message, errors } (with the
+// error code too when it is not validation_failed). CMS
+// (cms-api.md section 7): { error: { status, code, message } }, the 429 without
+// a code (DECISIONS 25).
+import type { FastifyReply } from "fastify";
+import type { ConnectError } from "@connectrpc/connect";
+import { catalogue, errorDetail, httpStatusOf, isServerFault, toAppError } from "../../kernel/errors.js";
+
+export type Iface = "platform" | "cms";
+
+export interface ErrorBody {
+  status: number;
+  body: unknown;
+  retryAfter?: number;
+}
+
+export function errorBody(iface: Iface, err: ConnectError): ErrorBody {
+  const detail = errorDetail(err);
+  const status = detail?.httpStatus || httpStatusOf(err.code);
+  const code = detail?.code ?? "internal_error";
+  const retryAfter = detail?.retryAfterSeconds || undefined;
+  // Never leak internals: 500s carry the catalogue message only.
+  const message = status >= 500 && (code === "internal_error" || code === "INTERNAL_ERROR")
+    ? catalogue.internal_error.message
+    : err.rawMessage;
+  if (iface === "cms") {
+    const cmsCode = /^[A-Z_]+$/.test(code) ? code : cmsCodeFor(status);
+    const error: Record<string, unknown> = { status, code: cmsCode, message };
+    if (status === 429) delete error.code;
+    return { status, body: { error }, retryAfter };
+  }
+  if (status === 422) {
+    const errors: Record<string, string[]> = {};
+    for (const v of detail?.fieldViolations ?? []) errors[v.field] = [...v.messages];
+    // A 422 that is not a plain validation failure also names its code.
+    const body = code === "validation_failed" ? { message, errors } : { error: code, message, errors };
+    return { status, body, retryAfter };
+  }
+  return { status, body: { error: code, message }, retryAfter };
+}
+
+function cmsCodeFor(status: number): string {
+  switch (status) {
+    case 401: return "UNAUTHENTICATED";
+    case 404: return "NOT_FOUND";
+    case 405: return "METHOD_NOT_ALLOWED";
+    case 413: return "PAYLOAD_TOO_LARGE";
+    case 429: return "RATE_LIMITED";
+    case 504: return "QUERY_TIMEOUT";
+    default: return status >= 500 ? "INTERNAL_ERROR" : "INVALID_PARAMETER";
+  }
+}
+
+export function sendError(reply: FastifyReply, iface: Iface, err: unknown): FastifyReply {
+  const e = toAppError(err);
+  const { status, body, retryAfter } = errorBody(iface, e);
+  // The translated error with its cause chain (down to the driver error, each with its stack; logger.ts).
+  if (isServerFault(e, status)) reply.log.error({ err: e, status }, "request failed");
+  if (retryAfter) reply.header("retry-after", String(retryAfter));
+  return reply.code(status).type("application/json; charset=utf-8").send(body);
+}

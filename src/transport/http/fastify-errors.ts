@@ -1,0 +1,138 @@
+// Fastify-level failures (body parsing, limits, unknown routes, wrong
+// methods) answered in the envelope of the interface the path belongs to,
+// never as a 500 or an HTML page.
+import type { ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { ConnectError } from "@connectrpc/connect";
+import { appError } from "../../kernel/errors.js";
+import { errorBody, sendError, type Iface } from "./envelopes.js";
+import type { RouteTable } from "./route-table.js";
+
+export function ifaceOf(url: string): Iface {
+  return url.startsWith("/api/v1/") || url === "/api/v1" ? "cms" : "platform";
+}
+
+function translate(err: FastifyError) {
+  // Ours already (the body budget failing a request stream, body-budget.ts),
+  // whatever status Fastify's body reader stamped on it.
+  if ((err as unknown) instanceof ConnectError) return err as unknown as ConnectError;
+  switch (err.code) {
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return appError("payload_too_large");
+    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+    case "FST_ERR_CTP_INVALID_TYPE":
+      return appError("unsupported_media_type");
+    case "FST_ERR_CTP_EMPTY_JSON_BODY":
+    case "FST_ERR_CTP_INVALID_JSON_BODY":
+      return appError("bad_request", "Malformed JSON body.");
+    case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
+      return appError("bad_request", "Invalid Content-Length.");
+    case "FST_INVALID_MULTIPART_CONTENT_TYPE":
+      return appError("unsupported_media_type");
+    default:
+      if (err instanceof SyntaxError) return appError("bad_request", "Malformed JSON body.");
+      if (err.statusCode === 413) return appError("payload_too_large");
+      if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) return appError("bad_request", err.message);
+      return err;
+  }
+}
+
+export function installErrorHandlers(app: FastifyInstance, table: RouteTable): void {
+  app.setErrorHandler((err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
+    return sendError(reply, ifaceOf(req.url), translate(err));
+  });
+  app.setNotFoundHandler(notFoundHandler(table));
+}
+
+/**
+ * The answer for a path no route takes: 405 naming the allowed methods when
+ * the path exists, else 404. Also called before a body is read (a request
+ * to no route has no business sending one).
+ */
+export function notFoundHandler(table: RouteTable): (req: FastifyRequest, reply: FastifyReply) => FastifyReply {
+  const matchers = table.routes.map((r) => ({
+    verb: r.verb,
+    re: new RegExp("^" + r.path.replace(/:[a-z_][a-z0-9_]*/g, "[^/]+") + "/?$"),
+  }));
+  return (req: FastifyRequest, reply: FastifyReply) => {
+    const path = req.url.split("?")[0]!;
+    const iface = ifaceOf(path);
+    if (iface === "cms" && !["GET", "HEAD", "OPTIONS"].includes(req.method)) {
+      return sendError(reply, iface, appError("METHOD_NOT_ALLOWED"));
+    }
+    const allowed = matchers.filter((m) => m.re.test(path)).map((m) => m.verb);
+    if (allowed.length > 0) {
+      reply.header("allow", [...new Set(allowed)].join(", "));
+      return sendError(reply, iface, appError(iface === "cms" ? "METHOD_NOT_ALLOWED" : "method_not_allowed"));
+    }
+    return sendError(reply, iface, appError(iface === "cms" ? "NOT_FOUND" : "not_found", "No such endpoint."));
+  };
+}
+
+/** JSON parser that takes an empty body as no body and answers bad JSON with 400. */
+export function installJsonParser(app: FastifyInstance): void {
+  const parse = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
+    // (trim() copies the body: only when it may start with white space)
+    const text = body as string;
+    const c0 = text.charCodeAt(0);
+    if (text === "" || ((c0 <= 32 || c0 > 127) && text.trim() === "")) return done(null, undefined);
+    parse(req, text, (err, value) => {
+      if (err) return done(appError("bad_request", "Malformed JSON body.") as unknown as Error, undefined);
+      done(null, value);
+    });
+  });
+}
+
+const answeredClientErrors = new WeakSet<Socket>();
+
+/**
+ * Node's HTTP/1 parser refuses bytes it cannot parse (control characters in a
+ * header, what is left after a body shorter than its Content-Length) before
+ * Fastify sees a request. As Fastify's `clientErrorHandler`: answer 400 in
+ * the platform (or CMS) envelope instead of Fastify's own JSON, then close
+ * the connection, since nothing after the error can be parsed. A complete
+ * request still being answered on the connection keeps its own answer,
+ * written in full, and the connection closes after it.
+ */
+export function answerClientError(err: ConnectionError, socket: Socket): void {
+  if (err.code === "ECONNRESET" || socket.destroyed || answeredClientErrors.has(socket)) return;
+  // Node calls again for every later chunk on a connection whose parser failed.
+  answeredClientErrors.add(socket);
+  const inFlight = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
+  if (inFlight) {
+    // A body cut short (the client closed, or what followed could not be
+    // parsed) can never complete: drop the connection as Node does, which
+    // aborts the request (nothing of it is processed).
+    if (!inFlight.req.complete) {
+      socket.destroy();
+      return;
+    }
+    // A complete request before the unparseable bytes gets its answer.
+    if (!inFlight.headersSent) inFlight.shouldKeepAlive = false;
+    inFlight.once("finish", () => socket.destroySoon());
+    return;
+  }
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  // (400 for all: the catalogue has no 408 or 431)
+  const message = err.code === "HPE_HEADER_OVERFLOW"
+    ? "The request headers are too large."
+    : err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? "The request did not arrive in time." : "Malformed HTTP request.";
+  // (typed as the JSON of a Buffer, it is the Buffer the parser was given)
+  const raw = err.rawPacket as unknown;
+  const head = Buffer.isBuffer(raw) ? raw.toString("latin1", 0, 2048) : "";
+  const path = /^[A-Z]+ (\S+) HTTP\//.exec(head)?.[1] ?? "";
+  const { status, body } = errorBody(ifaceOf(path), appError("bad_request", message));
+  const text = JSON.stringify(body);
+  socket.write(
+    `HTTP/1.1 ${status} Bad Request\r\nContent-Type: application/json; charset=utf-8\r\n`
+      + `Content-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
+  );
+  // end, then destroy once the answer is flushed (not before: it would be lost)
+  socket.destroySoon();
+}

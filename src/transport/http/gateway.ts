@@ -1,0 +1,419 @@
+// The REST transcoding gateway: registers one Fastify route per entry of the
+// route table, turns path, query and body (JSON or multipart) into the request
+// message, calls the service implementation in process, and writes the
+// response message as the spec's JSON (or the interface's error envelope).
+import { create, type DescMessage, type Message } from "@bufbuild/protobuf";
+import { createContextValues } from "@connectrpc/connect";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import multipart from "@fastify/multipart";
+import { Auth } from "../../../gen/pulsebase/common/v1/options_pb.js";
+import { appError, Violations } from "../../kernel/errors.js";
+import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../../kernel/principal.js";
+import { ANONYMOUS, type BodyBudget } from "./body-budget.js";
+import { sendError } from "./envelopes.js";
+import { REST_FAST_PATH, REST_JSON_PATH, type RestFastPath, type RestFastPaths, type RestJsonPath, type RestJsonPaths } from "./fast-path.js";
+import { RestHandlerContext } from "./handler-context.js";
+import { readMultipart } from "./multipart-body.js";
+import { turnBatch, type TurnBatch } from "./turn-batch.js";
+import { decodeRest, encodeRest, isPlainObject } from "./rest-json.js";
+import type { RestRoute, RouteTable } from "./route-table.js";
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyImpl = Record<string, (req: any, ctx: any) => any>;
+
+export interface GatewayOptions {
+  table: RouteTable;
+  /** Service implementations by service type name. */
+  impls: Map<string, AnyImpl>;
+  /** The principal at once when it is known (cached), else a promise of it. */
+  authenticate(authorization: string | undefined): ConsumerPrincipal | Promise<ConsumerPrincipal>;
+  /** Largest file part (DECISIONS 12: 4 MiB). */
+  maxFileBytes: number;
+  /** Largest request (all parts together). */
+  bodyLimitBytes: number;
+  /** Largest request body of a route that takes no consumer token. */
+  anonymousBodyLimitBytes: number;
+  /** Admits request bodies before they are read (body-budget.ts). */
+  budget: BodyBudget;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The consumer of a route that needs a token, set before its body is read. */
+    pulsebaseConsumer: ConsumerPrincipal | null;
+  }
+}
+
+export async function registerGateway(app: FastifyInstance, opts: GatewayOptions): Promise<void> {
+  if (!app.hasRequestDecorator("pulsebaseConsumer")) app.decorateRequest("pulsebaseConsumer", null);
+  // The synchronous answers run batched at the end of each poll phase (turn-batch.ts).
+  const later = turnBatch((err) => app.log.error({ err }, "gateway: a batched answer failed"));
+  const passthrough: RestRoute[] = [];
+  const multipartRoutes: RestRoute[] = [];
+  for (const route of opts.table.routes) {
+    const impl = opts.impls.get(route.service.typeName);
+    const fn = impl?.[route.method.localName];
+    if (!fn) throw new Error(`no implementation for ${route.service.typeName}.${route.method.name}`);
+    if (route.passthrough) {
+      passthrough.push(route);
+      continue;
+    }
+    if (route.multipart) {
+      multipartRoutes.push(route);
+      continue;
+    }
+    addRoute(app, route, opts, later);
+  }
+  // @fastify/multipart adds two async hooks (and a 'close' listener) to every
+  // request of the scope it is registered in: only the routes that take
+  // multipart bodies get it (about 8 % of a small request's CPU elsewhere).
+  // A multipart body sent to another route is refused with 415 by Fastify.
+  if (multipartRoutes.length > 0) {
+    await app.register(async (scope) => {
+      await scope.register(multipart, { throwFileSizeLimit: false });
+      for (const route of multipartRoutes) addRoute(scope, route, opts, later);
+    });
+  }
+  if (passthrough.length === 0) return;
+  // Passthrough routes see the raw body of any content type.
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: opts.bodyLimitBytes }, (_req, body, done) => done(null, body));
+    for (const route of passthrough) {
+      const impl = opts.impls.get(route.service.typeName)!;
+      scope.route({ method: route.verb, url: route.path, ...bodyGate(route, opts), handler: passthroughHandler(route, impl[route.method.localName]!.bind(impl)) });
+    }
+  });
+}
+
+/** Registers a transcoded route (its implementation was checked by registerGateway). */
+function addRoute(app: FastifyInstance, route: RestRoute, opts: GatewayOptions, later: TurnBatch): void {
+  const impl = opts.impls.get(route.service.typeName)!;
+  const generic = messageHandler(route, impl[route.method.localName]!.bind(impl), opts);
+  // A fast path skips the gateway's consumer authentication: only for routes without it.
+  const fast = route.verb === "GET" && route.auth !== Auth.CONSUMER_UNSPECIFIED
+    ? (impl as { [REST_FAST_PATH]?: RestFastPaths })[REST_FAST_PATH]?.[route.method.localName]
+    : undefined;
+  const json = route.verb === "POST" && route.auth === Auth.CONSUMER_UNSPECIFIED && route.body === "*"
+    ? (impl as { [REST_JSON_PATH]?: RestJsonPaths })[REST_JSON_PATH]?.[route.method.localName]
+    : undefined;
+  const handler = fast ? fastHandler(route, fast, generic, later) : json ? jsonHandler(route, json, generic, later) : generic.handler;
+  app.route({ method: route.verb, url: route.path, ...bodyGate(route, opts), handler });
+}
+
+/**
+ * What runs before a route's body is read. A route that needs a consumer
+ * token checks it first: without a valid one the answer is 401 and not a
+ * byte of the body is read (nor buffered). Then the body is admitted into
+ * the process's budget (503 past it), charged to the token's application.
+ * Routes without a token take small bodies only; GET bodies are admitted
+ * where they are read (readGetBody), so a GET without one costs nothing.
+ */
+function bodyGate(route: RestRoute, opts: GatewayOptions) {
+  if (route.auth !== Auth.CONSUMER_UNSPECIFIED) {
+    if (route.verb === "GET") return { bodyLimit: opts.anonymousBodyLimitBytes };
+    return {
+      bodyLimit: opts.anonymousBodyLimitBytes,
+      onRequest: function admitAnonymous(req: FastifyRequest, reply: FastifyReply, done: () => void) {
+        const refused = opts.budget.admit(req.raw, reply.raw, ANONYMOUS, opts.anonymousBodyLimitBytes);
+        if (refused) return void sendError(reply, route.iface, refused);
+        done();
+      },
+    };
+  }
+  const admitted = (req: FastifyRequest, reply: FastifyReply, done: () => void, p: ConsumerPrincipal) => {
+    req.pulsebaseConsumer = p;
+    const refused = opts.budget.admit(req.raw, reply.raw, p.appId, opts.bodyLimitBytes);
+    if (refused) return void sendError(reply, route.iface, refused);
+    done();
+  };
+  const refuse = (req: FastifyRequest, reply: FastifyReply, err: unknown) => {
+    opts.budget.drain(req.raw, reply.raw);
+    sendError(reply, route.iface, err);
+  };
+  return {
+    onRequest: function authenticateFirst(req: FastifyRequest, reply: FastifyReply, done: () => void) {
+      let c: ConsumerPrincipal | Promise<ConsumerPrincipal>;
+      try {
+        c = opts.authenticate(req.headers.authorization);
+      } catch (err) {
+        return refuse(req, reply, err);
+      }
+      if (c instanceof Promise) c.then((p) => admitted(req, reply, done, p), (err: unknown) => refuse(req, reply, err));
+      else admitted(req, reply, done, c);
+    },
+  };
+}
+
+type Call = (req: Message, ctx: RestHandlerContext) => unknown;
+
+function contextFor(route: RestRoute, req: FastifyRequest): RestHandlerContext {
+  const values = createContextValues();
+  values.set(kRequestId, req.id);
+  values.set(kClientAddress, req.ip);
+  return new RestHandlerContext(route.service, route.method, req.method, req.url, req.headers, values);
+}
+
+/** The consumer the route's onRequest hook authenticated (bodyGate), on ctx. */
+function setConsumer(req: FastifyRequest, ctx: RestHandlerContext): void {
+  if (req.pulsebaseConsumer) ctx.values.set(kConsumer, req.pulsebaseConsumer);
+}
+
+/**
+ * The REST bytes of a response message. A service that answers with the very
+ * same message object again (a response cache) gets its REST encoding reused
+ * too, as a Buffer (no UTF-8 encoding or length scan per request); messages
+ * handed out that way are never mutated.
+ */
+function responseEncoder(route: RestRoute) {
+  const output = route.method.output;
+  const encoded = new WeakMap<object, Buffer>();
+  return (res: object): string | Buffer => {
+    const hit = encoded.get(res);
+    if (hit !== undefined) return hit;
+    const resMsg = create(output, res as never);
+    let json: unknown = encodeRest(output, resMsg);
+    if (route.responseBody) json = (json as Record<string, unknown>)[route.responseBody] ?? [];
+    const body = JSON.stringify(json);
+    if (resMsg !== res) return body;
+    const bytes = Buffer.from(body, "utf8");
+    encoded.set(res, bytes);
+    return bytes;
+  };
+}
+
+function messageHandler(route: RestRoute, call: Call, opts: GatewayOptions) {
+  const input = route.method.input;
+  const encode = responseEncoder(route);
+  return {
+    encode,
+    handler: async function restHandler(req: FastifyRequest, reply: FastifyReply) {
+      const ctx = contextFor(route, req);
+      try {
+        setConsumer(req, ctx);
+        const msg = await requestMessage(route, input, req, reply, opts);
+        const res = (await call(msg, ctx)) as object;
+        const body = encode(res);
+        const set = ctx.setHeaders;
+        if (set) {
+          const notModified = set.get("x-pulsebase-not-modified");
+          set.delete("x-pulsebase-not-modified");
+          copyHeaders(reply, set);
+          if (notModified) return reply.code(304).send();
+        }
+        return reply.code(route.status).type("application/json; charset=utf-8").send(body);
+      } catch (err) {
+        return sendError(reply, route.iface, err);
+      }
+    },
+  };
+}
+
+/**
+ * A GET route whose service has a synchronous fast path (see fast-path.ts):
+ * asked first, for requests without a body (a GET body or a multipart
+ * content type is the generic path's business); the generic handler runs
+ * when it does not answer. Writes what the generic path would write for the
+ * same answer: the service's headers (Vary merged), then 304 or the body.
+ */
+function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<typeof messageHandler>, later: TurnBatch) {
+  const noQuery: Record<string, string> = {};
+  return batched(route, later, function fastAnswer(req, reply) {
+    const h = req.headers;
+    if (h["content-type"] === undefined && h["transfer-encoding"] === undefined && !Number(h["content-length"] ?? 0)) {
+      const query = route.rawQueryField ? rawQuery(req) : noQuery;
+      const answer = query && fast({ params: req.params as Record<string, string>, query, headers: h });
+      if (answer) {
+        const body = generic.encode(answer.message);
+        for (const [k, v] of answer.headers) setHeader(reply, k, v);
+        if (answer.notModified) return reply.code(304).send();
+        return reply.code(route.status).type("application/json; charset=utf-8").send(body);
+      }
+    }
+    return generic.handler(req, reply);
+  });
+}
+
+/**
+ * A POST route whose service answers plain JSON bodies without proto
+ * messages (see fast-path.ts): authenticated like the generic path, then
+ * asked; the generic handler runs when it does not answer.
+ */
+function jsonHandler(route: RestRoute, json: RestJsonPath, generic: ReturnType<typeof messageHandler>, later: TurnBatch) {
+  const send = (reply: FastifyReply, text: string) => reply.code(route.status).type("application/json; charset=utf-8").send(text);
+  // Without a promise when the answer needs none (a point read): a PK read
+  // then runs start to end in one call. (The token was checked before the
+  // body was read: bodyGate.)
+  return batched(route, later, function jsonAnswer(req, reply) {
+    const body = req.body;
+    const consumer = req.pulsebaseConsumer;
+    if (!isPlainObject(body) || !consumer) return generic.handler(req, reply);
+    const answer = json({ body, appId: consumer.appId, requestId: String(req.id) });
+    if (typeof answer === "string") return send(reply, answer);
+    if (answer === undefined) return generic.handler(req, reply);
+    return answer.then((text) => (text !== undefined ? send(reply, text) : generic.handler(req, reply)));
+  });
+}
+
+/**
+ * A handler that answers at the end of the loop turn (turn-batch.ts). What
+ * the answer throws or rejects with is written by fail(): Fastify's own net
+ * for returned promises does not reach work done after the handler returned.
+ */
+function batched(route: RestRoute, later: TurnBatch, answer: (req: FastifyRequest, reply: FastifyReply) => unknown) {
+  const run = (req: FastifyRequest, reply: FastifyReply) => {
+    try {
+      const r = answer(req, reply);
+      if (r instanceof Promise) r.catch((err: unknown) => fail(reply, route, err));
+    } catch (err) {
+      fail(reply, route, err);
+    }
+  };
+  return function batchedHandler(req: FastifyRequest, reply: FastifyReply): void {
+    later(() => run(req, reply));
+  };
+}
+
+/** The error answer of a batched task: the interface's envelope, or a bare 500 if even that fails. */
+function fail(reply: FastifyReply, route: RestRoute, err: unknown): void {
+  if (reply.sent) {
+    reply.log.error({ err }, "gateway: failure after the answer was sent");
+    return;
+  }
+  try {
+    void sendError(reply, route.iface, err);
+  } catch (e) {
+    reply.log.error({ err: e }, "gateway: could not send the error envelope");
+    if (!reply.sent) reply.code(500).send();
+  }
+}
+
+/** The rest_raw_query field as the generic path builds it; undefined (not fast) for repeated keys. */
+function rawQuery(req: FastifyRequest): Record<string, string> | undefined {
+  const q = req.query as Record<string, string | string[]>;
+  const raw: Record<string, string> = {};
+  for (const k of Object.keys(q)) {
+    const v = q[k];
+    if (typeof v !== "string") return undefined;
+    raw[k] = v;
+  }
+  return raw;
+}
+
+/** Service response headers onto the reply; Vary is merged (CORS sets Origin). */
+function copyHeaders(reply: FastifyReply, headers: Headers): void {
+  for (const [k, v] of headers) setHeader(reply, k, v);
+}
+
+function setHeader(reply: FastifyReply, k: string, v: string): void {
+  if (k === "vary") {
+    const prior = reply.getHeader("vary");
+    reply.header("vary", prior ? `${String(prior)}, ${v}` : v);
+  } else reply.header(k, v);
+}
+
+async function requestMessage(route: RestRoute, schema: DescMessage, req: FastifyRequest, reply: FastifyReply, opts: GatewayOptions): Promise<Message> {
+  const v = new Violations();
+  const fields: Record<string, unknown> = {};
+  let body: unknown = req.body;
+  if (route.verb === "GET" && body === undefined) body = await readGetBody(req, reply, opts);
+  // Only the multipart routes' scope parses multipart (isMultipart exists
+  // there); elsewhere Fastify refuses such a body with 415, and a GET body
+  // that is not JSON is refused by readGetBody.
+  if (route.multipart && req.isMultipart()) body = await readMultipart(req, v, opts);
+  if (route.body === "*" || route.verb === "GET") {
+    if (body !== undefined && body !== null && !isPlainObject(body)) {
+      throw appError("validation_failed", "The request body must be a JSON object.", { fields: { body: ["The request body must be a JSON object."] } });
+    }
+    // GET: the query string, and a JSON body where a client sends one (body wins).
+    // The CMS schema endpoints take no parameters: like the other CMS reads they
+    // ignore unknown ones (a browser's cache buster) instead of refusing them.
+    if (route.verb === "GET" && !route.rawQueryField && route.iface !== "cms") Object.assign(fields, req.query);
+    if (body) Object.assign(fields, body);
+  } else if (route.body) {
+    fields[route.body] = body;
+  }
+  if (route.rawQueryField) {
+    const raw: Record<string, string> = {};
+    for (const [k, val] of Object.entries(req.query as Record<string, string | string[]>)) {
+      raw[k] = Array.isArray(val) ? val.join(",") : val;
+    }
+    fields[route.rawQueryField] = raw;
+  }
+  const params = req.params as Record<string, string>;
+  for (const p of route.pathParams) fields[p] = params[p];
+  const msg = decodeRest(schema, fields, v);
+  if (!v.empty) {
+    // A malformed path id names nothing that exists (DECISIONS 5: 404).
+    if (route.pathParams.some((p) => p in v.fields)) throw appError("not_found");
+    v.throwIfAny();
+  }
+  return msg;
+}
+
+/**
+ * Fastify does not parse GET bodies; the spec's GET /api/consumer/token sends
+ * JSON in one (DECISIONS 3), so read it here.
+ */
+async function readGetBody(req: FastifyRequest, reply: FastifyReply, opts: GatewayOptions): Promise<unknown> {
+  // (an HTTP/2 GET without a declared length has no body worth reading)
+  const len = Number(req.headers["content-length"] ?? 0);
+  if (!len && !req.headers["transfer-encoding"]) return undefined;
+  const ct = String(req.headers["content-type"] ?? "");
+  if (!ct.startsWith("application/json")) throw appError("unsupported_media_type", "A GET body must be application/json.");
+  const consumer = req.pulsebaseConsumer;
+  const limit = consumer ? opts.bodyLimitBytes : opts.anonymousBodyLimitBytes;
+  const refused = opts.budget.admit(req.raw, reply.raw, consumer?.appId ?? ANONYMOUS, limit);
+  if (refused) throw refused;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req.raw) {
+    size += (chunk as Buffer).length;
+    if (size > limit) throw appError("payload_too_large");
+    chunks.push(chunk as Buffer);
+  }
+  const text = Buffer.concat(chunks).toString("utf8");
+  if (!text.trim()) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw appError("bad_request", "Malformed JSON body.");
+  }
+}
+
+function passthroughHandler(route: RestRoute, call: (req: Message, ctx: RestHandlerContext) => unknown) {
+  const input = route.method.input;
+  return async function passthrough(req: FastifyRequest, reply: FastifyReply) {
+    const ctx = contextFor(route, req);
+    try {
+      setConsumer(req, ctx);
+      const headers: Record<string, string> = {};
+      for (const [k, val] of Object.entries(req.headers)) {
+        if (val === undefined || k.startsWith(":")) continue;
+        headers[k] = Array.isArray(val) ? val.join(", ") : val;
+      }
+      const query: Record<string, string> = {};
+      for (const [k, val] of Object.entries(req.query as Record<string, string | string[]>)) {
+        query[k] = Array.isArray(val) ? val.join(",") : val;
+      }
+      const body = req.body;
+      const msg = create(input, {
+        method: req.method,
+        pathParams: req.params as Record<string, string>,
+        query,
+        headers,
+        body: Buffer.isBuffer(body) ? new Uint8Array(body.buffer, body.byteOffset, body.byteLength) : new Uint8Array(),
+        contentType: req.headers["content-type"] ?? "",
+      } as never);
+      const res = (await call(msg, ctx)) as { status?: number; headers?: Record<string, string>; body?: Uint8Array };
+      for (const [k, val] of Object.entries(res.headers ?? {})) reply.header(k, val);
+      const set = ctx.setHeaders;
+      if (set) copyHeaders(reply, set);
+      const b = res.body;
+      // a view of the same bytes, not a copy
+      return reply.code(res.status || 200).send(b ? Buffer.from(b.buffer, b.byteOffset, b.byteLength) : Buffer.alloc(0));
+    } catch (err) {
+      return sendError(reply, route.iface, err);
+    }
+  };
+}

@@ -1,0 +1,63 @@
+// The CMS daily allowance shared by several processes (two DailyQuota
+// instances on one PostgreSQL schema): together they never allow more than
+// the limit, requests one holds unspent go back to the others, requests
+// counted before the limit existed count, and a plan change drops a claim.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DailyQuota, LEASE_MS } from "../../../src/capabilities/cms/daily-quota.js";
+import { createTestDb, type TestDb } from "../../helpers/db.js";
+
+let db: TestDb;
+const quotas: DailyQuota[] = [];
+beforeAll(async () => {
+  db = await createTestDb("postgres");
+});
+afterAll(async () => {
+  for (const q of quotas) await q.stop();
+  await db.drop();
+});
+
+function quota(): DailyQuota {
+  const q = new DailyQuota(db.sql);
+  q.start();
+  quotas.push(q);
+  return q;
+}
+
+const allowed = async (q: DailyQuota, appId: number, limit: number, n: number) =>
+  (await Promise.all(Array.from({ length: n }, () => q.take(appId, limit)))).filter(Boolean).length;
+
+describe("DailyQuota", () => {
+  it("two processes together allow exactly the limit", async () => {
+    const [a, b] = [quota(), quota()];
+    const [x, y] = await Promise.all([allowed(a, 101, 37, 40), allowed(b, 101, 37, 40)]);
+    expect(x + y).toBe(37);
+    expect(await a.take(101, 37)).toBe(false);
+    expect(await b.take(101, 37)).toBe(false);
+    // unlimited: always
+    expect(await a.take(101, 0)).toBe(true);
+  });
+
+  it("requests claimed and not spent go back to the others after the lease", async () => {
+    const [a, b] = [quota(), quota()];
+    expect(await a.take(102, 32)).toBe(true); // claims 2, spends 1
+    expect(await allowed(b, 102, 32, 40)).toBe(30);
+    expect(await b.take(102, 32)).toBe(false);
+    await new Promise((r) => setTimeout(r, LEASE_MS * 1.5 + 1100));
+    expect(await b.take(102, 32)).toBe(true);
+    expect(await b.take(102, 32)).toBe(false);
+  });
+
+  it("counts requests counted before the limit was set, and a plan change gives the claim back", async () => {
+    const today = new Date().toISOString().slice(0, 10);
+    await db.sql.query("INSERT INTO cms_usage_daily (app_id, day, counted) VALUES (103, $1::date, 15)", [today]);
+    const [a, b] = [quota(), quota()];
+    expect(await allowed(a, 103, 20, 10)).toBe(5);
+    // A higher limit: the claim made under the old one is not spent under it.
+    expect(await a.take(104, 100)).toBe(true); // claims 7 (⌈100/16⌉), spends 1
+    a.forgetApp(104);
+    await new Promise((r) => setTimeout(r, 200));
+    const { rows } = await db.sql.query<{ quota_claimed: string }>("SELECT quota_claimed FROM cms_usage_daily WHERE app_id = 104");
+    expect(Number(rows[0]!.quota_claimed)).toBe(1);
+    expect(await allowed(b, 104, 100, 120)).toBe(99);
+  });
+});

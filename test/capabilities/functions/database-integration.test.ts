@@ -1,0 +1,109 @@
+// Functions over the real database module (src/capabilities/database): ctx.db goes
+// through the /api/db query runner (guard, linked database) and db event
+// triggers capture changes on the embedded libSQL file through the engine
+// pool, published to real JetStream.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fromJson } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { createClient, createRouterTransport } from "@connectrpc/connect";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { FunctionService as AdminFunctionService } from "../../../gen/pulsebase/admin/v1/functions_pb.js";
+import { createDatabaseModule, type DatabaseModule } from "../../../src/capabilities/database/database-module.js";
+import { functionDbFromQueryRunner } from "../../../src/capabilities/functions/database-adapter.js";
+import { changeCaptureFromDatabase } from "../../../src/capabilities/functions/events/database-capture.js";
+import type { ChangeCaptureDb } from "../../../src/capabilities/functions/events/change-capture.js";
+import { createFunctionsModule, type FunctionsModule } from "../../../src/capabilities/functions/functions-module.js";
+import { createTestDb, TEST_NATS_URL, uniqueName, type TestDb } from "../../helpers/db.js";
+import { createApp } from "./fixtures.js";
+
+let db: TestDb;
+let dataDir: string;
+let dbModule: DatabaseModule;
+let fn: FunctionsModule;
+let nc: NatsConnection;
+let appId: number;
+let capture: ChangeCaptureDb;
+const stream = uniqueName("PBFNDB").toUpperCase();
+const admin = () => createClient(AdminFunctionService, createRouterTransport((r) => r.service(AdminFunctionService, fn.adminService)));
+
+beforeAll(async () => {
+  db = await createTestDb("postgres");
+  dataDir = await mkdtemp(join(tmpdir(), "pb-fn-int-"));
+  dbModule = await createDatabaseModule({ dataDir, linkCacheMs: 0, engineProcesses: 1 }, { sql: db.sql });
+  nc = await connect({ servers: TEST_NATS_URL });
+  capture = changeCaptureFromDatabase({ store: dbModule.store, pool: dbModule.pool, dataDir });
+  fn = createFunctionsModule({
+    sql: db.sql,
+    db: functionDbFromQueryRunner(dbModule.runner),
+    config: { resolveCacheMs: 0 },
+    events: {
+      nats: nc,
+      capture,
+      config: { stream, subjectPrefix: `test.${stream.toLowerCase()}`, drainIntervalMs: 50 },
+    },
+  });
+  appId = await createApp(db.sql);
+  const team = await db.sql.query<{ team_id: number }>("SELECT team_id FROM apps WHERE id = $1", [appId]);
+  const linked = await dbModule.manager.create({ teamId: Number(team.rows[0]!.team_id), name: "main" });
+  await dbModule.manager.link(linked.id, appId);
+  await fn.events!.start();
+});
+afterAll(async () => {
+  await fn.close();
+  await dbModule.close();
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.delete(stream).catch(() => {});
+  await nc.close();
+  await rm(dataDir, { recursive: true, force: true });
+  await db.drop();
+});
+
+describe("functions with the database module", () => {
+  it("queries the linked database through the /api/db rules", async () => {
+    const a = admin();
+    const f = await a.createFunction({ appId: BigInt(appId), name: "todo" });
+    await a.deployVersion({
+      functionId: f.id,
+      activate: true,
+      code: `export default async (req, { db }) => {
+        await db.batch([{ sql: "CREATE TABLE IF NOT EXISTS todos (id INTEGER PRIMARY KEY, title TEXT)" },
+                        { sql: "INSERT INTO todos (title) VALUES (?)", params: [req.title] }], { transaction: true });
+        const [r] = await db.query("SELECT id, title FROM todos ORDER BY id");
+        let refused = null;
+        try { await db.query("PRAGMA table_info(todos)"); } catch (e) { refused = e.code; }
+        return { rows: r.rows, columns: r.columns, refused };
+      }`,
+    });
+    const run = await a.runFunction({ functionId: f.id, payload: fromJson(ValueSchema, { title: "milk" }) });
+    expect(run.outcome).toBe("ok");
+    expect(JSON.parse(run.body)).toEqual({ rows: [[1, "milk"]], columns: ["id", "title"], refused: "forbidden_query" });
+  });
+
+  it("captures changes of the embedded database for db event triggers", async () => {
+    const a = admin();
+    const f = await a.createFunction({ appId: BigInt(appId), name: "on-todo" });
+    await a.deployVersion({ functionId: f.id, activate: true, code: `export default (req, { event }) => { console.log(event.operation, event.table, JSON.stringify(event.after)); }` });
+    await a.createEventTrigger({ functionId: f.id, source: "db", target: "todos", operations: ["insert"] });
+    // Wait for the capture trigger, then change the table as a device would.
+    const deadline = Date.now() + 8000;
+    for (;;) {
+      const r = await capture.serviceBatch(appId, [{ sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'" }]);
+      if (r[0]!.rows[0]![0] === 1) break;
+      if (Date.now() > deadline) throw new Error("capture trigger not installed");
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    await dbModule.runner.query(appId, { sql: "INSERT INTO todos (title) VALUES ('bread')" });
+    let logs: string[] = [];
+    while (Date.now() < deadline + 4000) {
+      const inv = await a.listInvocations({ functionId: f.id });
+      logs = inv.invocations.flatMap((i) => i.logs.map((l) => l.message));
+      if (logs.length > 0) break;
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    expect(logs).toEqual(['insert todos {"id":2,"title":"bread"}']);
+  });
+});

@@ -1,0 +1,70 @@
+// The invocation limiter's state lives in PostgreSQL: two limiter instances
+// on two connection pools (standing in for two server processes) share it.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDb, uniqueName, type TestDb } from "../../helpers/db.js";
+import { createPgSql } from "../../../src/infra/storage/pg-sql.js";
+import type { Sql } from "../../../src/infra/storage/sql.js";
+import { createLeasedRateLimiter } from "../../../src/capabilities/functions/rate-limiter.js";
+
+let db: TestDb;
+let second: Sql;
+
+beforeAll(async () => {
+  db = await createTestDb("postgres");
+  second = createPgSql({ connectionString: db.url!, schema: db.schema!, max: 4 });
+});
+afterAll(async () => {
+  await second.close();
+  await db.drop();
+});
+
+describe("shared rate limiter", () => {
+  it("never allows more than the limit across two processes", async () => {
+    const a = createLeasedRateLimiter(db.sql);
+    const b = createLeasedRateLimiter(second);
+    const key = uniqueName("lease");
+    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).take([{ key, perMinute: 12 }])));
+    expect(results.filter((r) => r.allowed)).toHaveLength(12);
+    const denied = results.find((r) => !r.allowed);
+    expect(denied).toMatchObject({ allowed: false, key });
+    // One token comes back every 5 s at 12/min.
+    expect(!denied!.allowed && denied!.retryAfterSeconds).toBeGreaterThanOrEqual(4);
+    expect(!denied!.allowed && denied!.retryAfterSeconds).toBeLessThanOrEqual(5);
+  });
+
+  it("refills over time; unlimited touches nothing", async () => {
+    const a = createLeasedRateLimiter(db.sql);
+    const key = uniqueName("slow");
+    // 60/min = one token per second; start with an empty bucket.
+    await db.sql.query("INSERT INTO function_rate_buckets (key, tokens, allowed, updated_at) VALUES ($1, 0, false, clock_timestamp())", [key]);
+    expect((await a.take([{ key, perMinute: 60 }])).allowed).toBe(false);
+    await new Promise((r) => setTimeout(r, 1100));
+    expect((await a.take([{ key, perMinute: 60 }])).allowed).toBe(true);
+    expect((await a.take([{ key, perMinute: 60 }])).allowed).toBe(false);
+    const free = uniqueName("x");
+    expect(await a.take([{ key: free, perMinute: 0 }])).toEqual({ allowed: true });
+    expect((await db.sql.query("SELECT key FROM function_rate_buckets WHERE key = $1", [free])).rows).toHaveLength(0);
+  });
+
+  it("spends a high limit locally with one statement per batch of tokens", async () => {
+    let statements = 0;
+    const counting = { ...db.sql, query: (t: string, p?: readonly unknown[]) => { statements++; return db.sql.query(t, p); } } as Sql;
+    const a = createLeasedRateLimiter(counting);
+    const key = uniqueName("hot");
+    const results = await Promise.all(Array.from({ length: 1000 }, () => a.take([{ key, perMinute: 600_000 }])));
+    expect(results.every((r) => r.allowed)).toBe(true);
+    expect(statements).toBeLessThanOrEqual(12);
+  });
+
+  it("does not spend a token of one bucket when the other refuses", async () => {
+    const a = createLeasedRateLimiter(db.sql);
+    const app = uniqueName("app");
+    const fn = uniqueName("fn");
+    expect((await a.take([{ key: app, perMinute: 3 }, { key: fn, perMinute: 1 }])).allowed).toBe(true);
+    expect(await a.take([{ key: app, perMinute: 3 }, { key: fn, perMinute: 1 }])).toMatchObject({ allowed: false, key: fn });
+    // the app's bucket still has its two remaining tokens
+    expect((await a.take([{ key: app, perMinute: 3 }])).allowed).toBe(true);
+    expect((await a.take([{ key: app, perMinute: 3 }])).allowed).toBe(true);
+    expect((await a.take([{ key: app, perMinute: 3 }])).allowed).toBe(false);
+  });
+});

@@ -1,0 +1,164 @@
+// A run must not outlive itself (issue 15 point 1), with ctx.db on the real
+// database module (engine processes, the query runner): work a run leaves
+// behind never resumes, its isolate is never reused, its db calls are
+// cancelled when it ends, nothing of it runs past its deadline, and the
+// service's thread never waits on a busy isolate (metrics included).
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { createDatabaseModule, type DatabaseModule } from "../../../src/capabilities/database/database-module.js";
+import { functionDbFromQueryRunner } from "../../../src/capabilities/functions/database-adapter.js";
+import { createDbBridge } from "../../../src/capabilities/functions/db-bridge.js";
+import { createSandbox, type Sandbox } from "../../../src/infra/sandbox/sandbox.js";
+import type { RunInput, RunTarget } from "../../../src/infra/sandbox/types.js";
+import { createApp } from "../../capabilities/functions/fixtures.js";
+import { createTestDb, type TestDb } from "../../helpers/db.js";
+
+const RUNAWAY = "SELECT count(*) FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c)";
+
+let db: TestDb;
+let dataDir: string;
+let dbModule: DatabaseModule;
+let sandbox: Sandbox;
+let appId: number;
+
+beforeAll(async () => {
+  db = await createTestDb("postgres");
+  dataDir = await mkdtemp(join(tmpdir(), "pb-leftover-"));
+  // One engine: a query left running would hold up everything after it. The
+  // link stays cached, so a run's calls reach the engine queue in the order
+  // it made them (each would otherwise first look the link up).
+  dbModule = await createDatabaseModule({ dataDir, linkCacheMs: 600_000, engineProcesses: 1, limits: { queryTimeoutMs: 5000, abandonGraceMs: 200 } }, { sql: db.sql });
+  const fdb = functionDbFromQueryRunner(dbModule.runner);
+  sandbox = createSandbox({ dbBridge: (app) => createDbBridge(fdb, app), limits: { dbCallsRunning: 2, dbCallsQueued: 3 } });
+  appId = await createApp(db.sql);
+  const team = await db.sql.query<{ team_id: number }>("SELECT team_id FROM apps WHERE id = $1", [appId]);
+  const linked = await dbModule.manager.create({ teamId: Number(team.rows[0]!.team_id), name: "main" });
+  await dbModule.manager.link(linked.id, appId);
+  await dbModule.runner.query(appId, { sql: "CREATE TABLE marks (v TEXT)" });
+}, 30_000);
+afterAll(async () => {
+  sandbox?.close();
+  await dbModule?.close();
+  await db?.drop();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+let nextVersion = 5000;
+const target = (code: string, over: Partial<RunTarget> = {}): RunTarget => ({ versionId: nextVersion++, appId, code, memoryMb: 32, timeoutMs: 1000, ...over });
+const input = (query: Record<string, string> = {}): RunInput => ({
+  req: { method: "GET", slug: "s", query, headers: {}, body: null }, consumer: null, event: null, env: {}, trigger: "http", requestId: "r",
+});
+const body = (r: Awaited<ReturnType<Sandbox["run"]>>) => JSON.parse(r.response!.body);
+
+/** Process CPU seconds (all threads: isolated-vm's included) used over `ms`. */
+async function cpuOver(ms: number): Promise<number> {
+  const a = process.cpuUsage();
+  await new Promise((r) => setTimeout(r, ms));
+  const d = process.cpuUsage(a);
+  return (d.user + d.system) / 1e6;
+}
+
+/** Longest time the event loop was held while `work` ran (a 1 ms interval's worst gap). */
+async function longestStall(work: () => unknown): Promise<number> {
+  let last = performance.now();
+  let worst = 0;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    worst = Math.max(worst, now - last);
+    last = now;
+  }, 1);
+  try {
+    await work();
+    await new Promise((r) => setTimeout(r, 10));
+  } finally {
+    clearInterval(timer);
+  }
+  return worst;
+}
+
+const count = async (sql: string) => Number((await dbModule.runner.query(appId, { sql }))[0]!.rows[0]![0]);
+
+it("answers a run that left a db call behind, never resumes that work, and never reuses its isolate", async () => {
+  const t = target(`let runs = 0;
+    export default (req, ctx) => {
+      runs++;
+      if (req.query.leave) ctx.db.query("SELECT 1").then(() => { const end = Date.now() + 1500; while (Date.now() < end); });
+      return { runs };
+    }`);
+  expect(body(await sandbox.run(t, input()))).toEqual({ runs: 1 });
+  const r = await sandbox.run(t, input({ leave: "1" }));
+  expect(r.outcome).toBe("ok");
+  expect(body(r)).toEqual({ runs: 2 });
+  expect(r.logs.map((l) => l.message)).toContainEqual(expect.stringMatching(/1 ctx\.db call was still pending .* cancelled/));
+  // the left-over work would be spinning now: the metrics read never waits for it
+  await new Promise((r) => setTimeout(r, 100));
+  expect(await longestStall(() => sandbox.stats())).toBeLessThan(100);
+  expect(await cpuOver(600)).toBeLessThan(0.3);
+  // a fresh isolate serves the next run
+  expect(body(await sandbox.run(t, input()))).toEqual({ runs: 1 });
+}, 20_000);
+
+it("cancels the db calls a run left queued or running when it ends", async () => {
+  // "now": fired in the synchronous slice (they reach the host after the run
+  // ended); "later": fired after an await, on their way while it ends
+  const t = target(`export default async (req, ctx) => {
+    if (req.query.when === "later") await ctx.db.query("SELECT 1");
+    ctx.db.query(${JSON.stringify(RUNAWAY)}).catch(() => 0);
+    ctx.db.query("INSERT INTO marks VALUES ('left queued')").catch(() => 0);
+    return "done";
+  }`);
+  for (const when of ["now", "later"]) {
+    const r = await sandbox.run(t, input({ when }));
+    expect(r.response!.body).toBe(JSON.stringify("done"));
+    // no runaway holds the single engine until the 5 s time limit: at
+    // most the 200 ms grace, and a restart
+    const t0 = performance.now();
+    expect(await count("SELECT count(*) FROM marks")).toBe(0);
+    expect(performance.now() - t0, when).toBeLessThan(2500);
+    // the queued write never ran
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await count("SELECT count(*) FROM marks")).toBe(0);
+  }
+}, 20_000);
+
+it("cancels the db call of a run that times out", async () => {
+  const t = target(`export default async (req, ctx) => { await ctx.db.query(${JSON.stringify(RUNAWAY)}); return 1; }`, { timeoutMs: 300 });
+  const r = await sandbox.run(t, input());
+  expect(r.outcome).toBe("timeout");
+  const t0 = performance.now();
+  expect(await count("SELECT count(*) FROM marks")).toBe(0);
+  expect(performance.now() - t0).toBeLessThan(2500);
+}, 20_000);
+
+it("stops code a run left going after its output at the run's deadline", async () => {
+  const t = target(`export default async (req, ctx) => {
+    await ctx.db.query("SELECT 1");
+    let p = Promise.resolve();
+    for (let i = 0; i < 40; i++) p = p.then(() => 0);
+    // (bounded, so that where it does run it cannot hang the test process)
+    p.then(() => { const end = Date.now() + 3000; while (Date.now() < end); });
+    return "answered";
+  }`, { timeoutMs: 500 });
+  const t0 = performance.now();
+  const r = await sandbox.run(t, input());
+  expect(r.outcome).toBe("ok");
+  expect(r.response!.body).toBe(JSON.stringify("answered"));
+  expect(performance.now() - t0).toBeLessThan(400);
+  expect(await longestStall(() => sandbox.stats())).toBeLessThan(100);
+  // past the deadline (500 ms after the start) nothing of it runs
+  await new Promise((r) => setTimeout(r, Math.max(0, 700 - (performance.now() - t0))));
+  expect(await cpuOver(600)).toBeLessThan(0.3);
+}, 20_000);
+
+it("lets one invocation run 2 db calls at once and queue 3 more; further ones fail with database_unavailable", async () => {
+  const t = target(`export default async (req, ctx) => {
+    const calls = [];
+    for (let i = 0; i < 8; i++) calls.push(ctx.db.query("SELECT ?", [i]));
+    const settled = await Promise.allSettled(calls);
+    return settled.map((s) => s.status === "fulfilled" ? s.value[0].rows[0][0] : s.reason.code);
+  }`);
+  const r = await sandbox.run(t, input());
+  expect(body(r)).toEqual([0, 1, 2, 3, 4, "database_unavailable", "database_unavailable", "database_unavailable"]);
+}, 20_000);

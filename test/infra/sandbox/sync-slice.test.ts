@@ -1,0 +1,136 @@
+// The fast path: runs start inside a synchronous call on the service's
+// thread, cut after syncSliceMs. A cut run must leave no trace and be run
+// again off the thread; a version that needs more than syncBudgetMs of
+// synchronous work leaves the fast path, so it cannot hold up other requests.
+import { afterAll, describe, expect, it } from "vitest";
+import { createSandbox } from "../../../src/infra/sandbox/sandbox.js";
+import type { RunInput, RunTarget } from "../../../src/infra/sandbox/types.js";
+import { createDbBridge } from "../../../src/capabilities/functions/db-bridge.js";
+import { createTestFunctionDb } from "../../capabilities/functions/libsql-function-db.js";
+
+const fdb = createTestFunctionDb();
+const sandbox = createSandbox({
+  dbBridge: (appId) => createDbBridge(fdb, appId),
+  limits: { maxIsolates: 16, isolatesPerVersion: 2, syncSliceMs: 10, syncBudgetMs: 1 },
+});
+afterAll(() => {
+  sandbox.close();
+  fdb.close();
+});
+
+let nextVersion = 1000;
+const target = (code: string, over: Partial<RunTarget> = {}): RunTarget => ({ versionId: nextVersion++, appId: 21, code, memoryMb: 32, timeoutMs: 2000, ...over });
+const input = (over: Partial<RunInput> = {}): RunInput => ({
+  req: { method: "POST", slug: "s", query: {}, headers: {}, body: null }, consumer: { id: 1 }, event: null, env: {}, trigger: "http", requestId: "r", ...over,
+});
+
+/** Longest gap between ticks of a 1 ms interval while `work` runs: how long the thread was held. */
+async function longestStall(work: () => Promise<unknown>): Promise<number> {
+  let last = performance.now();
+  let worst = 0;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    worst = Math.max(worst, now - last);
+    last = now;
+  }, 1);
+  try {
+    await work();
+    await new Promise((r) => setTimeout(r, 5));
+  } finally {
+    clearInterval(timer);
+  }
+  return worst;
+}
+
+describe("the synchronous slice", () => {
+  it("keeps a quick function on the fast path, including one that awaits db calls", async () => {
+    const before = sandbox.stats().slowVersions;
+    const quick = target(`export default (req) => ({ echo: req.body })`);
+    const viaDb = target(`export default async (req, { db }) => { const [r] = await db.query("SELECT ? AS v", [req.body]); return r.rows[0][0]; }`);
+    for (let i = 0; i < 50; i++) {
+      const a = await sandbox.run(quick, input({ req: { body: i } }));
+      expect(JSON.parse(a.response!.body)).toEqual({ echo: i });
+      const b = await sandbox.run(viaDb, input({ req: { body: i } }));
+      expect(JSON.parse(b.response!.body)).toBe(i);
+    }
+    expect(sandbox.stats().slowVersions).toBe(before);
+  });
+
+  it("runs a function cut at its slice again off the thread, with its db writes applied once", async () => {
+    await fdb.client(22).execute("CREATE TABLE hits (id INTEGER PRIMARY KEY, tag TEXT)");
+    const t = target(`export default async (req, { db }) => {
+      // queued before the long computation: must not run for the cut attempt
+      const write = db.query("INSERT INTO hits (tag) VALUES (?)", [req.body]);
+      let x = 0; const end = Date.now() + 40; while (Date.now() < end) x++;
+      await write;
+      return "done";
+    }`, { appId: 22 });
+    const before = sandbox.stats().slowVersions;
+    const r = await sandbox.run(t, input({ req: { body: "first" } }));
+    expect(r.outcome).toBe("ok");
+    expect(r.response!.body).toBe(JSON.stringify("done"));
+    const rows = await fdb.client(22).execute("SELECT tag, count(*) AS n FROM hits GROUP BY tag");
+    expect(rows.rows.map((x) => [x.tag, Number(x.n)])).toEqual([["first", 1]]);
+    expect(sandbox.stats().slowVersions).toBe(before + 1);
+  });
+
+  it("holds the thread for at most about one slice, then never again for that version", async () => {
+    const t = target(`export default () => { let x = 0; const end = Date.now() + 100; while (Date.now() < end) x++; return x > 0; }`);
+    const first = await longestStall(async () => expect((await sandbox.run(t, input())).outcome).toBe("ok"));
+    const second = await longestStall(async () => expect((await sandbox.run(t, input())).outcome).toBe("ok"));
+    // the 100 ms of work ran off the thread; the slice cost at most ~10 ms (+ scheduling slack)
+    expect(first).toBeLessThan(60);
+    expect(second).toBeLessThan(40);
+  });
+
+  it("moves a version whose warm synchronous work exceeds the budget off the fast path", async () => {
+    const before = sandbox.stats().slowVersions;
+    const t = target(`export default () => { let x = 0; const end = Date.now() + 4; while (Date.now() < end) x++; return 1; }`);
+    await sandbox.run(t, input()); // cold: its timing is not judged
+    // the median of the last five warm runs decides
+    for (let i = 0; i < 4; i++) await sandbox.run(t, input());
+    expect(sandbox.stats().slowVersions).toBe(before);
+    await sandbox.run(t, input());
+    expect(sandbox.stats().slowVersions).toBe(before + 1);
+    expect((await sandbox.run(t, input())).outcome).toBe("ok");
+  });
+
+  it("judges a slow version again after slowRecheckMs", async () => {
+    const quick = createSandbox({ dbBridge: (appId) => createDbBridge(fdb, appId), limits: { syncSliceMs: 10, syncBudgetMs: 1, slowRecheckMs: 300 } });
+    try {
+      const t = target(`export default () => { let x = 0; const end = Date.now() + 4; while (Date.now() < end) x++; return 1; }`);
+      for (let i = 0; i < 6; i++) await quick.run(t, input());
+      expect(quick.stats().slowVersions).toBe(1);
+      await new Promise((r) => setTimeout(r, 350));
+      expect((await quick.run(t, input())).outcome).toBe("ok"); // on the fast path again, judged anew
+      expect(quick.stats().slowVersions).toBe(0);
+    } finally {
+      quick.close();
+    }
+  });
+
+  it("never waits on the service's thread for work a previous run left running in the isolate", async () => {
+    // the run returns at once; the db call it did not await resumes the
+    // isolate later, on isolated-vm's thread, with 300 ms of work
+    const t = target(`export default (req, { db }) => {
+      if (req.body === "leave") db.query("SELECT 1").then(() => { const end = Date.now() + 300; while (Date.now() < end); });
+      return req.body;
+    }`, { timeoutMs: 2000 });
+    expect((await sandbox.run(t, input({ req: { body: "warm" } }))).outcome).toBe("ok");
+    expect((await sandbox.run(t, input({ req: { body: "leave" } }))).outcome).toBe("ok");
+    await new Promise((r) => setTimeout(r, 30)); // the left-over work is running now
+    const stall = await longestStall(async () => {
+      const r = await sandbox.run(t, input({ req: { body: "next" } }));
+      expect(r.response!.body).toBe(JSON.stringify("next"));
+    });
+    expect(stall).toBeLessThan(60);
+  });
+
+  it("still times out a run that never ends, at its own timeout", async () => {
+    const t = target(`export default () => { for (;;) {} }`, { timeoutMs: 300 });
+    const t0 = performance.now();
+    const r = await sandbox.run(t, input());
+    expect(r.outcome).toBe("timeout");
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(280);
+  });
+});
