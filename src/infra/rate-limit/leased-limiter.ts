@@ -13,10 +13,7 @@
 import { appError } from "../../kernel/errors.js";
 
 /** One limit to take a token from; `limit` is per period of the policy, 0 or less = unlimited. */
-export interface Limit {
-  key: string;
-  limit: number;
-}
+export type Limit = { key: string; limit: number };
 
 export type Verdict = { allowed: true } | { allowed: false; key: string; retryAfterSeconds: number };
 
@@ -57,15 +54,8 @@ export interface LeaseOptions {
   onError?: (err: unknown) => void;
 }
 
-interface Lease {
-  limit: number;
-  slot: number;
-  tokens: number;
-  expiresAt: number;
-  emptyUntil: number;
-  retryAt: number;
-  claiming: Promise<void> | undefined;
-}
+/** Tokens of one key claimed under one limit and slot; a refusal is remembered until emptyUntil. */
+interface Lease { limit: number; slot: number; tokens: number; expiresAt: number; emptyUntil: number; retryAt: number; claiming?: Promise<void> }
 
 const ALLOWED: Verdict = { allowed: true };
 
@@ -97,7 +87,7 @@ export function createLeasedLimiter(policy: Policy, opts: LeaseOptions): RateLim
       l = undefined;
     }
     if (!l) {
-      l = { limit, slot, tokens: 0, expiresAt: 0, emptyUntil: 0, retryAt: 0, claiming: undefined };
+      l = { limit, slot, tokens: 0, expiresAt: 0, emptyUntil: 0, retryAt: 0 };
       leases.set(key, l);
     }
     return l;

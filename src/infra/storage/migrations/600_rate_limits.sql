@@ -1,8 +1,5 @@
--- The shared state of the leased rate limiter (src/infra/rate-limit/), one
--- table per policy, keyed by the limiter's name and the caller's key. It
--- replaces the functions' buckets and the CMS per-second windows; the CMS
--- daily allowance moves here from cms_usage_daily.quota_claimed (today's
--- claims are carried over).
+-- The leased rate limiter's state (src/infra/rate-limit/), a table per policy.
+-- The CMS daily allowance moves here from cms_usage_daily.quota_claimed.
 CREATE TABLE rate_limit_windows (
   name text NOT NULL,
   key text NOT NULL,
@@ -21,6 +18,5 @@ CREATE TABLE rate_limit_buckets (
 INSERT INTO rate_limit_windows (name, key, window_start, used, last_grant)
   SELECT 'cms-day', app_id::text, (day - DATE '1970-01-01')::bigint * 86400000, quota_claimed, 0
     FROM cms_usage_daily WHERE quota_claimed > 0 AND day >= CURRENT_DATE;
--- function_rate_buckets, cms_rate_windows and quota_claimed are no longer
--- read; they stay until no server of the previous release can run (a rolling
--- upgrade would otherwise fail their requests).
+-- function_rate_buckets, cms_rate_windows, quota_claimed: unused, kept for
+-- servers of the previous release during a rolling upgrade.
