@@ -20,7 +20,7 @@ export const LEASE_MS = 2000;
  * while the plan had no daily limit) are a floor of the day's count.
  */
 export function dailyLimiter(sql: Sql, onError?: (err: unknown) => void): RateLimiter {
-  const floorSql = "SELECT counted FROM cms_usage_daily WHERE app_id = $2::text::bigint AND day = to_timestamp($3::bigint / 1000)::date";
+  const floorSql = "SELECT counted FROM cms_usage_daily WHERE app_id = $2::text::bigint AND day = DATE '1970-01-01' + ($3::bigint / 86400000)::int";
   const policy = windowPolicy(sql, { name: "cms-day", windowMs: 86_400_000, batch: () => 100, shareOfLeft: 16, floorSql });
   return createLeasedLimiter(policy, { leaseMs: LEASE_MS, onError });
 }

@@ -31,6 +31,13 @@ describe.each(["postgres", "pglite"] as const)("leased limiter on %s", (kind) =>
     expect(await allowed([b], other, 100, 120)).toBe(99);
   });
 
+  it("window: a floor counted elsewhere is part of the window's count", async () => {
+    const floorSql = "SELECT length($2::text) + 0 * $3::bigint";
+    const a = createLeasedLimiter(windowPolicy(db.sql, { name: "t-floor", windowMs: 60_000, batch: () => 100, shareOfLeft: 16, floorSql }), { leaseMs: 60_000 });
+    const key = `f${"x".repeat(9)}`; // a floor of 10
+    expect(await allowed([a], key, 25, 30)).toBe(15);
+  });
+
   it("bucket: together exactly the burst, all or none of several limits", async () => {
     const make = () => createLeasedLimiter(bucketPolicy(db.sql, { name: "t-min", periodMs: 60_000 }), { leaseMs: 1000 });
     const [a, b] = [make(), make()];
