@@ -43,6 +43,8 @@ export interface PublicAppOptions {
   trustedProxies: string[];
   /** Where redirects to HTTPS point (PULSEBASE_PUBLIC_URL); unset: the trusted proxy's X-Forwarded-Host, else localhost. */
   publicUrl?: string;
+  /** {media_base_url}, for the media path in /openapi.json. */
+  mediaBaseUrl?: string;
   corsOrigins: string[];
   services: ServiceBinding[];
   /** The principal at once when it is known (cached), else a promise of it. */
@@ -175,7 +177,7 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
     budget,
   });
 
-  const openapi = JSON.stringify(buildOpenApi(table, { title: "Pulsebase device and content API", version: "1.0.0" }));
+  const openapi = JSON.stringify(buildOpenApi(table, { title: "Pulsebase device and content API", version: "1.0.0" }, opts));
   app.get("/openapi.json", (_req, reply) => reply.type("application/json").send(openapi));
   app.get("/healthz", (_req, reply) => reply.send({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
