@@ -4,7 +4,6 @@
 // generators: multipart first where a file travels, query parameters by
 // name, every documented 4xx per operation.
 import { getOption, ScalarType, type DescField, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
-import { FieldBehavior, field_behavior } from "../../../gen/google/api/field_behavior_pb.js";
 import { Auth, rest_error, rest_null, rest_query_params } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import { descriptions } from "../../../gen/pulsebase/descriptions.js";
 import { restName } from "./rest-json.js";
@@ -108,7 +107,7 @@ export function buildOpenApi(table: RouteTable, info: { title: string; version: 
       const named = getOption(r.method, rest_query_params);
       const doc = named ? r.method.parent.file.messages.find((t) => t.typeName === named) : undefined;
       if (named && !doc) throw new Error(`${methodName}: rest_query_params names no message ${named} in its file`);
-      op.parameters = [...(op.parameters as unknown[]), ...(doc ? doc.fields.map((f) => queryParameter(f, ref)) : [
+      op.parameters = [...(op.parameters as unknown[]), ...(doc ? doc.fields.map((f) => queryParameter(r, f, ref)) : [
         { name: "query", in: "query", style: "form", explode: true, schema: { type: "object", additionalProperties: { type: "string" } } },
       ])];
     }
@@ -116,7 +115,7 @@ export function buildOpenApi(table: RouteTable, info: { title: string; version: 
       // The gateway reads a GET's request fields (other than path variables) from the query string.
       for (const f of r.method.input.fields) {
         if (r.pathParams.includes(f.name) || f.fieldKind === "message" || f.fieldKind === "map") continue;
-        (op.parameters as unknown[]).push(queryParameter(f, ref));
+        (op.parameters as unknown[]).push(queryParameter(r, f, ref));
       }
     }
     (paths[r.template] ??= {})[r.verb.toLowerCase()] = op;
@@ -177,9 +176,10 @@ function holdsFile(m: DescMessage, seen = new Set<string>()): boolean {
 }
 
 /** A query parameter for a field; a map is a deepObject (filter[field]=value). */
-function queryParameter(f: DescField, ref: (m: DescMessage) => Schema): Schema {
+function queryParameter(r: RestRoute, f: DescField, ref: (m: DescMessage) => Schema): Schema {
   const description = descriptions[`${f.parent.typeName}.${f.name}`];
-  const required = getOption(f, field_behavior).includes(FieldBehavior.REQUIRED);
+  // In a rest_query_params message, a singular field without `optional` is required.
+  const required = r.rawQueryField !== "" && f.fieldKind === "scalar" && !f.proto.proto3Optional;
   return {
     name: restName(f),
     in: "query",

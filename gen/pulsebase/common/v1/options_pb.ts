@@ -344,8 +344,9 @@ export const rest_error: GenExtension<MethodOptions, string[]> = /*@__PURE__*/
 /**
  * Full name of a message whose fields are the query parameters of a
  * rest_raw_query method, for the OpenAPI document (map fields are
- * deepObject parameters, e.g. filter[field]=value); the method itself
- * still receives them in its rest_raw_query map.
+ * deepObject parameters, e.g. filter[field]=value; singular fields without
+ * `optional` are required); the method itself still receives them in its
+ * rest_raw_query map.
  *
  * @generated from extension: string rest_query_params = 50109;
  */
