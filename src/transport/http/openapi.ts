@@ -104,12 +104,11 @@ export function buildOpenApi(table: RouteTable, info: { title: string; version: 
       }
       op.requestBody = { required: false, ...(description ? { description } : {}), content };
     } else if (r.rawQueryField) {
+      // The raw map's parameters are documented by the rest_query_params message.
       const named = getOption(r.method, rest_query_params);
-      const doc = named ? r.method.parent.file.messages.find((t) => t.typeName === named) : undefined;
-      if (named && !doc) throw new Error(`${methodName}: rest_query_params names no message ${named} in its file`);
-      op.parameters = [...(op.parameters as unknown[]), ...(doc ? doc.fields.map((f) => queryParameter(r, f, ref)) : [
-        { name: "query", in: "query", style: "form", explode: true, schema: { type: "object", additionalProperties: { type: "string" } } },
-      ])];
+      const doc = r.method.parent.file.messages.find((t) => t.typeName === named);
+      if (!doc) throw new Error(`${methodName}: rest_raw_query needs rest_query_params naming a message of its file`);
+      op.parameters = [...(op.parameters as unknown[]), ...doc.fields.map((f) => queryParameter(r, f, ref))];
     }
     if (r.verb === "GET" && !r.passthrough && !r.rawQueryField && r.iface !== "cms") {
       // The gateway reads a GET's request fields (other than path variables) from the query string.
