@@ -95,12 +95,15 @@ export function buildOpenApi(table: RouteTable, info: { title: string; version: 
           if (f.fieldKind === "message" && (f.message.typeName === "google.protobuf.Struct" || f.message.typeName === "google.protobuf.Value")) encoding[restName(f)] = { contentType: "application/json" };
         }
         const multipart = { schema: ref(r.method.input), ...(Object.keys(encoding).length ? { encoding } : {}) };
-        // Where a file can travel (JSON cannot carry one) only multipart is
-        // offered: generators prefer JSON whenever it is listed.
-        const files = holdsFile(r.method.input);
-        content = files ? { "multipart/form-data": multipart } : { ...content, "multipart/form-data": multipart };
+        // Generators send JSON whenever it is listed, and JSON cannot carry a
+        // file: a top-level file field (RecordLog.file) makes the operation
+        // multipart only. Files inside list items (BatchLogs.logs[].file)
+        // need bracket keys no generator writes, so multipart comes first
+        // and JSON (without files) second.
+        const files = r.method.input.fields.some((f) => f.message?.typeName === FILE_MESSAGE);
+        content = files ? { "multipart/form-data": multipart } : holdsFile(r.method.input) ? { "multipart/form-data": multipart, ...content } : { ...content, "multipart/form-data": multipart };
         description = "multipart/form-data: files as file parts, nested fields as bracket keys (events[0][name], logs[1][file]), object fields as JSON text or bracket keys. " +
-          (files ? "The same fields as a JSON body (without files) are also accepted." : "Or JSON.");
+          (files ? "The same fields as a JSON body (without files) are also accepted." : "Or JSON, without files.");
       }
       op.requestBody = { required: false, ...(description ? { description } : {}), content };
     } else if (r.rawQueryField) {
