@@ -121,7 +121,7 @@ export function createSqlQueue(opts: Omit<QueueOptions, "nats" | "jetstream">): 
 
     consume(handler, { concurrency }) {
       let stopped = false;
-      const inHand = new Set<Row["id"]>();
+      const inHand = new Set<number>();
       // Claims of the rows in hand are extended every third of ackWaitMs.
       const progress = setInterval(() => {
         if (inHand.size === 0) return;
@@ -165,11 +165,11 @@ export function createSqlQueue(opts: Omit<QueueOptions, "nats" | "jetstream">): 
           if (free > 0) rows = await claim(free).catch(() => []); // database briefly unavailable: poll again later
           for (const row of rows) {
             await sem.acquire();
-            inHand.add(row.id);
+            inHand.add(Number(row.id));
             void settle(row, new Uint8Array(row.payload))
               .catch(() => {}) // the claim expires after ackWaitMs and the row is retried
               .finally(() => {
-                inHand.delete(row.id);
+                inHand.delete(Number(row.id));
                 sem.release();
                 waker();
               });

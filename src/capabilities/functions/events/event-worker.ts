@@ -14,8 +14,9 @@
 //     lanes proceed. Each matching trigger runs the function's active
 //     version with the change as ctx.event; a failed run is retried in place
 //     with exponential backoff (keeping the order), and after `maxAttempts`
-//     the change is dead-lettered for that trigger and the lane moves on. Delivery is at least once: a process that
-//     dies mid-change leaves it unacknowledged and it is delivered again.
+//     the change is dead-lettered for that trigger and the lane moves on.
+//     Delivery is at least once: a process that dies mid-change leaves it
+//     unacknowledged and it is delivered again.
 //     Operators list and replay dead letters (listDeadLetters,
 //     replayDeadLetters); a replayed one runs only its own trigger.
 // The drainer reads embedded and remote databases alike through
@@ -102,19 +103,16 @@ export interface FunctionEvent {
   at: string;
 }
 
-/** FNV-1a, 32 bits. */
-function fnv1a(s: string): number {
+/** The stable lane of a stored event: FNV-1a (32 bits) of (source, app, table or collection). */
+function eventLane(partitions: number, data: Uint8Array): number {
+  const e = eventOf(data);
+  const key = e ? `${e.source}\u0000${e.app_id}\u0000${(e.source === "cms" ? e.collection : e.table) ?? ""}` : "";
   let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
+  for (let i = 0; i < key.length; i++) {
+    h ^= key.charCodeAt(i);
     h = Math.imul(h, 0x01000193);
   }
-  return h >>> 0;
-}
-
-/** The stable lane of an event: hash(source, app, table or collection). */
-export function eventLane(partitions: number, event: FunctionEvent): number {
-  return fnv1a(`${event.source}\u0000${event.app_id}\u0000${(event.source === "cms" ? event.collection : event.table) ?? ""}`) % partitions;
+  return (h >>> 0) % partitions;
 }
 
 /** A stored payload as an event, or undefined (nothing can run it). */
@@ -133,7 +131,7 @@ export function functionEventQueue(sql: Sql, nats: NatsSource | undefined, cfg: 
     name: "function-events",
     sql,
     nats,
-    lanes: { count: cfg.partitions, of: (data) => eventLane(cfg.partitions, eventOf(data) ?? ({ source: "db", app_id: 0 } as FunctionEvent)) },
+    lanes: { count: cfg.partitions, of: (data) => eventLane(cfg.partitions, data) },
     ackWaitMs: cfg.ackWaitMs,
     jetstream: { stream: cfg.stream, subjectPrefix: cfg.subjectPrefix, durable: cfg.durable, retentionMs: cfg.retentionMs, duplicateWindowMs: cfg.duplicateWindowMs },
   });
