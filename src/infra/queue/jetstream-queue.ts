@@ -65,7 +65,7 @@ export function createJetStreamQueue(opts: Omit<QueueOptions, "sql" | "pollMs"> 
   const unfollow = nats instanceof NatsLink ? nats.onChange((s) => s === "connected" && (ensured = undefined)) : () => {};
   const current = () => (nats instanceof NatsLink ? nats.current : nats);
   const up = () => !closed && (nats instanceof NatsLink ? nats.connected : !nats.isClosed());
-  const unavailable = (cause?: unknown) => appError("unavailable", "The queue is unavailable.", { cause, retryAfterSeconds: 1 });
+  const unavailable = (cause?: unknown) => appError("unavailable", "The ingestion queue is unavailable.", { cause, retryAfterSeconds: 1 });
 
   const clientOf = async () => {
     const nc = await natsConnection(nats, 5000);
@@ -111,20 +111,16 @@ export function createJetStreamQueue(opts: Omit<QueueOptions, "sql" | "pollMs"> 
     }
   };
 
-  const deadLetterOf = (m: StoredMsg): DeadLetter => {
-    const attrs: Attrs = {};
-    for (const k of m.header?.keys() ?? []) if (!OWN_HEADERS.has(k.toLowerCase())) attrs[k] = m.header!.get(k);
-    return {
-      id: String(m.seq),
-      msgId: m.header?.get("Pb-Msg-Id") ?? "",
-      data: m.data,
-      topic: topicOf(m.subject, `${prefix}.dead`),
-      attrs,
-      attempts: Number(m.header?.get("Pb-Attempts") ?? 0),
-      lastError: m.header?.get("Pb-Error") ?? "",
-      deadAt: m.time,
-    };
-  };
+  const deadLetterOf = (m: StoredMsg): DeadLetter => ({
+    id: String(m.seq),
+    msgId: m.header?.get("Pb-Msg-Id") ?? "",
+    data: m.data,
+    topic: topicOf(m.subject, `${prefix}.dead`),
+    attrs: headerAttrs(m.header),
+    attempts: Number(m.header?.get("Pb-Attempts") ?? 0),
+    lastError: m.header?.get("Pb-Error") ?? "",
+    deadAt: m.time,
+  });
 
   const getStored = async (jsm: JetStreamManager, seq: number): Promise<StoredMsg | undefined> => {
     try {
@@ -374,7 +370,7 @@ export function createJetStreamQueue(opts: Omit<QueueOptions, "sql" | "pollMs"> 
   };
 }
 
-/** A message's attributes: its headers but the msg id. */
+/** A message's or dead letter's attributes: its headers but those the queue sets. */
 function headerAttrs(h: MsgHdrs | undefined): Attrs {
   const attrs: Attrs = {};
   for (const k of h?.keys() ?? []) if (!OWN_HEADERS.has(k.toLowerCase())) attrs[k] = h!.get(k);

@@ -112,7 +112,7 @@ export function createSqlQueue(opts: Omit<QueueOptions, "nats" | "jetstream">): 
           [name, msgId, lane, o.topic ?? "", bytes(data)],
         ));
       } catch (err) {
-        throw appError("unavailable", "The queue is unavailable.", { cause: err, retryAfterSeconds: 1 });
+        throw appError("unavailable", "The ingestion queue is unavailable.", { cause: err, retryAfterSeconds: 1 });
       }
       published.add(lane);
       for (const w of wakers) w();
