@@ -1,6 +1,6 @@
 // Upgrading an install whose table queues hold messages and dead letters
 // (analytics_queue, function_event_queue, function_event_dead_letters):
-// migration 510 moves them into the one queue's tables, and the queue
+// migration 610 moves them into the one queue's tables, and the queue
 // delivers, lists and replays them as before.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadMigrations, migrate } from "../../../src/infra/storage/migrate.js";
@@ -13,7 +13,7 @@ import type { QueueMessage } from "../../../src/infra/queue/queue.js";
 import { TEST_DATABASE_URL } from "../../helpers/db.js";
 import { until } from "../../helpers/until.js";
 
-const UPGRADE = "510_one_queue.sql";
+const UPGRADE = "610_one_queue.sql";
 const text = (d: Uint8Array) => new TextDecoder().decode(d);
 
 for (const kind of ["postgres", "pglite"] as const) {
