@@ -11,7 +11,7 @@ import type { CmsChange as CmsAuthoringChange } from "../cms/index.js";
 import type { DatabaseModule } from "../database/database-module.js";
 import type { Sql } from "../../infra/storage/sql.js";
 import type { FunctionsConfig } from "./config.js";
-import { functionDbFromQueryRunner } from "./database-adapter.js";
+import { functionDbFromQueryRunner } from "./function-db.js";
 import { changeCaptureFromDatabase } from "./events/database-capture.js";
 import { functionEventStreams } from "./events/event-worker.js";
 import { createFunctionsModule, type FunctionsModule } from "./functions-module.js";
