@@ -1,13 +1,12 @@
 // ctx.db: a function's own libSQL database (docs/functions.md), as a host
-// capability of the sandbox. FunctionDb is what it calls on the host,
-// implemented over the database module's query runner (src/capabilities/database):
-// the same checks as /api/db (linked database, guard, status), results in
-// the /api/db JSON shape (rows_read, rows_written). Errors are thrown as
-// catalogue errors (database_not_linked, forbidden_query,
-// database_unavailable, query_error, validation_failed); statement-level
-// errors come back in the result's `error`, as on /api/db. Each call carries
-// its run's signal down to the database, so what an ended run left waiting
-// or running is cancelled (issue 15 point 1).
+// capability of the sandbox, run by the database module's query runner
+// (src/capabilities/database): the same checks as /api/db (linked database,
+// guard, status), results in the /api/db JSON shape (rows_read,
+// rows_written). Refusals are catalogue errors (database_not_linked,
+// forbidden_query, database_unavailable, query_error, validation_failed);
+// statement-level errors come back in the result's `error`, as on /api/db.
+// Each call carries its run's signal down to the database, so what an ended
+// run left waiting or running is cancelled (issue 15 point 1).
 import { appError } from "../../kernel/errors.js";
 import type { HostCapability } from "../../infra/sandbox/types.js";
 import type { QueryRunner } from "../database/query-runner.js";
@@ -29,35 +28,15 @@ export interface FunctionDbStatement {
   params?: FunctionDbParams;
 }
 
-/** Ties a call to the run that made it. */
-export interface FunctionDbCallOptions {
-  /** Fires when the run ends: the call is dropped if still waiting for the database, stopped if running. */
-  signal?: AbortSignal;
-}
+/** What ctx.db runs on: the database module's query runner. */
+export type FunctionDb = Pick<QueryRunner, "query" | "batch">;
 
-export interface FunctionDb {
-  query(appId: number, sql: string, params?: FunctionDbParams, opts?: FunctionDbCallOptions): Promise<FunctionDbResult[]>;
-  batch(appId: number, statements: FunctionDbStatement[], opts: { transaction: boolean } & FunctionDbCallOptions): Promise<FunctionDbResult[]>;
-}
-
-type RunnerResult = Awaited<ReturnType<QueryRunner["query"]>>[number];
-
-function toResult(r: RunnerResult): FunctionDbResult {
-  const out: FunctionDbResult = { columns: r.columns, rows: r.rows as unknown[][], rows_read: r.rowsRead, rows_written: r.rowsWritten };
-  if (r.error !== undefined) out.error = r.error;
-  return out;
-}
-
-export function functionDbFromQueryRunner(runner: Pick<QueryRunner, "query" | "batch">): FunctionDb {
-  return {
-    async query(appId, sql, params, opts) {
-      return (await runner.query(appId, { sql, params }, opts)).map(toResult);
-    },
-    async batch(appId, statements, { transaction, signal }) {
-      return (await runner.batch(appId, statements, transaction, { signal })).map(toResult);
-    },
-  };
-}
+const toResults = (rs: Awaited<ReturnType<QueryRunner["query"]>>) =>
+  rs.map((r): FunctionDbResult => {
+    const out: FunctionDbResult = { columns: r.columns, rows: r.rows, rows_read: r.rowsRead, rows_written: r.rowsWritten };
+    if (r.error !== undefined) out.error = r.error;
+    return out;
+  });
 
 const MAX_SQL_CHARS = 100_000;
 const MAX_STATEMENTS = 100;
@@ -84,7 +63,7 @@ export function dbCapability(db: FunctionDb): HostCapability {
     busyCode: "database_unavailable",
     failureCode: "query_error",
     methods: {
-      query: ({ appId, signal }, sql, params) => db.query(appId, checkSql(sql, "sql"), checkParams(params, "params"), { signal }),
+      query: ({ appId, signal }, sql, params) => db.query(appId, { sql: checkSql(sql, "sql"), params: checkParams(params, "params") }, { signal }).then(toResults),
       batch({ appId, signal }, list, opts) {
         if (!Array.isArray(list) || list.length === 0) throw bad("statements must be a non-empty array");
         if (list.length > MAX_STATEMENTS) throw bad(`at most ${MAX_STATEMENTS} statements in a batch`);
@@ -95,7 +74,7 @@ export function dbCapability(db: FunctionDb): HostCapability {
           return params === undefined ? { sql: checkSql(st.sql, `statements.${i}.sql`) } : { sql: checkSql(st.sql, `statements.${i}.sql`), params };
         });
         const transaction = !!(opts && (opts as { transaction?: unknown }).transaction);
-        return db.batch(appId, statements, { transaction, signal });
+        return db.batch(appId, statements, transaction, { signal }).then(toResults);
       },
     },
   };

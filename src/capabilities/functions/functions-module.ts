@@ -14,7 +14,7 @@ import type { NatsSource } from "../../infra/nats/nats-link.js";
 import type { ChangeCaptureDb } from "./events/change-capture.js";
 import { createEventWorker, type CmsChange, type EventWorker, type EventWorkerConfig } from "./events/event-worker.js";
 import { createFunctionRuntime, createInvocationLimiter, type FunctionRuntime, type UserErrorLog } from "./function-runtime.js";
-import { createKvStore, type KvStore } from "./kv-store.js";
+import { createKvStore, kvCapability, type KvStore } from "./kv-store.js";
 import { createScheduler, type Scheduler } from "./scheduler.js";
 import { createFunctionStore, type FunctionStore } from "./function-store.js";
 import { createInvocationRecorder, DEFAULT_RECORDER_OPTIONS, type InvocationRecorder } from "./invocation-recorder.js";
@@ -26,7 +26,7 @@ export interface FunctionsModuleDeps {
   sql: Sql;
   /** The application databases (src/capabilities/database), reached by functions as ctx.db. */
   db: FunctionDb;
-  /** Further host APIs for functions, next to ctx.db (docs/functions.md, "Host capabilities"). */
+  /** Further host APIs for functions, next to ctx.db and ctx.kv (docs/functions.md, "Host capabilities"). */
   hostCapabilities?: readonly HostCapability[];
   config?: Partial<FunctionsConfig>;
   /** Called when background work (invocation records, event delivery, schedules) fails. */
@@ -83,7 +83,7 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
   const config: FunctionsConfig = { ...DEFAULT_FUNCTIONS_CONFIG, ...deps.config };
   const store = createFunctionStore(deps.sql);
   const kv = createKvStore(deps.sql, config.kv);
-  const sandbox = createSandbox({ limits: config.sandbox, capabilities: [dbCapability(deps.db), ...(deps.hostCapabilities ?? [])] });
+  const sandbox = createSandbox({ limits: config.sandbox, capabilities: [dbCapability(deps.db), kvCapability(kv), ...(deps.hostCapabilities ?? [])] });
   const limiter = createInvocationLimiter(deps.sql);
   const recorder = createInvocationRecorder(deps.sql, { ...config.recorder, onError: deps.onError });
   const runtime = createFunctionRuntime({ store, sandbox, limiter, recorder, config, logUserError: deps.logUserError });

@@ -7,6 +7,7 @@
 // for another's). Put and delete are one call each to a PL/pgSQL function
 // (the lock is held for no network round trip). Expired keys are invisible at once and removed by sweep().
 import { appError, Violations } from "../../kernel/errors.js";
+import type { HostCapability } from "../../infra/sandbox/types.js";
 import type { Sql } from "../../infra/storage/sql.js";
 
 export interface KvLimits {
@@ -201,6 +202,39 @@ export function createKvStore(sql: Sql, limits: Partial<KvLimits> = {}): KvStore
         });
       }
       return removed;
+    },
+  };
+}
+
+/** A function's options object: a plain object or nothing. */
+function optionsOf(v: unknown): Record<string, unknown> {
+  if (v !== undefined && v !== null && (typeof v !== "object" || Array.isArray(v))) throw appError("validation_failed", "options must be an object");
+  return (v ?? {}) as Record<string, unknown>;
+}
+
+/**
+ * ctx.kv (docs/functions.md, "Key-value store"): get(key), put(key, value,
+ * { ttlSeconds }), delete(key), list({ prefix, limit, cursor }), on the
+ * calling application's store only; the store checks every argument.
+ */
+export function kvCapability(kv: KvStore): HostCapability {
+  return {
+    name: "kv",
+    busyCode: "unavailable",
+    failureCode: "unavailable",
+    methods: {
+      get: ({ appId }, key) => kv.get(appId, key as string),
+      put: ({ appId }, key, value, opts) => kv.put(appId, key as string, value as string, { ttlSeconds: optionsOf(opts).ttlSeconds as number | undefined }),
+      delete: ({ appId }, key) => kv.delete(appId, key as string),
+      async list({ appId }, opts) {
+        const { prefix, limit, cursor } = optionsOf(opts);
+        if (cursor != null && typeof cursor !== "string") throw appError("validation_failed", "cursor must be a string");
+        const page = await kv.list(appId, { prefix: prefix as string | undefined, limit: limit as number | undefined, cursor: cursor ?? undefined });
+        return {
+          entries: page.entries.map((e) => ({ key: e.key, size: e.size, expires_at: e.expires_at && new Date(e.expires_at).toISOString(), updated_at: new Date(e.updated_at).toISOString() })),
+          cursor: page.cursor,
+        };
+      },
     },
   };
 }

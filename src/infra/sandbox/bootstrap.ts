@@ -1,7 +1,7 @@
 // The code that runs inside every function isolate before the function's own
-// module. It evaluates to a factory taking the host channel's Reference, the
-// limits and the host capabilities' method names ({ db: ["query", "batch"],
-// ... }); the factory installs `console`, removes `WebAssembly`, `Atomics`
+// module. It evaluates to a factory taking the host channel's Reference and
+// the limits with the host capabilities' method names (capabilities: { db:
+// ["query", "batch"], ... }); the factory installs `console`, removes `WebAssembly`, `Atomics`
 // and `SharedArrayBuffer`, builds one frozen object per capability (ctx.db,
 // ctx.kv, ...) and returns `bind(handler)` which gives the per-invocation
 // runner. Everything the runner needs is captured here first, so a function
@@ -15,7 +15,7 @@
 // answer comes back in a later host call (entry 4), never as a promise that
 // isolated-vm settles by itself. So nothing of a run can resume once the
 // host stops answering it (issue 15 point 1).
-export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, capabilities) {
+export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits) {
   "use strict";
   const stringify = JSON.stringify;
   const parse = JSON.parse;
@@ -65,14 +65,11 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, capabilit
     warn: capture("warn"), error: capture("error"),
   });
 
-  // Host calls started and not yet answered, in all and per capability. A
-  // run that ends with one still pending has left work behind: the host
-  // disposes the isolate rather than let that work resume it later, outside
-  // any run's time limit.
-  let pendingCalls = 0;
-  const pendingBy = Object.create(null);
   const PromiseCtor = Promise;
-  // [resolve, capability] of the calls waiting for their answer, by call id.
+  // [resolve, capability] of the host calls waiting for their answer, by
+  // call id. A run that ends with one still pending has left work behind:
+  // the host disposes the isolate rather than let that work resume it
+  // later, outside any run's time limit.
   const waiting = Object.create(null);
   let nextCall = 1;
   function callHost(name, method, args) {
@@ -85,8 +82,6 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, capabilit
       delete waiting[id];
       return PromiseCtor.reject(e);
     }
-    pendingCalls++;
-    pendingBy[name] = (pendingBy[name] || 0) + 1;
     return p.then(function (r) {
         if (r && r.ok) return r.result;
         const e = new ErrorCtor(r && r.message ? r.message : "host call failed");
@@ -96,9 +91,9 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, capabilit
   }
   // ctx.<name> for every capability: one function per method name.
   const host = Object.create(null);
-  const names = keys(capabilities);
+  const names = keys(limits.capabilities);
   for (let i = 0; i < names.length; i++) {
-    const name = names[i], methods = capabilities[name], api = {};
+    const name = names[i], methods = limits.capabilities[name], api = {};
     for (let j = 0; j < methods.length; j++) {
       const method = methods[j];
       api[method] = function (...args) { return callHost(name, method, args); };
@@ -107,9 +102,12 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, capabilit
   }
   // The calls still pending when a run finished, per capability (null when none).
   function leftCalls() {
-    if (pendingCalls === 0) return null;
-    const left = Object.create(null);
-    for (let i = 0; i < names.length; i++) if (pendingBy[names[i]] > 0) left[names[i]] = pendingBy[names[i]];
+    let left = null;
+    for (const id in waiting) {
+      const name = waiting[id][1];
+      left = left || Object.create(null);
+      left[name] = (left[name] || 0) + 1;
+    }
     return left;
   }
 
@@ -165,8 +163,6 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, capabilit
           const w = waiting[id];
           if (w === undefined) continue;
           delete waiting[id];
-          pendingCalls--;
-          pendingBy[w[1]]--;
           w[0](answers[i][1]);
         }
         return undefined;

@@ -46,8 +46,6 @@ export interface IsolateRunOutput {
   error?: string;
   logs: LogLine[];
   logsTruncated: boolean;
-  /** Host calls the run left pending when it finished (cancelled; the isolate is disposed). */
-  leftCalls?: number;
 }
 
 const TIMEOUT_MESSAGE = "Script execution timed out.";
@@ -87,10 +85,7 @@ export class FunctionIsolate {
    */
   afterRun: Promise<void> | undefined;
   private afterRunDone: (() => void) | undefined;
-  private constructor(
-    memoryMb: number,
-    private readonly appId: number,
-  ) {
+  private constructor(memoryMb: number, private readonly appId: number) {
     this.isolate = new ivm.Isolate({ memoryLimit: memoryMb });
   }
 
@@ -98,16 +93,10 @@ export class FunctionIsolate {
    * Creates an isolate and loads the module into it. Throws CompileError with
    * the compiler's (or the top-level code's) message when the code is unusable.
    */
-  static async create(
-    code: string,
-    memoryMb: number,
-    limits: SandboxLimits,
-    host: { appId: number; capabilities: readonly HostCapability[] },
-    evalTimeoutMs: number,
-  ): Promise<FunctionIsolate> {
-    const fi = new FunctionIsolate(memoryMb, host.appId);
+  static async create(code: string, memoryMb: number, limits: SandboxLimits, appId: number, capabilities: readonly HostCapability[], evalTimeoutMs: number): Promise<FunctionIsolate> {
+    const fi = new FunctionIsolate(memoryMb, appId);
     try {
-      await fi.load(code, limits, host.capabilities, evalTimeoutMs);
+      await fi.load(code, limits, capabilities, evalTimeoutMs);
       return fi;
     } catch (err) {
       fi.dispose();
@@ -149,13 +138,14 @@ export class FunctionIsolate {
         settle?.(output);
       }),
     );
-    const limitsCopy = {
+    const setup = {
       maxLogChars: limits.maxLogChars,
       maxLogLineChars: limits.maxLogLineChars,
       maxResponseBytes: limits.maxResponseBytes,
+      capabilities: methodNames(capabilities),
     };
     const bind = this.keep(
-      await factory.apply(undefined, [hostRef, new ivm.ExternalCopy(limitsCopy).copyInto({ release: true }), new ivm.ExternalCopy(methodNames(capabilities)).copyInto({ release: true })], {
+      await factory.apply(undefined, [hostRef, new ivm.ExternalCopy(setup).copyInto({ release: true })], {
         result: { reference: true },
         timeout: evalTimeoutMs,
       }),
@@ -322,17 +312,16 @@ export class FunctionIsolate {
       if (typeof raw !== "string") throw new Error("the sandbox returned no result");
       const out = JSON.parse(raw) as RunnerOutput;
       const logs = Array.isArray(out.logs) ? out.logs : [];
-      let leftCalls = 0;
+      // Host calls left pending: cancelled, and the isolate is not used again.
       for (const [name, n] of Object.entries(out.left ?? {})) {
-        leftCalls += n;
+        this.dirty = true;
         logs.push({
           level: "warn",
           message: `[pulsebase] ${n} ctx.${name} call${n === 1 ? " was" : "s were"} still pending when the function returned and ${n === 1 ? "was" : "were"} cancelled: await every ctx.${name} call`,
         });
       }
-      if (leftCalls > 0) this.dirty = true;
-      if (out.error !== undefined) return { kind: "error", error: String(out.error), logs, logsTruncated: !!out.truncated, leftCalls };
-      return { kind: "ok", response: out.response, logs, logsTruncated: !!out.truncated, leftCalls };
+      if (out.error !== undefined) return { kind: "error", error: String(out.error), logs, logsTruncated: !!out.truncated };
+      return { kind: "ok", response: out.response, logs, logsTruncated: !!out.truncated };
     } catch (err) {
       const msg = messageOf(err);
       // isolated-vm disposes an isolate that passes its memory limit

@@ -1,11 +1,11 @@
 // The host side of the functions' host capabilities (ctx.db, ctx.kv, ...;
 // docs/functions.md, "Host capabilities"). A call comes out of an isolate
-// fire-and-forget (see bootstrap.ts) as (id, capability, method, args); it
-// is held to its run's limits per capability, handed to the method with the
-// run's AbortSignal, and its reply goes back into the isolate with the next
-// call the host makes into it (function-isolate.ts). Once a run has ended
-// nothing of it is answered: calls still waiting for a slot never start,
-// and the signal tells the running ones to stop.
+// fire-and-forget (bootstrap.ts) as (id, capability, method, args); it is
+// held to its run's limits per capability, handed to the method with the
+// run's AbortSignal, and its reply goes back in with the next call the host
+// makes into the isolate (function-isolate.ts). Once a run has ended none of
+// its calls is answered: waiting ones never start, and the signal tells the
+// running ones to stop.
 import type { ConnectError } from "@connectrpc/connect";
 import { catalogue, errorDetail } from "../../kernel/errors.js";
 import type { HostCall, HostCapability, SandboxLimits } from "./types.js";
@@ -13,16 +13,11 @@ import type { HostCall, HostCapability, SandboxLimits } from "./types.js";
 /** What goes back into the isolate for one call (the isolate turns a failure into an Error with `code`). */
 export type HostReply = { ok: true; result: unknown } | { ok: false; code: string; message: string };
 
-interface Slots {
-  active: number;
-  waiting: Array<() => void>;
-}
-
 /** One run's side of the channel: its deadline, its signal and, per capability, the calls going and waiting. */
 export class HostRun implements HostCall {
   private controller: AbortController | undefined;
   ended = false;
-  private readonly slots = new Map<string, Slots>();
+  readonly slots = new Map<string, { active: number; waiting: Array<() => void> }>();
   /** Replies ready to go into the isolate: [call id, reply]. */
   outbox: Array<[number, HostReply]> = [];
 
@@ -36,28 +31,18 @@ export class HostRun implements HostCall {
     return (this.controller ??= new AbortController()).signal;
   }
 
-  slotsOf(name: string): Slots {
-    let s = this.slots.get(name);
-    if (!s) this.slots.set(name, (s = { active: 0, waiting: [] }));
-    return s;
-  }
-
   end(): void {
     if (this.ended) return;
     this.ended = true;
     this.outbox = [];
-    // calls still waiting for a slot never start
     for (const s of this.slots.values()) s.waiting.length = 0;
     this.controller?.abort();
   }
 }
 
-/** The method names per capability, as the bootstrap builds ctx from them. */
-export function methodNames(capabilities: readonly HostCapability[]): Record<string, string[]> {
-  return Object.fromEntries(capabilities.map((c) => [c.name, Object.keys(c.methods)]));
-}
+/** The method names per capability, from which the bootstrap builds ctx. */
+export const methodNames = (capabilities: readonly HostCapability[]) => Object.fromEntries(capabilities.map((c) => [c.name, Object.keys(c.methods)]));
 
-/** A call refused or failed, as the function sees it: a catalogue error keeps its code and message. */
 function failure(cap: HostCapability, err: unknown): HostReply {
   const d = errorDetail(err);
   if (!d) return { ok: false, code: cap.failureCode, message: catalogue[cap.failureCode].message };
@@ -66,10 +51,7 @@ function failure(cap: HostCapability, err: unknown): HostReply {
   return { ok: false, code: d.code, message: fields && !message.includes(fields) ? `${message} (${fields})` : message };
 }
 
-/**
- * Routes the calls of one isolate's runs to their capabilities. `reply` is
- * called once per call, also when the run has ended meanwhile (it drops it).
- */
+/** Routes the calls of an isolate's runs to their capabilities; `reply` gets one reply per call. */
 export function hostDispatch(
   capabilities: readonly HostCapability[],
   limits: Pick<SandboxLimits, "hostCallsRunning" | "hostCallsQueued">,
@@ -80,7 +62,8 @@ export function hostDispatch(
     const cap = byName.get(name);
     const fn = cap && Object.hasOwn(cap.methods, method) ? cap.methods[method] : undefined;
     if (!cap || !fn) return reply(run, id, { ok: false, code: "validation_failed", message: `ctx.${name}.${method} does not exist` });
-    const slots = run.slotsOf(name);
+    let slots = run.slots.get(name);
+    if (!slots) run.slots.set(name, (slots = { active: 0, waiting: [] }));
     const start = () => {
       slots.active++;
       const done = (r: HostReply) => {
@@ -88,13 +71,7 @@ export function hostDispatch(
         slots.waiting.shift()?.();
         reply(run, id, r);
       };
-      let p: Promise<unknown>;
-      try {
-        p = fn(run, ...args);
-      } catch (err) {
-        p = Promise.reject(err);
-      }
-      p.then((result) => done({ ok: true, result }), (err: unknown) => done(failure(cap, err)));
+      new Promise((resolve) => resolve(fn(run, ...args))).then((result) => done({ ok: true, result }), (err: unknown) => done(failure(cap, err)));
     };
     if (slots.active < limits.hostCallsRunning) start();
     else if (slots.waiting.length < limits.hostCallsQueued) slots.waiting.push(start);

@@ -44,9 +44,8 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
   const limits: SandboxLimits = { ...DEFAULT_SANDBOX_LIMITS, ...opts.limits };
   const pool = new IsolatePool(limits.maxIsolates, limits.isolatesPerVersion, limits.idleMs);
   const capabilities = opts.capabilities;
-  for (const c of capabilities) {
-    if (["consumer", "event", "env", "trigger", "requestId"].includes(c.name)) throw new Error(`ctx.${c.name} cannot be a host capability`);
-  }
+  const taken = capabilities.find((c) => ["consumer", "event", "env", "trigger", "requestId"].includes(c.name));
+  if (taken) throw new Error(`ctx.${taken.name} cannot be a host capability`);
   // Pool keys whose runs left the fast path (see SandboxLimits.syncBudgetMs),
   // with the time they left it: after slowRecheckMs a version is judged
   // again (a version slow only while its data was cold gets back).
@@ -80,7 +79,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
       const deadline = started + target.timeoutMs;
       const key = `${target.versionId}:${target.memoryMb}`;
       const create = () =>
-        FunctionIsolate.create(target.code, target.memoryMb, limits, { appId: target.appId, capabilities }, Math.max(1, target.timeoutMs));
+        FunctionIsolate.create(target.code, target.memoryMb, limits, target.appId, capabilities, Math.max(1, target.timeoutMs));
       let lease;
       try {
         lease = await pool.acquire(key, create, target.timeoutMs);
@@ -133,7 +132,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
 
     async check(code, memoryMb) {
       // (the module's top level has no ctx: no capability is called)
-      const iso = await FunctionIsolate.create(code, Math.max(CHECK_MEMORY_MB, memoryMb), limits, { appId: 0, capabilities }, limits.compileTimeoutMs);
+      const iso = await FunctionIsolate.create(code, Math.max(CHECK_MEMORY_MB, memoryMb), limits, 0, capabilities, limits.compileTimeoutMs);
       iso.dispose();
     },
 

@@ -82,15 +82,12 @@ export interface HostCall {
 }
 
 /**
- * A host API offered to functions as `ctx.<name>`, one method per entry
- * (docs/functions.md, "Host capabilities"). A method gets copies of the
- * function's arguments (plain data, untrusted: check them) and its result
- * goes back as JSON. A catalogue error it throws rejects the function's call
- * with an Error carrying that `code` and message; any other failure with
- * `failureCode` and its catalogue message. Each invocation has at most
- * hostCallsRunning calls of one capability going and hostCallsQueued
- * waiting; more are refused with `busyCode`; all are cancelled when the run
- * ends (its AbortSignal).
+ * A host API offered to functions as `ctx.<name>` (docs/functions.md, "Host
+ * capabilities"). A method gets copies of the function's arguments (plain,
+ * untrusted data) and its result goes back as JSON. A catalogue error it
+ * throws reaches the function as an Error with that `code` and message; any
+ * other failure as `failureCode`. Calls past the per-run limits
+ * (hostCallsRunning, hostCallsQueued) fail with `busyCode`.
  */
 export interface HostCapability {
   readonly name: string;

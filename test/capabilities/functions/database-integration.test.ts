@@ -13,7 +13,6 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { FunctionService as AdminFunctionService } from "../../../gen/pulsebase/admin/v1/functions_pb.js";
 import { createDatabaseModule, type DatabaseModule } from "../../../src/capabilities/database/database-module.js";
-import { functionDbFromQueryRunner } from "../../../src/capabilities/functions/function-db.js";
 import { changeCaptureFromDatabase } from "../../../src/capabilities/functions/events/database-capture.js";
 import type { ChangeCaptureDb } from "../../../src/capabilities/functions/events/change-capture.js";
 import { createFunctionsModule, type FunctionsModule } from "../../../src/capabilities/functions/functions-module.js";
@@ -38,7 +37,7 @@ beforeAll(async () => {
   capture = changeCaptureFromDatabase({ store: dbModule.store, pool: dbModule.pool, dataDir });
   fn = createFunctionsModule({
     sql: db.sql,
-    db: functionDbFromQueryRunner(dbModule.runner),
+    db: dbModule.runner,
     config: { resolveCacheMs: 0 },
     events: {
       nats: nc,
