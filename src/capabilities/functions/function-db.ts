@@ -20,12 +20,10 @@ export interface FunctionDbResult {
   error?: string;
 }
 
-/** Positional (array) or named (object) parameters, as on /api/db. */
-export type FunctionDbParams = unknown[] | Record<string, unknown>;
-
 export interface FunctionDbStatement {
   sql: string;
-  params?: FunctionDbParams;
+  /** Positional (array) or named (object) parameters, as on /api/db. */
+  params?: unknown[] | Record<string, unknown>;
 }
 
 /** What ctx.db runs on: the database module's query runner. */
@@ -38,43 +36,24 @@ const toResults = (rs: Awaited<ReturnType<QueryRunner["query"]>>) =>
     return out;
   });
 
-const MAX_SQL_CHARS = 100_000;
-const MAX_STATEMENTS = 100;
-
-const bad = (message: string) => appError("validation_failed", message);
-
-function checkSql(v: unknown, field: string): string {
-  if (typeof v !== "string" || v.trim() === "") throw bad(`${field} must be a non-empty string`);
-  if (v.length > MAX_SQL_CHARS) throw bad(`${field} is longer than ${MAX_SQL_CHARS} characters`);
-  return v;
-}
-
-function checkParams(v: unknown, field: string): FunctionDbParams | undefined {
-  if (v === null || v === undefined) return undefined;
-  if (Array.isArray(v)) return v;
-  if (typeof v === "object") return v as Record<string, unknown>;
-  throw bad(`${field} must be an array or an object`);
-}
-
-/** ctx.db.query(sql, params?) and ctx.db.batch([{ sql, params? }], { transaction }) for the calling application only. */
+/**
+ * ctx.db.query(sql, params?) and ctx.db.batch([{ sql, params? }], { transaction }) for the calling
+ * application only; the runner checks the request's shape as it does /api/db's (sql, params, at
+ * most 100 statements).
+ */
 export function dbCapability(db: FunctionDb): HostCapability {
   return {
     name: "db",
     busyCode: "database_unavailable",
     failureCode: "query_error",
     methods: {
-      query: ({ appId, signal }, sql, params) => db.query(appId, { sql: checkSql(sql, "sql"), params: checkParams(params, "params") }, { signal }).then(toResults),
-      batch({ appId, signal }, list, opts) {
-        if (!Array.isArray(list) || list.length === 0) throw bad("statements must be a non-empty array");
-        if (list.length > MAX_STATEMENTS) throw bad(`at most ${MAX_STATEMENTS} statements in a batch`);
-        const statements = list.map((s: unknown, i): FunctionDbStatement => {
-          if (s === null || typeof s !== "object") throw bad(`statements.${i} must be an object { sql, params }`);
-          const st = s as { sql?: unknown; params?: unknown };
-          const params = checkParams(st.params, `statements.${i}.params`);
-          return params === undefined ? { sql: checkSql(st.sql, `statements.${i}.sql`) } : { sql: checkSql(st.sql, `statements.${i}.sql`), params };
-        });
+      query: ({ appId, signal }, sql, params) => db.query(appId, { sql: sql as string, params }, { signal }).then(toResults),
+      batch({ appId, signal }, statements, opts) {
+        if (!Array.isArray(statements) || !statements.every((x) => x !== null && typeof x === "object")) {
+          throw appError("validation_failed", "statements must be an array of { sql, params } objects");
+        }
         const transaction = !!(opts && (opts as { transaction?: unknown }).transaction);
-        return db.batch(appId, statements, transaction, { signal }).then(toResults);
+        return db.batch(appId, statements as FunctionDbStatement[], transaction, { signal }).then(toResults);
       },
     },
   };

@@ -97,27 +97,21 @@ export function createKvStore(sql: Sql, limits: Partial<KvLimits> = {}): KvStore
       [appId],
     );
 
+  async function getEntry(appId: number, key: string): Promise<KvEntryRow | null> {
+    const v = new Violations();
+    checkKey(v, key, L);
+    v.throwIfAny();
+    const r = await sql.query<KvEntryRow>(
+      `SELECT key, value, size, expires_at, updated_at FROM function_kv WHERE app_id = $1 AND key = $2 AND ${LIVE}`,
+      [appId, key],
+    );
+    return r.rows[0] ?? null;
+  }
+
   return {
     limits: L,
-
-    async get(appId, key) {
-      const v = new Violations();
-      checkKey(v, key, L);
-      v.throwIfAny();
-      const r = await sql.query<{ value: string }>(`SELECT value FROM function_kv WHERE app_id = $1 AND key = $2 AND ${LIVE}`, [appId, key]);
-      return r.rows[0]?.value ?? null;
-    },
-
-    async getEntry(appId, key) {
-      const v = new Violations();
-      checkKey(v, key, L);
-      v.throwIfAny();
-      const r = await sql.query<KvEntryRow>(
-        `SELECT key, value, size, expires_at, updated_at FROM function_kv WHERE app_id = $1 AND key = $2 AND ${LIVE}`,
-        [appId, key],
-      );
-      return r.rows[0] ?? null;
-    },
+    get: async (appId, key) => (await getEntry(appId, key))?.value ?? null,
+    getEntry,
 
     async put(appId, key, value, opts = {}) {
       const v = new Violations();

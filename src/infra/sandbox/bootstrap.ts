@@ -100,14 +100,11 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits) {
     }
     host[name] = freeze(api);
   }
-  // The calls still pending when a run finished, per capability (null when none).
+  // The calls still pending when a run finished, per capability (no
+  // prototype: what a function does to Object.prototype cannot hide them).
   function leftCalls() {
-    let left = null;
-    for (const id in waiting) {
-      const name = waiting[id][1];
-      left = left || Object.create(null);
-      left[name] = (left[name] || 0) + 1;
-    }
+    const left = Object.create(null);
+    for (const id in waiting) left[waiting[id][1]] = (left[waiting[id][1]] || 0) + 1;
     return left;
   }
 

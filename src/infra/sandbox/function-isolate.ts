@@ -36,7 +36,7 @@ interface RunnerOutput {
   logs?: LogLine[];
   truncated?: boolean;
   /** Host calls still pending when the run finished, per capability. */
-  left?: Record<string, number> | null;
+  left?: Record<string, number>;
 }
 
 export interface IsolateRunOutput {

@@ -47,8 +47,9 @@ function failure(cap: HostCapability, err: unknown): HostReply {
   const d = errorDetail(err);
   if (!d) return { ok: false, code: cap.failureCode, message: catalogue[cap.failureCode].message };
   const message = (err as ConnectError).rawMessage;
-  const fields = d.fieldViolations.map((v) => `${v.field}: ${v.messages.join(", ")}`).join("; ");
-  return { ok: false, code: d.code, message: fields && !message.includes(fields) ? `${message} (${fields})` : message };
+  // the field errors, unless the message names every field already
+  if (d.fieldViolations.every((v) => message.includes(v.field))) return { ok: false, code: d.code, message };
+  return { ok: false, code: d.code, message: `${message} (${d.fieldViolations.map((v) => `${v.field}: ${v.messages.join(", ")}`).join("; ")})` };
 }
 
 /** Routes the calls of an isolate's runs to their capabilities; `reply` gets one reply per call. */

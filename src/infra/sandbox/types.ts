@@ -117,10 +117,8 @@ export interface RunInput {
   requestId: string;
 }
 
-export type RunOutcome = "ok" | "error" | "timeout";
-
 export interface RunResult {
-  outcome: RunOutcome;
+  outcome: "ok" | "error" | "timeout";
   response?: RawResponse;
   /** The thrown error's message (outcome "error"), or why the run was cut. */
   error?: string;

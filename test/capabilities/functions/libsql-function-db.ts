@@ -49,6 +49,8 @@ export function createTestFunctionDb(): TestFunctionDb {
     unlinked,
     client,
     async query(appId, { sql, params }) {
+      // as the query runner's request-shape check
+      if (typeof sql !== "string" || sql.trim() === "") throw appError("validation_failed", "The sql field is required.", { fields: { sql: ["The sql field is required."] } });
       try {
         return [toEngine(await client(appId).execute({ sql, args: args(params) }))];
       } catch (err) {
