@@ -24,7 +24,7 @@
 //   heap sample that metrics read.
 import ivm from "isolated-vm";
 import { BOOTSTRAP_SOURCE } from "./bootstrap.js";
-import { hostDispatch, HostRun, methodNames, type HostReply } from "./host-channel.js";
+import { hostDispatch, HostRun, type HostReply } from "./host-channel.js";
 import { deadline } from "../../kernel/deadlines.js";
 import type { HostCapability, LogLine, RawResponse, RunInput, SandboxLimits } from "./types.js";
 
@@ -133,8 +133,7 @@ export class FunctionIsolate {
     const doneRef = this.keep(
       new ivm.Reference((output: string) => {
         const settle = this.settle;
-        this.settle = undefined;
-        this.fail = undefined;
+        this.settle = this.fail = undefined;
         settle?.(output);
       }),
     );
@@ -142,7 +141,8 @@ export class FunctionIsolate {
       maxLogChars: limits.maxLogChars,
       maxLogLineChars: limits.maxLogLineChars,
       maxResponseBytes: limits.maxResponseBytes,
-      capabilities: methodNames(capabilities),
+      // the method names per capability, from which the bootstrap builds ctx
+      capabilities: Object.fromEntries(capabilities.map((c) => [c.name, Object.keys(c.methods)])),
     };
     const bind = this.keep(
       await factory.apply(undefined, [hostRef, new ivm.ExternalCopy(setup).copyInto({ release: true })], {
@@ -201,6 +201,13 @@ export class FunctionIsolate {
     this.enter(run, runner.apply(undefined, [4, JSON.stringify(answers)], { timeout: Math.ceil(left) }));
   }
 
+  /** Fails the run waiting for its output. */
+  private failRun(err: unknown): void {
+    const fail = this.fail;
+    this.settle = this.fail = undefined;
+    fail?.(err);
+  }
+
   /** Tracks one async call into the isolate (at most one at a time). */
   private enter(run: HostRun, call: Promise<unknown>): void {
     this.entering = true;
@@ -210,10 +217,7 @@ export class FunctionIsolate {
         // timed out (the run's deadline) or killed (memory): the run fails,
         // or if it had already answered, the isolate is not used again
         this.dirty = true;
-        const fail = this.fail;
-        this.fail = undefined;
-        this.settle = undefined;
-        if (!run.ended) fail?.(err);
+        if (!run.ended) this.failRun(err);
         this.entered(run);
       },
     );
@@ -223,11 +227,7 @@ export class FunctionIsolate {
     this.entering = false;
     if (this.isolate.isDisposed && !run.ended) {
       // killed inside the call's microtasks (memory limit): the call itself may still have resolved
-      const fail = this.fail;
-      this.fail = undefined;
-      this.settle = undefined;
-      fail?.(new Error("the isolate was disposed: memory limit"));
-      return;
+      return this.failRun(new Error("the isolate was disposed: memory limit"));
     }
     if (!run.ended) this.sendAnswers(run);
     else this.afterRunDone?.();
@@ -338,8 +338,7 @@ export class FunctionIsolate {
       return { kind: "error", error: msg, logs: [], logsTruncated: false };
     } finally {
       cancel?.();
-      this.settle = undefined;
-      this.fail = undefined;
+      this.settle = this.fail = undefined;
       run.end();
       if (this.current === run) this.current = undefined;
       this.afterEnd();

@@ -40,9 +40,6 @@ export class HostRun implements HostCall {
   }
 }
 
-/** The method names per capability, from which the bootstrap builds ctx. */
-export const methodNames = (capabilities: readonly HostCapability[]) => Object.fromEntries(capabilities.map((c) => [c.name, Object.keys(c.methods)]));
-
 function failure(cap: HostCapability, err: unknown): HostReply {
   const d = errorDetail(err);
   if (!d) return { ok: false, code: cap.failureCode, message: catalogue[cap.failureCode].message };

@@ -82,12 +82,9 @@ export interface HostCall {
 }
 
 /**
- * A host API offered to functions as `ctx.<name>` (docs/functions.md, "Host
- * capabilities"). A method gets copies of the function's arguments (plain,
- * untrusted data) and its result goes back as JSON. A catalogue error it
- * throws reaches the function as an Error with that `code` and message; any
- * other failure as `failureCode`. Calls past the per-run limits
- * (hostCallsRunning, hostCallsQueued) fail with `busyCode`.
+ * A host API offered to functions as `ctx.<name>` (docs/functions.md, "Host capabilities"): methods get
+ * copies of the arguments (untrusted) and return JSON; calls past the per-run limits fail with
+ * `busyCode`, a method's non-catalogue error reaches the function as `failureCode`.
  */
 export interface HostCapability {
   readonly name: string;
