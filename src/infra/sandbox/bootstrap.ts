@@ -101,10 +101,14 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits) {
     host[name] = freeze(api);
   }
   // The calls still pending when a run finished, per capability (no
-  // prototype: what a function does to Object.prototype cannot hide them).
+  // prototype: what a function does to Object.prototype cannot hide them);
+  // undefined (left out of the output) when none.
   function leftCalls() {
-    const left = Object.create(null);
-    for (const id in waiting) left[waiting[id][1]] = (left[waiting[id][1]] || 0) + 1;
+    let left;
+    for (const id in waiting) {
+      left = left || Object.create(null);
+      left[waiting[id][1]] = (left[waiting[id][1]] || 0) + 1;
+    }
     return left;
   }
 

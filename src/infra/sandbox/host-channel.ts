@@ -17,7 +17,8 @@ export type HostReply = { ok: true; result: unknown } | { ok: false; code: strin
 export class HostRun implements HostCall {
   private controller: AbortController | undefined;
   ended = false;
-  readonly slots = new Map<string, { active: number; waiting: Array<() => void> }>();
+  /** Made on the first call, like the signal. */
+  slots: Map<string, { active: number; waiting: Array<() => void> }> | undefined;
   /** Replies ready to go into the isolate: [call id, reply]. */
   outbox: Array<[number, HostReply]> = [];
 
@@ -35,7 +36,7 @@ export class HostRun implements HostCall {
     if (this.ended) return;
     this.ended = true;
     this.outbox = [];
-    for (const s of this.slots.values()) s.waiting.length = 0;
+    for (const s of this.slots?.values() ?? []) s.waiting.length = 0;
     this.controller?.abort();
   }
 }
@@ -60,7 +61,7 @@ export function hostDispatch(
     const cap = byName.get(name);
     const fn = cap && Object.hasOwn(cap.methods, method) ? cap.methods[method] : undefined;
     if (!cap || !fn) return reply(run, id, { ok: false, code: "validation_failed", message: `ctx.${name}.${method} does not exist` });
-    let slots = run.slots.get(name);
+    let slots = (run.slots ??= new Map()).get(name);
     if (!slots) run.slots.set(name, (slots = { active: 0, waiting: [] }));
     const start = () => {
       slots.active++;
