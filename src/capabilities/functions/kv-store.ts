@@ -152,7 +152,7 @@ export function createKvStore(sql: Sql, limits: Partial<KvLimits> = {}): KvStore
       if (!Number.isInteger(limit) || limit < 1 || limit > L.maxListLimit) v.add("limit", `A page holds 1 to ${L.maxListLimit} keys.`);
       let after = "";
       if (opts.cursor) {
-        after = Buffer.from(opts.cursor, "base64url").toString("utf8");
+        after = typeof opts.cursor === "string" ? Buffer.from(opts.cursor, "base64url").toString("utf8") : "";
         if (after === "" || utf8(after) > L.maxKeyBytes || after.includes("\u0000")) v.add("cursor", "Invalid cursor.");
       }
       v.throwIfAny();
@@ -220,15 +220,8 @@ export function kvCapability(kv: KvStore): HostCapability {
       get: ({ appId }, key) => kv.get(appId, key as string),
       put: ({ appId }, key, value, opts) => kv.put(appId, key as string, value as string, { ttlSeconds: optionsOf(opts).ttlSeconds as number | undefined }),
       delete: ({ appId }, key) => kv.delete(appId, key as string),
-      async list({ appId }, opts) {
-        const { prefix, limit, cursor } = optionsOf(opts);
-        if (cursor != null && typeof cursor !== "string") throw appError("validation_failed", "cursor must be a string");
-        const page = await kv.list(appId, { prefix: prefix as string | undefined, limit: limit as number | undefined, cursor: cursor ?? undefined });
-        return {
-          entries: page.entries.map((e) => ({ key: e.key, size: e.size, expires_at: e.expires_at && new Date(e.expires_at).toISOString(), updated_at: new Date(e.updated_at).toISOString() })),
-          cursor: page.cursor,
-        };
-      },
+      // { entries: [{ key, size, expires_at, updated_at }], cursor }, the times as ISO strings (JSON)
+      list: ({ appId }, opts) => kv.list(appId, optionsOf(opts) as { prefix?: string; limit?: number; cursor?: string }),
     },
   };
 }
