@@ -4,6 +4,7 @@
 // so the generator's own cost is the same on both sides) and by
 // `pulsebase load`.
 import http2 from "node:http2";
+import { sleep } from "../kernel/retry.js";
 
 export interface H2LoadOptions {
   url: string;
@@ -152,7 +153,7 @@ export async function h2Load(o: H2LoadOptions): Promise<H2LoadResult> {
         session = await connect();
       } catch (err) {
         notSent(reasonOf(err), o.streams);
-        await new Promise((r) => setTimeout(r, Math.max(0, Math.min(250, end - performance.now()))));
+        await sleep(Math.max(0, Math.min(250, end - performance.now())));
         continue;
       }
       const stream = async () => {

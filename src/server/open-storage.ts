@@ -10,6 +10,7 @@ import { migrate } from "../infra/storage/migrate.js";
 import { createPgSql } from "../infra/storage/pg-sql.js";
 import { createPgliteSql } from "../infra/storage/pglite-sql.js";
 import type { Sql } from "../infra/storage/sql.js";
+import { backoffMs, sleep } from "../kernel/retry.js";
 
 /** Told about each failed attempt to reach PostgreSQL at start-up. */
 export type StorageRetryListener = (err: unknown, attempt: number, retryInMs: number) => void;
@@ -37,9 +38,9 @@ export async function openStorage(
           await sql.close().catch(() => {});
           throw err;
         }
-        const wait = Math.min(5000, 250 * 2 ** Math.min(attempt - 1, 5));
+        const wait = backoffMs({ baseBackoffMs: 250, maxBackoffMs: 5000 }, attempt);
         onRetry(err, attempt, wait);
-        await new Promise((r) => setTimeout(r, wait));
+        await sleep(wait);
       }
     }
   } else {

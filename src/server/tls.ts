@@ -2,6 +2,7 @@
 // certificate generated into the data directory on first start.
 import { mkdir, readFile } from "node:fs/promises";
 import { writeFileOnce } from "../kernel/write-once.js";
+import { sleep } from "../kernel/retry.js";
 import { join } from "node:path";
 import { generate } from "selfsigned";
 
@@ -52,6 +53,6 @@ export async function loadOrCreateTls(opts: { certFile?: string; keyFile?: strin
       if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
     }
     if (Date.now() > deadline) throw new Error(`${keyFile} exists without ${certFile}: remove the ${dir} directory to generate a new pair`);
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
 }

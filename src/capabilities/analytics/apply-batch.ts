@@ -5,6 +5,7 @@
 // together with their records. A batch is never split across transactions.
 import type { Sql } from "../../infra/storage/sql.js";
 import { isRetryableTxFailure, sqlState } from "../../infra/storage/pg-errors.js";
+import { backoffMs, sleep } from "../../kernel/retry.js";
 import { applyBreadcrumbs, applyEvents, applyLogs, stamp, type Stamped } from "./analytics-store.js";
 import type { BatchPayload, BreadcrumbRow, EventRow, LogRow } from "./batch-payload.js";
 
@@ -65,7 +66,7 @@ export async function withTxRetry<T>(fn: () => Promise<T>, attempts = 4): Promis
       const state = sqlState(err);
       const race = state === "40P01" || state === "40001";
       if (i >= attempts || (!race && !isRetryableTxFailure(err))) throw err;
-      await new Promise((r) => setTimeout(r, 5 * i + Math.random() * 10));
+      await sleep(backoffMs({ baseBackoffMs: 10, maxBackoffMs: 40, jitter: 0.5 }, i));
     }
   }
 }

@@ -5,6 +5,7 @@ import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
 import type { File } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import type { Violations } from "../../kernel/errors.js";
+import { parseIsoTime } from "../../kernel/iso-time.js";
 import type { BreadcrumbRow, EventRow, LogRow } from "./batch-payload.js";
 import { limits } from "./limits.js";
 import { logHash } from "./log-hash.js";
@@ -12,26 +13,6 @@ import { logHash } from "./log-hash.js";
 export interface ItemContext {
   now: Date;
   clockSkewMs: number;
-}
-
-const ISO_8601 =
-  /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
-
-/** Parses an ISO 8601 date or date-time; no offset means UTC. */
-export function parseIsoTimestamp(text: string): Date | undefined {
-  const m = ISO_8601.exec(text.trim());
-  if (!m) return undefined;
-  const [, y, mo, d, h = "00", mi = "00", s = "00", frac = "", zone = "Z"] = m;
-  const ms = frac.padEnd(3, "0").slice(0, 3);
-  let offset = zone.toUpperCase();
-  if (offset !== "Z") offset = offset.length === 3 ? `${offset}:00` : offset.includes(":") ? offset : `${offset.slice(0, 3)}:${offset.slice(3)}`;
-  const date = new Date(`${y}-${mo}-${d}T${h}:${mi}:${s}.${ms}${offset}`);
-  if (Number.isNaN(date.getTime())) return undefined;
-  // Reject overflowing calendar dates (2026-02-31) that Date would roll over.
-  if (Number(mo) < 1 || Number(mo) > 12 || Number(d) > 31 || Number(h) > 23 || Number(mi) > 59 || Number(s) > 60) return undefined;
-  const check = new Date(Date.UTC(Number(y), Number(mo) - 1, Number(d)));
-  if (check.getUTCDate() !== Number(d)) return undefined;
-  return date;
 }
 
 function chars(s: string): number {
@@ -71,7 +52,7 @@ function optionalText(v: Violations, path: string, value: string, max: number, l
 
 function createdAt(v: Violations, path: string, text: string, ctx: ItemContext): string | undefined {
   if (text.trim() === "") return ctx.now.toISOString();
-  const d = parseIsoTimestamp(text);
+  const d = parseIsoTime(text);
   if (!d) {
     v.add(path, "The created at is not a valid ISO 8601 date-time.");
     return undefined;

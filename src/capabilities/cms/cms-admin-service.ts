@@ -24,6 +24,7 @@ import type { FieldType } from "./field-types.js";
 import type { IndexBuilder } from "./index-builder.js";
 import type { MediaFileRecord, MediaStore } from "./media.js";
 import type { UsageMeter } from "./usage-meter.js";
+import { sleep } from "../../kernel/retry.js";
 
 export type ChangeOperation = "created" | "updated" | "deleted" | "published" | "unpublished";
 
@@ -151,12 +152,9 @@ export function createCmsAdminServiceImpl(deps: CmsAdminDeps): ServiceImpl<typeo
 
   /** Waits for the type's index build or drop (at most indexWaitMs; it goes on in the background). */
   async function awaitIndexes(typeId: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      deps.indexes.schedule(typeId),
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, indexWaitMs))),
-    ]);
-    clearTimeout(timer);
+    const done = new AbortController();
+    await Promise.race([deps.indexes.schedule(typeId), sleep(indexWaitMs, done.signal)]);
+    done.abort();
   }
 
   async function notify(appId: number, change: CmsChange): Promise<void> {

@@ -18,6 +18,7 @@
 // (so queued requests for one type collapse into one build of its latest
 // definition); a type that no longer exists loses its indexes.
 import type { Sql } from "../../infra/storage/sql.js";
+import { backoffMs, sleep } from "../../kernel/retry.js";
 import type { FieldDef } from "./field-types.js";
 import { createIndexDdl, desiredIndexes, dropIndexDdl, existingIndexes, type IndexedDef } from "./field-indexes.js";
 
@@ -63,7 +64,6 @@ const toIndexed = (r: DefRow): IndexedDef => ({
   sortable: r.sortable_fields,
 });
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export class IndexBuilder {
   private readonly queue = new Map<number, ((r: IndexBuildReport) => void)[]>();
@@ -230,7 +230,7 @@ export class IndexBuilder {
           errors.push(err);
           return;
         }
-        await sleep((this.opts.retryDelayMs ?? 1000) * 2 ** (attempt - 1));
+        await sleep(backoffMs({ baseBackoffMs: this.opts.retryDelayMs ?? 1000, maxBackoffMs: Infinity }, attempt));
       }
     }
   }

@@ -52,6 +52,7 @@ import type { FunctionRuntime } from "./function-runtime.js";
 import type { InvocationRecorder } from "./invocation-recorder.js";
 import type { DeadLetterStore, StoredDeadLetter } from "./events/event-worker.js";
 import type { EventWorker } from "./events/event-worker.js";
+import { sleep } from "../../kernel/retry.js";
 
 export interface AdminFunctionServiceDeps {
   sql: Sql;
@@ -189,16 +190,6 @@ function checkSchedule(v: Violations, cron: string, timezone: string): Date | nu
   }
 }
 
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 
 function toDeadLetter(d: StoredDeadLetter) {
   const ev = d.event;

@@ -8,7 +8,7 @@
 // follow its state with onChange().
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { appError } from "../../kernel/errors.js";
-import { sleep } from "../queue/queue.js";
+import { backoffMs, sleep } from "../../kernel/retry.js";
 
 export interface NatsLinkOptions {
   /** NATS server URL(s). */
@@ -55,7 +55,7 @@ export class NatsLink {
       } catch (err) {
         if (this.closing) throw closedError();
         this.opts.onRetry?.(err, attempt);
-        await sleep(Math.min(2000, 250 * attempt));
+        await sleep(backoffMs({ baseBackoffMs: 250, maxBackoffMs: 2000 }, attempt));
       }
     }
   }

@@ -11,6 +11,7 @@
 // message acked); a handler that throws is retried with backoff and
 // dead-lettered after maxAttempts. Operators list and replay dead letters.
 import { appError, errorDetail } from "../../kernel/errors.js";
+import { backoffMs, sleep } from "../../kernel/retry.js";
 import type { NatsSource } from "../nats/nats-link.js";
 import type { Sql } from "../storage/sql.js";
 
@@ -159,9 +160,7 @@ export interface RetryPolicy {
 
 export const defaultRetryPolicy: RetryPolicy = { maxAttempts: 5, baseBackoffMs: 500, maxBackoffMs: 30_000 };
 
-export function backoffMs(policy: RetryPolicy, attempt: number): number {
-  return Math.min(policy.maxBackoffMs, policy.baseBackoffMs * 2 ** Math.max(0, attempt - 1));
-}
+export { backoffMs, sleep };
 
 export function errorText(err: unknown): string {
   const e = err as { rawMessage?: string; message?: string; cause?: { message?: string } };
@@ -212,35 +211,3 @@ export function topicPattern(pattern: string): RegExp {
     .join("\\.");
   return new RegExp(`^${body}$`);
 }
-
-/** Runs tasks with at most `limit` at once; acquire() waits for a slot. */
-export class Semaphore {
-  private active = 0;
-  private waiters: Array<() => void> = [];
-  private idleWaiters: Array<() => void> = [];
-  constructor(private readonly limit: number) {}
-  async acquire(): Promise<void> {
-    if (this.active < this.limit) {
-      this.active++;
-      return;
-    }
-    await new Promise<void>((resolve) => this.waiters.push(resolve));
-  }
-  release(): void {
-    const next = this.waiters.shift();
-    if (next) next();
-    else {
-      this.active--;
-      if (this.active === 0) for (const w of this.idleWaiters.splice(0)) w();
-    }
-  }
-  get inUse(): number {
-    return this.active;
-  }
-  async idle(): Promise<void> {
-    if (this.active === 0) return;
-    await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
-  }
-}
-
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -8,6 +8,7 @@
 // advisory lock, so order per lane holds with several processes on one
 // PostgreSQL.
 import { appError } from "../../kernel/errors.js";
+import { Semaphore } from "../../kernel/semaphore.js";
 import {
   DEFAULT_ACK_WAIT_MS,
   deadKey,
@@ -16,7 +17,6 @@ import {
   parsePageToken,
   progressEveryMs,
   runHandler,
-  Semaphore,
   topicPattern,
   type Attrs,
   type DeadLetter,

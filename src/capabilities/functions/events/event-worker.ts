@@ -29,8 +29,10 @@ import type { FunctionStore } from "../function-store.js";
 import type { FunctionRuntime } from "../function-runtime.js";
 import { deleteChanges, readChanges, syncCapture, type ChangeCaptureDb, type Operation } from "./change-capture.js";
 import { errorDetail } from "../../../kernel/errors.js";
-import { Semaphore, type DeadNote, type Queue, type QueueMessage } from "../../../infra/queue/queue.js";
+import { type DeadNote, type Queue, type QueueMessage } from "../../../infra/queue/queue.js";
 import { createQueue } from "../../../infra/queue/create-queue.js";
+import { Semaphore } from "../../../kernel/semaphore.js";
+import { backoffMs, sleep } from "../../../kernel/retry.js";
 
 export interface EventWorkerConfig {
   /** JetStream stream (default PB_FUNCTION_EVENTS) and subject prefix (default pulsebase.fn). */
@@ -197,7 +199,6 @@ const MISSING_RETRY_MS = 2_000;
 const CAPTURE_LOCK_CLASS = 7_022;
 /** Locked capture syncs at once, at most: each holds a pool connection while it talks to the app's database. */
 const MAX_LOCKED_SYNCS = 4;
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 /** After a failed drain of an application (database down, not linked) it is skipped this long, doubling up to 30 s. */
 const FAILURE_BACKOFF_MS = 500;
 const MAX_FAILURE_BACKOFF_MS = 30_000;
@@ -375,7 +376,7 @@ export function createEventWorker(deps: {
           (err: unknown) => {
             installed.delete(appId);
             const count = (failures.get(appId)?.count ?? 0) + 1;
-            failures.set(appId, { count, until: Date.now() + Math.min(MAX_FAILURE_BACKOFF_MS, FAILURE_BACKOFF_MS * 2 ** (count - 1)) });
+            failures.set(appId, { count, until: Date.now() + backoffMs({ baseBackoffMs: FAILURE_BACKOFF_MS, maxBackoffMs: MAX_FAILURE_BACKOFF_MS }, count) });
             report(err);
           },
         )
@@ -418,7 +419,7 @@ export function createEventWorker(deps: {
         lastError = r.error ?? r.outcome;
         if (attempts < cfg.maxAttempts) {
           if (stopped) throw new Error("stopping: the change will be delivered again");
-          await sleep(Math.min(cfg.maxBackoffMs, cfg.baseBackoffMs * 2 ** (attempts - 1)));
+          await sleep(backoffMs(cfg, attempts));
         }
       }
       if (!done) dead.push({ key: String(t.id), attempts, error: lastError, attrs: { [TRIGGER]: String(t.id), [FUNCTION]: String(t.function_id) } });
