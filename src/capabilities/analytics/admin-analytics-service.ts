@@ -21,6 +21,7 @@ import {
   type LogRecord,
 } from "../../../gen/pulsebase/admin/v1/analytics_pb.js";
 import { appError, validationError } from "../../kernel/errors.js";
+import { decodePageToken, pageOf } from "../../kernel/paging.js";
 import type { Sql } from "../../infra/storage/sql.js";
 import type { BlobStore } from "../../infra/blobs/blob-store.js";
 import type { Queue } from "../../infra/queue/queue.js";
@@ -48,20 +49,8 @@ function pageSize(n: number): number {
   return n;
 }
 
-function decodeCursor(token: string): Cursor | undefined {
-  if (!token) return undefined;
-  try {
-    const c = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as Cursor;
-    if (typeof c.t === "string" && Number.isSafeInteger(c.id) && !Number.isNaN(Date.parse(c.t))) return c;
-  } catch {
-    // fall through
-  }
-  throw validationError({ page_token: ["Invalid page token."] });
-}
-
-function encodeCursor(t: Date, id: number): string {
-  return Buffer.from(JSON.stringify({ t: t.toISOString(), id: Number(id) })).toString("base64url");
-}
+const isCursor = (c: unknown): c is Cursor =>
+  typeof (c as Cursor)?.t === "string" && Number.isSafeInteger((c as Cursor).id) && !Number.isNaN(Date.parse((c as Cursor).t));
 
 const dateOf = (t: Timestamp | undefined) => (t ? timestampDate(t) : null);
 
@@ -81,7 +70,7 @@ async function page<R extends { id: number }>(
   size: number,
   sortOf: (r: R) => Date,
 ): Promise<{ rows: R[]; next: string }> {
-  const cursor = decodeCursor(pageToken);
+  const cursor = decodePageToken(pageToken, isCursor);
   const conds = [...where];
   const ps = [...params];
   if (cursor) {
@@ -93,9 +82,7 @@ async function page<R extends { id: number }>(
     `SELECT * FROM ${table} WHERE ${conds.join(" AND ")} ORDER BY ${sortCol} DESC, id DESC LIMIT $${ps.length}`,
     ps,
   );
-  const pageRows = rows.slice(0, size);
-  const last = pageRows[pageRows.length - 1];
-  return { rows: pageRows, next: rows.length > size && last ? encodeCursor(sortOf(last), last.id) : "" };
+  return pageOf(rows, size, (last) => ({ t: sortOf(last).toISOString(), id: Number(last.id) }));
 }
 
 /** Filter of the record lists; firstCol/lastCol bound the record's activity. */
@@ -120,9 +107,18 @@ function recordFilter(f: AnalyticsFilter | undefined, nameCol: string, firstCol:
   return { where, params, size: pageSize(f.pageSize), token: f.pageToken };
 }
 
-function rangeFilter(fromTs: Timestamp | undefined, toTs: Timestamp | undefined, where: string[], params: unknown[]) {
-  const from = dateOf(fromTs);
-  const to = dateOf(toTs);
+/** One page of a record's occurrences (`parentCol` = `parentId`), newest first, within the request's time range. */
+function occurrences<R extends { id: number; created_at: Date }>(
+  sql: Sql,
+  table: string,
+  parentCol: string,
+  parentId: number,
+  req: { from?: Timestamp; to?: Timestamp; pageToken: string; pageSize: number },
+) {
+  const where = [`${parentCol} = $1`];
+  const params: unknown[] = [parentId];
+  const from = dateOf(req.from);
+  const to = dateOf(req.to);
   if (from) {
     params.push(from);
     where.push(`created_at >= $${params.length}`);
@@ -131,6 +127,7 @@ function rangeFilter(fromTs: Timestamp | undefined, toTs: Timestamp | undefined,
     params.push(to);
     where.push(`created_at < $${params.length}`);
   }
+  return page<R>(sql, table, "created_at", where, params, req.pageToken, pageSize(req.pageSize), (r) => r.created_at);
 }
 
 function eventRecord(r: EventRowDb, data: EventDataRowDb[]): EventRecord {
@@ -224,16 +221,13 @@ export function createAdminAnalyticsServiceImpl(deps: AdminAnalyticsDeps): Servi
     },
 
     async listLogOccurrences(req) {
-      const where = ["log_id = $1"];
-      const params: unknown[] = [id(req.logId, "log_id")];
-      rangeFilter(req.from, req.to, where, params);
       type Occ = {
         id: number; log_id: number; consumer_id: number; session_id: number | null; user_id: string; app_version: string;
         stack_trace: string | null; file_name: string | null; line_number: number | null; context: JsonObject | null;
         attachment_key: string | null; attachment_name: string | null; attachment_type: string | null; attachment_size: number | null;
         created_at: Date;
       };
-      const { rows, next } = await page<Occ>(sql, "analytics_log_occurrences", "created_at", where, params, req.pageToken, pageSize(req.pageSize), (r) => r.created_at);
+      const { rows, next } = await occurrences<Occ>(sql, "analytics_log_occurrences", "log_id", id(req.logId, "log_id"), req);
       return {
         occurrences: rows.map((r) =>
           create(LogOccurrenceSchema, {
@@ -288,11 +282,8 @@ export function createAdminAnalyticsServiceImpl(deps: AdminAnalyticsDeps): Servi
     },
 
     async listBreadcrumbOccurrences(req) {
-      const where = ["breadcrumb_id = $1"];
-      const params: unknown[] = [id(req.breadcrumbId, "breadcrumb_id")];
-      rangeFilter(req.from, req.to, where, params);
       type Occ = { id: number; breadcrumb_id: number; consumer_id: number; session_id: number | null; created_at: Date };
-      const { rows, next } = await page<Occ>(sql, "analytics_breadcrumb_occurrences", "created_at", where, params, req.pageToken, pageSize(req.pageSize), (r) => r.created_at);
+      const { rows, next } = await occurrences<Occ>(sql, "analytics_breadcrumb_occurrences", "breadcrumb_id", id(req.breadcrumbId, "breadcrumb_id"), req);
       return {
         occurrences: rows.map((r) =>
           create(BreadcrumbOccurrenceSchema, {

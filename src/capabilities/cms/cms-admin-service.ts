@@ -24,6 +24,7 @@ import type { FieldType } from "./field-types.js";
 import type { IndexBuilder } from "./index-builder.js";
 import type { MediaFileRecord, MediaStore } from "./media.js";
 import type { UsageMeter } from "./usage-meter.js";
+import { pageByOffset } from "../../kernel/paging.js";
 import { sleep } from "../../kernel/retry.js";
 
 export type ChangeOperation = "created" | "updated" | "deleted" | "published" | "unpublished";
@@ -264,25 +265,16 @@ export function createCmsAdminServiceImpl(deps: CmsAdminDeps): ServiceImpl<typeo
     },
     async listEntries(req) {
       const def = await types.get(Number(req.appId), req.contentType);
-      const size = req.pageSize > 0 ? Math.min(req.pageSize, 500) : 50;
-      const offset = req.pageToken ? Number(req.pageToken) : 0;
-      if (!Number.isSafeInteger(offset) || offset < 0) throw validationError({ page_token: ["invalid page_token."] });
-      const list = await entries.list(Number(req.appId), def.id, size + 1, offset);
-      return {
-        entries: list.slice(0, size).map((e) => entryMsg(def.slug, e)),
-        nextPageToken: list.length > size ? String(offset + size) : "",
-      };
+      const { rows, next } = await pageByOffset(req, (limit, offset) => entries.list(Number(req.appId), def.id, limit, offset));
+      return { entries: rows.map((e) => entryMsg(def.slug, e)), nextPageToken: next };
     },
 
     async uploadMedia(req) {
       return mediaMsg(await deps.media.upload(Number(req.appId), req.filename, req.contentType, req.data));
     },
     async listMedia(req) {
-      const size = req.pageSize > 0 ? Math.min(req.pageSize, 500) : 50;
-      const offset = req.pageToken ? Number(req.pageToken) : 0;
-      if (!Number.isSafeInteger(offset) || offset < 0) throw validationError({ page_token: ["invalid page_token."] });
-      const list = await deps.media.list(Number(req.appId), size + 1, offset);
-      return { media: list.slice(0, size).map(mediaMsg), nextPageToken: list.length > size ? String(offset + size) : "" };
+      const { rows, next } = await pageByOffset(req, (limit, offset) => deps.media.list(Number(req.appId), limit, offset));
+      return { media: rows.map(mediaMsg), nextPageToken: next };
     },
     async deleteMedia(req) {
       await deps.media.delete(Number(req.appId), req.fileId);

@@ -6,6 +6,7 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { AccountService, InvitationSchema, MeSchema, type Invitation, type Me } from "../../../gen/pulsebase/admin/v1/account_pb.js";
 import { Role } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import { appError, Violations } from "../../kernel/errors.js";
+import { pageById } from "../../kernel/paging.js";
 import { kClientAddress } from "../../kernel/principal.js";
 import { MAX_PENDING_INVITATIONS, type AccountRow, type AccountStore, type InvitationRow } from "./account-store.js";
 import type { AuditStore } from "./audit-store.js";
@@ -228,14 +229,7 @@ export function createAccountServiceImpl(deps: AccountServiceDeps): ServiceImpl<
     async listAuditLog(req, ctx) {
       const p = ctx.values.get(kOperator)!;
       if (req.teamId === 0n && !p.admin) throw appError("permission_denied", "Name a team you belong to.");
-      const limit = Math.min(req.pageSize || 50, 500);
-      let before = 0;
-      if (req.pageToken) {
-        const raw = Buffer.from(req.pageToken, "base64url").toString();
-        if (!/^\d+$/.test(raw)) throw appError("validation_failed", "Invalid page_token.", { fields: { page_token: ["is invalid"] } });
-        before = Number(raw);
-      }
-      const rows = await audit.list(req.teamId > 0n ? Number(req.teamId) : undefined, before, limit);
+      const { rows, next } = await pageById(req, (before, limit) => audit.list(req.teamId > 0n ? Number(req.teamId) : undefined, before, limit));
       return {
         entries: rows.map((r) => ({
           id: BigInt(r.id),
@@ -250,7 +244,7 @@ export function createAccountServiceImpl(deps: AccountServiceDeps): ServiceImpl<
           address: r.address,
           userAgent: r.user_agent,
         })),
-        nextPageToken: rows.length === limit ? Buffer.from(String(rows[rows.length - 1]!.id)).toString("base64url") : "",
+        nextPageToken: next,
       };
     },
   };

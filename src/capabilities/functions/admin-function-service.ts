@@ -52,6 +52,7 @@ import type { FunctionRuntime } from "./function-runtime.js";
 import type { InvocationRecorder } from "./invocation-recorder.js";
 import type { DeadLetterStore, StoredDeadLetter } from "./events/event-worker.js";
 import type { EventWorker } from "./events/event-worker.js";
+import { pageById, pageLimit } from "../../kernel/paging.js";
 import { sleep } from "../../kernel/retry.js";
 
 export interface AdminFunctionServiceDeps {
@@ -235,17 +236,8 @@ function conflictAs(err: unknown, message: string): unknown {
   return errorDetail(err)?.code === "conflict" ? appError("conflict", message, { cause: err }) : err;
 }
 
-function pageSize(n: number): number {
-  if (n < 0) throw appError("validation_failed", "page_size must not be negative.", { fields: { page_size: ["Must not be negative."] } });
-  return Math.min(n || 50, 200);
-}
-
-function pageToken(t: string): number {
-  if (t === "") return 0;
-  const n = Number(t);
-  if (!Number.isSafeInteger(n) || n < 0) throw appError("validation_failed", "Invalid page_token.", { fields: { page_token: ["Invalid page token."] } });
-  return n;
-}
+/** Function lists page at most 200 (docs/functions.md). */
+const MAX_PAGE = 200;
 
 export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): ServiceImpl<typeof FunctionService> {
   const { sql, store, sandbox, runtime, recorder, config, kv } = deps;
@@ -353,13 +345,8 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
     },
 
     async listFunctions(req) {
-      const limit = pageSize(req.pageSize);
-      const rows = await store.list(Number(req.appId), pageToken(req.pageToken), limit + 1);
-      const page = rows.slice(0, limit);
-      return {
-        functions: page.map(toFunction),
-        nextPageToken: rows.length > limit ? String(page[page.length - 1]!.id) : "",
-      };
+      const { rows, next } = await pageById(req, (afterId, limit) => store.list(Number(req.appId), afterId, limit), MAX_PAGE);
+      return { functions: rows.map(toFunction), nextPageToken: next };
     },
 
     async updateFunctionSettings(req) {
@@ -545,18 +532,16 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
     async listScheduleRuns(req) {
       const t = await store.getTrigger(Number(req.triggerId));
       if (!t) throw appError("not_found", "No such trigger.");
-      const limit = pageSize(req.pageSize);
-      const r = await sql.query<{
+      const { rows, next } = await pageById(req, async (before, limit) => (await sql.query<{
         id: number; trigger_id: number; scheduled_for: Date; status: string; missed: number; invocation_id: number | null;
         error: string | null; started_at: Date; finished_at: Date | null;
       }>(
         `SELECT id, trigger_id, scheduled_for, status, missed, invocation_id, error, started_at, finished_at
          FROM function_schedule_runs WHERE trigger_id = $1 AND ($2::bigint = 0 OR id < $2) ORDER BY id DESC LIMIT $3`,
-        [t.id, pageToken(req.pageToken), limit + 1],
-      );
-      const page = r.rows.slice(0, limit);
+        [t.id, before, limit],
+      )).rows, MAX_PAGE);
       return {
-        runs: page.map((x) =>
+        runs: rows.map((x) =>
           create(ScheduleRunSchema, {
             id: BigInt(x.id),
             triggerId: BigInt(x.trigger_id),
@@ -569,7 +554,7 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
             finishedAt: x.finished_at ? timestampFromDate(new Date(x.finished_at)) : undefined,
           }),
         ),
-        nextPageToken: r.rows.length > limit ? String(page[page.length - 1]!.id) : "",
+        nextPageToken: next,
       };
     },
 
@@ -645,13 +630,8 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       await mustGet(req.functionId);
       // This process's buffered records first, so a run is listed right after it.
       await recorder.flush();
-      const limit = pageSize(req.pageSize);
-      const rows = await listInvocations(sql, Number(req.functionId), pageToken(req.pageToken), limit + 1);
-      const page = rows.slice(0, limit);
-      return {
-        invocations: page.map(toInvocation),
-        nextPageToken: rows.length > limit ? String(page[page.length - 1]!.id) : "",
-      };
+      const { rows, next } = await pageById(req, (afterId, limit) => listInvocations(sql, Number(req.functionId), afterId, limit), MAX_PAGE);
+      return { invocations: rows.map(toInvocation), nextPageToken: next };
     },
 
     async *followInvocations(req, ctx) {
@@ -719,7 +699,7 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       const appId = Number(req.appId);
       await planOf(appId);
       const functionId = await functionFilter(appId, req.functionId);
-      const page = await deadLetterStore().listDeadLetters({ appId, functionId, pageSize: pageSize(req.pageSize), pageToken: req.pageToken });
+      const page = await deadLetterStore().listDeadLetters({ appId, functionId, pageSize: pageLimit(req.pageSize, MAX_PAGE), pageToken: req.pageToken });
       return { deadLetters: page.entries.map(toDeadLetter), nextPageToken: page.nextPageToken };
     },
 

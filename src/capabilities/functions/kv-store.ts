@@ -8,6 +8,7 @@
 // (the lock is held for no network round trip). Expired keys are invisible at once and removed by sweep().
 import { appError, Violations } from "../../kernel/errors.js";
 import type { HostCapability } from "../../infra/sandbox/types.js";
+import { pageOf, readPageToken } from "../../kernel/paging.js";
 import type { Sql } from "../../infra/storage/sql.js";
 
 export interface KvLimits {
@@ -150,11 +151,8 @@ export function createKvStore(sql: Sql, limits: Partial<KvLimits> = {}): KvStore
       if (typeof prefix !== "string" || utf8(prefix) > L.maxKeyBytes || prefix.includes("\u0000")) v.add("prefix", `A prefix is a string of at most ${L.maxKeyBytes} bytes.`);
       const limit = opts.limit ?? 100;
       if (!Number.isInteger(limit) || limit < 1 || limit > L.maxListLimit) v.add("limit", `A page holds 1 to ${L.maxListLimit} keys.`);
-      let after = "";
-      if (opts.cursor) {
-        after = typeof opts.cursor === "string" ? Buffer.from(opts.cursor, "base64url").toString("utf8") : "";
-        if (after === "" || utf8(after) > L.maxKeyBytes || after.includes("\u0000")) v.add("cursor", "Invalid cursor.");
-      }
+      const after = opts.cursor ? (typeof opts.cursor === "string" ? readPageToken(opts.cursor) : undefined) : "";
+      if (opts.cursor && (typeof after !== "string" || after === "" || utf8(after) > L.maxKeyBytes || after.includes("\u0000"))) v.add("cursor", "Invalid cursor.");
       v.throwIfAny();
       const r = await sql.query<KvEntryRow>(
         `SELECT key, size, expires_at, updated_at FROM function_kv
@@ -162,9 +160,8 @@ export function createKvStore(sql: Sql, limits: Partial<KvLimits> = {}): KvStore
          ORDER BY key LIMIT $4`,
         [appId, likePrefix(prefix), after, limit + 1],
       );
-      const entries = r.rows.slice(0, limit);
-      const cursor = r.rows.length > limit ? Buffer.from(entries[entries.length - 1]!.key, "utf8").toString("base64url") : null;
-      return { entries, cursor };
+      const { rows: entries, next } = pageOf(r.rows, limit, (e) => e.key);
+      return { entries, cursor: next || null };
     },
 
     async usage(appId) {

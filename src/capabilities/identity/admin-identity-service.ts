@@ -11,7 +11,7 @@ import {
   type Plan,
 } from "../../../gen/pulsebase/admin/v1/identity_pb.js";
 import { appError, Violations } from "../../kernel/errors.js";
-import { nextToken, pageOf } from "../../kernel/paging.js";
+import { pageById } from "../../kernel/paging.js";
 import type { Authenticator } from "./authenticator.js";
 import type { AppRow, IdentityStore } from "./identity-store.js";
 import type { ChangeBus } from "../../infra/cluster/change-bus.js";
@@ -88,9 +88,8 @@ export function createAdminIdentityServiceImpl({ store, auth, changes }: { store
       return toApp(row);
     },
     async listApps(req) {
-      const page = pageOf(req.pageSize, req.pageToken);
-      const rows = await store.listApps(req.teamId > 0n ? Number(req.teamId) : undefined, page);
-      return { apps: rows.map(toApp), nextPageToken: nextToken(rows, page.limit) };
+      const { rows, next } = await pageById(req, (afterId, limit) => store.listApps(req.teamId > 0n ? Number(req.teamId) : undefined, { afterId, limit }));
+      return { apps: rows.map(toApp), nextPageToken: next };
     },
     async rotateAppKey(req) {
       const row = await store.rotateAppKey(Number(req.appId));
@@ -117,8 +116,7 @@ export function createAdminIdentityServiceImpl({ store, auth, changes }: { store
     },
     async listConsumers(req) {
       await mustApp(req.appId);
-      const page = pageOf(req.pageSize, req.pageToken);
-      const rows = await store.listConsumers(Number(req.appId), page);
+      const { rows, next } = await pageById(req, (afterId, limit) => store.listConsumers(Number(req.appId), { afterId, limit }));
       return {
         consumers: rows.map((r) => ({
           id: BigInt(r.id),
@@ -133,7 +131,7 @@ export function createAdminIdentityServiceImpl({ store, auth, changes }: { store
           createdAt: timestampFromDate(r.created_at),
           updatedAt: timestampFromDate(r.updated_at),
         })),
-        nextPageToken: nextToken(rows, page.limit),
+        nextPageToken: next,
       };
     },
     async deleteConsumer(req) {
@@ -144,8 +142,7 @@ export function createAdminIdentityServiceImpl({ store, auth, changes }: { store
       return {};
     },
     async listSessions(req) {
-      const page = pageOf(req.pageSize, req.pageToken);
-      const rows = await store.listSessions(Number(req.consumerId), page);
+      const { rows, next } = await pageById(req, (afterId, limit) => store.listSessions(Number(req.consumerId), { afterId, limit }));
       return {
         sessions: rows.map((r) => ({
           sessionId: BigInt(r.id),
@@ -153,7 +150,7 @@ export function createAdminIdentityServiceImpl({ store, auth, changes }: { store
           startedAt: timestampFromDate(r.started_at),
           endedAt: r.ended_at ? timestampFromDate(r.ended_at) : undefined,
         })),
-        nextPageToken: nextToken(rows, page.limit),
+        nextPageToken: next,
       };
     },
   };
