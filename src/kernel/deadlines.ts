@@ -37,3 +37,12 @@ export function deadline(ms: number, fire: () => void): () => void {
   }
   return () => entries.delete(e);
 }
+
+/** `p`, or the error `onTimeout` makes once `ms` have passed first (the timer is cleared either way). */
+export function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => unknown): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(onTimeout()), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}

@@ -7,7 +7,7 @@ export class TtlCache<K, V> {
   get(key: K): V | undefined {
     const e = this.map.get(key);
     if (!e) return undefined;
-    if (e.exp < Date.now()) {
+    if (e.exp <= Date.now()) {
       this.map.delete(key);
       return undefined;
     }

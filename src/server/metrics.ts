@@ -9,6 +9,7 @@ import { Counter, Gauge, Registry, collectDefaultMetrics, type MetricValueWithNa
 import type { FastifyInstance } from "fastify";
 import { sendError } from "../transport/http/envelopes.js";
 import { bearerToken } from "../capabilities/identity/tokens.js";
+import { withTimeout } from "../kernel/deadlines.js";
 import { appError } from "../kernel/errors.js";
 import { sameToken } from "./operator-token.js";
 
@@ -162,14 +163,6 @@ export function createMetrics(): Metrics {
 /** Scrape-time reads must not hang a scrape on a dead backend. */
 const COLLECT_TIMEOUT_MS = 2000;
 
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const t = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
-  });
-  return Promise.race([p, t]).finally(() => clearTimeout(timer));
-}
-
 export interface QueueStatsSource {
   readonly backend: string;
   stats(): Promise<{ lag: number; inFlight: number; deadLetters: number }>;
@@ -204,7 +197,7 @@ function perScrape<T>(read: () => Promise<T>): () => Promise<T> {
 export function registerQueueMetrics(registry: Registry, queue: string, source: QueueStatsSource, onError?: (err: unknown) => void): void {
   const read = perScrape(async () => {
     try {
-      return await withTimeout(source.stats(), COLLECT_TIMEOUT_MS);
+      return await withTimeout(source.stats(), COLLECT_TIMEOUT_MS, () => new Error(`timed out after ${COLLECT_TIMEOUT_MS} ms`));
     } catch (err) {
       onError?.(err);
       return undefined;

@@ -6,6 +6,7 @@
 // file functions, VACUUM INTO, PRAGMAs that change settings, and writes to
 // the service's _pulsebase_* tables.
 import { join } from "node:path";
+import { withTimeout } from "../../kernel/deadlines.js";
 import { appError, Violations } from "../../kernel/errors.js";
 import { DEFAULT_DATABASE_LIMITS, type DatabaseLimits } from "./database-config.js";
 import type { DatabaseStore } from "./database-store.js";
@@ -80,6 +81,7 @@ export function createOperatorSql(deps: OperatorSqlDeps): OperatorSql {
               maxBytes: limits.maxResultBytes,
             }),
             limits.queryTimeoutMs,
+            () => new EngineTimeoutError(`the query ran longer than ${limits.queryTimeoutMs} ms`),
           );
         }
       } catch (e) {
@@ -125,14 +127,4 @@ export function splitOperatorStatements(sql: string): SplitStatement[] {
     i = j;
   }
   return out;
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new EngineTimeoutError(`the query ran longer than ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }

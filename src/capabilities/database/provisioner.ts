@@ -5,6 +5,7 @@ import { mkdir, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { createClient } from "@libsql/client";
+import { withTimeout } from "../../kernel/deadlines.js";
 
 export async function provisionEmbedded(absPath: string): Promise<void> {
   await mkdir(dirname(absPath), { recursive: true });
@@ -32,16 +33,9 @@ export async function removeEmbedded(absPath: string): Promise<void> {
 
 export async function checkRemote(url: string, authToken: string, timeoutMs: number): Promise<void> {
   const client = createClient({ url, authToken: authToken || undefined });
-  let timer: NodeJS.Timeout | undefined;
   try {
-    await Promise.race([
-      client.execute("SELECT 1"),
-      new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
-      }),
-    ]);
+    await withTimeout(client.execute("SELECT 1"), timeoutMs, () => new Error(`no answer within ${timeoutMs} ms`));
   } finally {
-    clearTimeout(timer);
     client.close();
   }
 }

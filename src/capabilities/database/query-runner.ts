@@ -7,7 +7,9 @@
 // (fair-queue.ts): a bounded share running, a bounded queue and a bounded
 // wait, 503 database_unavailable past them (issue 15 point 2).
 import { join } from "node:path";
+import { withTimeout } from "../../kernel/deadlines.js";
 import { appError, Violations } from "../../kernel/errors.js";
+import { TtlCache } from "../../kernel/ttl-cache.js";
 import { DEFAULT_DATABASE_LIMITS, type DatabaseLimits } from "./database-config.js";
 import type { DatabaseStore, LinkedDatabase } from "./database-store.js";
 import { EngineBusyError, EngineCancelledError, EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "./engine-pool.js";
@@ -95,21 +97,14 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
   const pumpRemote = () => {
     for (let j = remoteQueue.take(); j; j = remoteQueue.take()) j.start();
   };
-  const cache = new Map<number, { db: Linked | undefined; until: number }>();
-
-  /** The cached link, while it is fresh. */
-  function cachedLink(appId: number): { db: Linked | undefined } | undefined {
-    const hit = cache.get(appId);
-    return hit && hit.until > Date.now() ? hit : undefined;
-  }
+  const cache = new TtlCache<number, { db: Linked | undefined }>(cacheMs, 10_000);
 
   async function linked(appId: number): Promise<Linked | undefined> {
-    const hit = cachedLink(appId);
+    const hit = cache.get(appId);
     if (hit) return hit.db;
     const db: Linked | undefined = await deps.store.linkedTo(appId);
     if (db?.kind === "embedded") db.path = join(deps.dataDir, db.filePath ?? "");
-    if (cache.size > 10_000) cache.clear();
-    cache.set(appId, { db, until: Date.now() + cacheMs });
+    cache.set(appId, { db });
     return db;
   }
 
@@ -268,7 +263,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
           reject(new EngineCancelledError("the request was cancelled: the run that made it ended"));
         },
         start() {
-          withTimeout(run(), limits.queryTimeoutMs)
+          withTimeout(run(), limits.queryTimeoutMs, () => new EngineTimeoutError(`the query ran longer than ${limits.queryTimeoutMs} ms`))
             .then(
               (r) => !settled && resolve(r),
               (e: unknown) => !settled && reject(e),
@@ -345,7 +340,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
     const made = offThread([input]);
     if (made) return made.then((m) => execute(appId, plan([input], false, false, m), false, opts?.signal));
     const planned = plan([input], false, false);
-    const hit = cachedLink(appId);
+    const hit = cache.get(appId);
     if (!hit) return execute(appId, planned, false, opts?.signal);
     admit(hit.db, planned);
     const r = pointRead(hit.db, planned, false);
@@ -372,14 +367,4 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
 
 function capitalised(s: string): string {
   return s.charAt(0).toUpperCase() + s.slice(1);
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new EngineTimeoutError(`the query ran longer than ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }

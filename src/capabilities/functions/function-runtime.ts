@@ -4,6 +4,7 @@
 import { randomUUID } from "node:crypto";
 import { appError } from "../../kernel/errors.js";
 import type { ConsumerPrincipal } from "../../kernel/principal.js";
+import { TtlCache } from "../../kernel/ttl-cache.js";
 import type { Sandbox } from "../../infra/sandbox/sandbox.js";
 import type { Sql } from "../../infra/storage/sql.js";
 import { createLeasedLimiter, enforce, type RateLimiter } from "../../infra/rate-limit/leased-limiter.js";
@@ -110,8 +111,8 @@ export function createFunctionRuntime(deps: {
   // and a cache entry each: an address that keeps probing is refused before
   // the lookup (per process).
   const misses = localLimiter(MISSES_PER_ADDRESS_PER_MINUTE, 60_000);
-  const codeCache = new Map<number, string>();
-  const httpCache = new Map<string, { at: number; row: ResolvedRow | undefined }>();
+  const codeCache = new TtlCache<number, string>(Infinity, CODE_CACHE_MAX);
+  const httpCache = new TtlCache<string, { row: ResolvedRow | undefined }>(config.resolveCacheMs, RESOLVE_CACHE_MAX);
   // Bumped by every invalidation: a lookup that started before one may have
   // read the old state, so its row serves its own request but is not cached
   // (it would otherwise bring the old plan or trigger back for resolveCacheMs).
@@ -126,7 +127,6 @@ export function createFunctionRuntime(deps: {
     let code = codeCache.get(versionId);
     if (code === undefined) {
       code = (await store.versionCode(versionId)) ?? "";
-      if (codeCache.size >= CODE_CACHE_MAX) codeCache.delete(codeCache.keys().next().value!);
       codeCache.set(versionId, code);
     }
     return code;
@@ -135,13 +135,11 @@ export function createFunctionRuntime(deps: {
   async function cached(key: string, load: () => Promise<ResolvedRow | undefined>): Promise<ResolvedRow | undefined> {
     if (config.resolveCacheMs <= 0) return load();
     const hit = httpCache.get(key);
-    const now = Date.now();
-    if (hit && now - hit.at < config.resolveCacheMs) return hit.row;
+    if (hit) return hit.row;
     const started = generation;
     const row = await load();
     if (started !== generation) return row;
-    if (httpCache.size >= RESOLVE_CACHE_MAX) httpCache.clear();
-    httpCache.set(key, { at: now, row });
+    httpCache.set(key, { row });
     return row;
   }
 

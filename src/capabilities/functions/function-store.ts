@@ -102,7 +102,6 @@ export function createFunctionStore(sql: Sql) {
     v.id AS version_id, v.version,
     (SELECT COALESCE(jsonb_object_agg(s.name, s.value), '{}'::jsonb) FROM function_secrets s WHERE s.function_id = f.id) AS env`;
 
-  const HTTP_RESOLVED_COLS = `t.id AS trigger_id, t.auth AS trigger_auth, t.signing_secret, t.signature_header, t.signature_tolerance_s, ${RESOLVED_COLS}`;
 
   const toResolved = (r: Record<string, unknown> | undefined): ResolvedRow | undefined => {
     if (!r) return undefined;
@@ -123,6 +122,20 @@ export function createFunctionStore(sql: Sql) {
       version: (r.version as number | null) ?? null,
       env: (typeof r.env === "string" ? JSON.parse(r.env) : (r.env ?? {})) as Record<string, string>,
     };
+  };
+
+  /** The app (named by `appWhere` on $1), the enabled HTTP trigger of `slug` and its function's active version. */
+  const resolveHttpWhere = async (appWhere: string, app: number | string, slug: string): Promise<ResolvedRow | undefined> => {
+    const r = await sql.query(
+      `SELECT t.id AS trigger_id, t.auth AS trigger_auth, t.signing_secret, t.signature_header, t.signature_tolerance_s, ${RESOLVED_COLS}
+       FROM apps a
+       LEFT JOIN function_triggers t ON t.app_id = a.id AND t.kind = 'http' AND t.slug = $2 AND t.enabled
+       LEFT JOIN functions f ON f.id = t.function_id
+       LEFT JOIN function_versions v ON v.function_id = f.id AND v.version = f.active_version
+       WHERE ${appWhere}`,
+      [app, slug],
+    );
+    return toResolved(r.rows[0]);
   };
 
   return {
@@ -383,32 +396,9 @@ export function createFunctionStore(sql: Sql) {
     },
 
     /** The app's plan, the enabled HTTP trigger of `slug` and its function's active version. */
-    async resolveHttp(appId: number, slug: string): Promise<ResolvedRow | undefined> {
-      const r = await sql.query(
-        `SELECT ${HTTP_RESOLVED_COLS}
-         FROM apps a
-         LEFT JOIN function_triggers t ON t.app_id = a.id AND t.kind = 'http' AND t.slug = $2 AND t.enabled
-         LEFT JOIN functions f ON f.id = t.function_id
-         LEFT JOIN function_versions v ON v.function_id = f.id AND v.version = f.active_version
-         WHERE a.id = $1`,
-        [appId, slug],
-      );
-      return toResolved(r.rows[0]);
-    },
-
+    resolveHttp: (appId: number, slug: string) => resolveHttpWhere("a.id = $1", appId, slug),
     /** As resolveHttp, the application named by its key (token-less calls of public and signed triggers). */
-    async resolveHttpByKey(appKey: string, slug: string): Promise<ResolvedRow | undefined> {
-      const r = await sql.query(
-        `SELECT ${HTTP_RESOLVED_COLS}
-         FROM apps a
-         LEFT JOIN function_triggers t ON t.app_id = a.id AND t.kind = 'http' AND t.slug = $2 AND t.enabled
-         LEFT JOIN functions f ON f.id = t.function_id
-         LEFT JOIN function_versions v ON v.function_id = f.id AND v.version = f.active_version
-         WHERE a.app_key = $1`,
-        [appKey, slug],
-      );
-      return toResolved(r.rows[0]);
-    },
+    resolveHttpByKey: (appKey: string, slug: string) => resolveHttpWhere("a.app_key = $1", appKey, slug),
 
     /** A function with the given version (0 = the active one), for manual and event runs. */
     async resolveFunction(functionId: number, version: number): Promise<ResolvedRow | undefined> {

@@ -7,6 +7,7 @@
 // Users wait for the connection with connection(), bounded by a timeout, and
 // follow its state with onChange().
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { withTimeout } from "../../kernel/deadlines.js";
 import { appError } from "../../kernel/errors.js";
 import { backoffMs, sleep } from "../../kernel/retry.js";
 
@@ -98,13 +99,7 @@ export class NatsLink {
   connection(timeoutMs?: number): Promise<NatsConnection> {
     if (this.conn) return Promise.resolve(this.conn);
     if (timeoutMs === undefined) return this.first;
-    let timer: NodeJS.Timeout | undefined;
-    return Promise.race([
-      this.first,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(appError("unavailable", "NATS is unreachable.", { retryAfterSeconds: 1 })), timeoutMs);
-      }),
-    ]).finally(() => clearTimeout(timer));
+    return withTimeout(this.first, timeoutMs, () => appError("unavailable", "NATS is unreachable.", { retryAfterSeconds: 1 }));
   }
 
   /** Calls fn on every state change; returns the function that stops it. */
