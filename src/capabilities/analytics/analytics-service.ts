@@ -67,6 +67,23 @@ export function createAnalyticsServiceImpl(deps: AnalyticsServiceDeps): ServiceI
     }
   }
 
+  /** A batch's items validated (size, each item, their sessions): every problem in one 422. */
+  async function validBatch<I, T>(
+    c: ConsumerPrincipal,
+    kind: string,
+    items: I[],
+    validate: (v: Violations, prefix: string, it: I, ic: ItemContext) => T | undefined,
+    sessionOf: (t: T) => number | null,
+  ): Promise<{ rows: T[]; ic: ItemContext }> {
+    const v = new Violations();
+    const ic = itemCtx();
+    const rows = checkBatchSize(v, kind, items.length) ? items.map((it, i) => validate(v, `${kind}.${i}.`, it, ic)) : [];
+    v.throwIfAny();
+    await checkSessions(v, c.consumerId, rows.map((r, i) => ({ path: `${kind}.${i}.session_id`, id: sessionOf(r!) })));
+    v.throwIfAny();
+    return { rows: rows.map((r) => r!), ic };
+  }
+
   /**
    * The batch's id: random, or derived from its Idempotency-Key, which is
    * then bound to the body it first came with (a digest of the request
@@ -207,38 +224,24 @@ export function createAnalyticsServiceImpl(deps: AnalyticsServiceDeps): ServiceI
 
     async batchEvents(req, ctx) {
       const c = consumerOf(ctx);
-      const v = new Violations();
-      const ic = itemCtx();
-      const rows = checkBatchSize(v, "events", req.events.length)
-        ? req.events.map((it, i) => validateEvent(v, `events.${i}.`, it, ic, true))
-        : [];
-      v.throwIfAny();
-      await checkSessions(v, c.consumerId, rows.map((r, i) => ({ path: `events.${i}.session_id`, id: r!.session_id })));
-      v.throwIfAny();
+      const { rows, ic } = await validBatch(c, "events", req.events, (v, p, it, ic) => validateEvent(v, p, it, ic, true), (r) => r.session_id);
       const id = await batchId(c, "events", ctx, req);
-      await publish({ v: PAYLOAD_VERSION, kind: "events", batchId: id, ...recorder(c), acceptedAt: ic.now.toISOString(), items: rows.map((r) => r!) });
+      await publish({ v: PAYLOAD_VERSION, kind: "events", batchId: id, ...recorder(c), acceptedAt: ic.now.toISOString(), items: rows });
       return create(BatchAcceptedSchema, { message: queuedMessage.events });
     },
 
     async batchLogs(req, ctx) {
       const c = consumerOf(ctx);
-      const v = new Violations();
-      const ic = itemCtx();
-      const logs = checkBatchSize(v, "logs", req.logs.length)
-        ? req.logs.map((it, i) => validateLog(v, `logs.${i}.`, it, ic, true))
-        : [];
-      v.throwIfAny();
-      await checkSessions(v, c.consumerId, logs.map((l, i) => ({ path: `logs.${i}.session_id`, id: l!.row.session_id })));
-      v.throwIfAny();
+      const { rows: logs, ic } = await validBatch(c, "logs", req.logs, (v, p, it, ic) => validateLog(v, p, it, ic, true), (l) => l.row.session_id);
       const id = await batchId(c, "logs", ctx, req);
       // Files first: the message only carries their keys. Keys derive from the
       // batch id, so a retried idempotent batch overwrites, not duplicates.
       const rows = await Promise.all(
         logs.map(async (l, i) => {
-          if (!l!.file) return l!.row;
+          if (!l.file) return l.row;
           const key = `logs/${c.appId}/${id}/${i}`;
-          await storeFile(key, l!.file.data);
-          return attach(l!, key);
+          await storeFile(key, l.file.data);
+          return attach(l, key);
         }),
       );
       await publish({ v: PAYLOAD_VERSION, kind: "logs", batchId: id, ...recorder(c), acceptedAt: ic.now.toISOString(), items: rows });
@@ -247,16 +250,9 @@ export function createAnalyticsServiceImpl(deps: AnalyticsServiceDeps): ServiceI
 
     async batchBreadcrumbs(req, ctx) {
       const c = consumerOf(ctx);
-      const v = new Violations();
-      const ic = itemCtx();
-      const rows = checkBatchSize(v, "breadcrumbs", req.breadcrumbs.length)
-        ? req.breadcrumbs.map((it, i) => validateBreadcrumb(v, `breadcrumbs.${i}.`, it, ic))
-        : [];
-      v.throwIfAny();
-      await checkSessions(v, c.consumerId, rows.map((r, i) => ({ path: `breadcrumbs.${i}.session_id`, id: r!.session_id })));
-      v.throwIfAny();
+      const { rows, ic } = await validBatch(c, "breadcrumbs", req.breadcrumbs, validateBreadcrumb, (r) => r.session_id);
       const id = await batchId(c, "breadcrumbs", ctx, req);
-      await publish({ v: PAYLOAD_VERSION, kind: "breadcrumbs", batchId: id, ...recorder(c), acceptedAt: ic.now.toISOString(), items: rows.map((r) => r!) });
+      await publish({ v: PAYLOAD_VERSION, kind: "breadcrumbs", batchId: id, ...recorder(c), acceptedAt: ic.now.toISOString(), items: rows });
       return create(BatchAcceptedSchema, { message: queuedMessage.breadcrumbs });
     },
   };

@@ -28,32 +28,24 @@ export function checkOptionalString(v: Violations, field: keyof typeof LIMITS, v
   else if (value.includes(NUL)) v.add(field, `The ${field} field must not contain NUL characters.`);
 }
 
-/** Returns the normalised (upper-case) code or undefined after adding a violation. */
-export function checkCountry(v: Violations, value: string | undefined, required: boolean): string | undefined {
+/** Returns the normalised code or undefined after adding a violation. */
+function checkCode(v: Violations, field: string, value: string | undefined, required: boolean, code: string, standard: string, codes: ReadonlySet<string>): string | undefined {
   if (value === undefined || value === "") {
-    if (required) v.add("country", "The country field is required.");
+    if (required) v.add(field, `The ${field} field is required.`);
     return undefined;
   }
-  const code = value.trim().toUpperCase();
-  if (!COUNTRY_CODES.has(code)) {
-    v.add("country", "The country field must be an ISO 3166-1 alpha-2 code.");
-    return undefined;
-  }
-  return code;
+  if (codes.has(code)) return code;
+  v.add(field, `The ${field} field must be an ${standard} code.`);
+  return undefined;
 }
 
-export function checkLanguage(v: Violations, value: string | undefined, required: boolean): string | undefined {
-  if (value === undefined || value === "") {
-    if (required) v.add("language", "The language field is required.");
-    return undefined;
-  }
-  const code = value.trim().toLowerCase();
-  if (!LANGUAGE_CODES.has(code)) {
-    v.add("language", "The language field must be an ISO 639-1 code.");
-    return undefined;
-  }
-  return code;
-}
+/** The upper-case country code, or undefined after adding a violation. */
+export const checkCountry = (v: Violations, value: string | undefined, required: boolean) =>
+  checkCode(v, "country", value, required, value?.trim().toUpperCase() ?? "", "ISO 3166-1 alpha-2", COUNTRY_CODES);
+
+/** The lower-case language code, or undefined after adding a violation. */
+export const checkLanguage = (v: Violations, value: string | undefined, required: boolean) =>
+  checkCode(v, "language", value, required, value?.trim().toLowerCase() ?? "", "ISO 639-1", LANGUAGE_CODES);
 
 export function checkEmail(v: Violations, value: string | undefined): void {
   if (value === undefined || value === "") return;
