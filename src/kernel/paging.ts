@@ -48,7 +48,7 @@ export async function pageById<R extends { id: number }>(
   max?: number,
 ): Promise<{ rows: R[]; next: string }> {
   const size = pageLimit(req.pageSize, max);
-  return pageOf(await read(decodePageToken(req.pageToken) ?? 0, size + 1), size, (r) => r.id);
+  return pageOf(await read(decodePageToken(req.pageToken) ?? 0, size + 1), size, (r) => Number(r.id));
 }
 
 /** One page of a list read by offset: `read` gets the rows to read and the offset the token carries (0 for the first page). */
