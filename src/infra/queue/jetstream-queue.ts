@@ -16,6 +16,7 @@
 import { headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type JsMsg, type StoredMsg } from "@nats-io/jetstream";
 import { appError } from "../../kernel/errors.js";
+import { decodePageToken, encodePageToken } from "../../kernel/paging.js";
 import { NatsLink, natsConnection, type NatsSource } from "../nats/nats-link.js";
 import {
   DEFAULT_ACK_WAIT_MS,
@@ -24,7 +25,6 @@ import {
   errorText,
   matchesAttrs,
   numericIds,
-  parsePageToken,
   progressEveryMs,
   replayId,
   runHandler,
@@ -324,7 +324,7 @@ export function createJetStreamQueue(opts: Omit<QueueOptions, "sql" | "pollMs"> 
     },
 
     async listDeadLetters(q) {
-      const after = parsePageToken(q.pageToken);
+      const after = decodePageToken(q.pageToken) ?? 0;
       const { js, jsm } = await requireUp();
       let seqs = await deadSeqs(js, q.topic, q.attrs);
       if (q.newestFirst) seqs = seqs.reverse().filter((n) => after === 0 || n < after);
@@ -335,7 +335,7 @@ export function createJetStreamQueue(opts: Omit<QueueOptions, "sql" | "pollMs"> 
         const m = await getStored(jsm, seq);
         if (m) entries.push(deadLetterOf(m));
       }
-      return { entries, nextPageToken: seqs.length > q.pageSize ? String(page[page.length - 1]) : "" };
+      return { entries, nextPageToken: seqs.length > q.pageSize ? encodePageToken(page[page.length - 1]) : "" };
     },
 
     async replayDeadLetters(q) {

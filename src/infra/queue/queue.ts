@@ -10,7 +10,7 @@
 // outcome: ack, retry later, or dead-letter (one dead letter per note, the
 // message acked); a handler that throws is retried with backoff and
 // dead-lettered after maxAttempts. Operators list and replay dead letters.
-import { appError, errorDetail } from "../../kernel/errors.js";
+import { errorDetail } from "../../kernel/errors.js";
 import { backoffMs, sleep } from "../../kernel/retry.js";
 import type { NatsSource } from "../nats/nats-link.js";
 import type { Sql } from "../storage/sql.js";
@@ -184,15 +184,6 @@ export const deadKey = (msgId: string, note: DeadNote) => `${msgId}~dead${note.k
 
 /** The msg id of a dead letter's replay: unique per dead letter, so a concurrent replay of it is stored once. */
 export const replayId = (msgId: string, deadId: string) => `${msgId.split("~replay~")[0]}~replay~${deadId}`;
-
-/** A dead-letter page token ("" = from the start). */
-export function parsePageToken(t: string): number {
-  if (t === "") return 0;
-  if (!/^[0-9]+$/.test(t) || !Number.isSafeInteger(Number(t))) {
-    throw appError("validation_failed", "Invalid page_token.", { fields: { page_token: ["Invalid page token."] } });
-  }
-  return Number(t);
-}
 
 /** Positive integer ids; anything else cannot name a dead letter. */
 export function numericIds(ids: string[]): number[] {

@@ -8,13 +8,13 @@
 // advisory lock, so order per lane holds with several processes on one
 // PostgreSQL.
 import { appError } from "../../kernel/errors.js";
+import { decodePageToken, encodePageToken } from "../../kernel/paging.js";
 import { Semaphore } from "../../kernel/semaphore.js";
 import {
   DEFAULT_ACK_WAIT_MS,
   deadKey,
   defaultRetryPolicy,
   numericIds,
-  parsePageToken,
   progressEveryMs,
   runHandler,
   topicPattern,
@@ -212,7 +212,7 @@ export function createSqlQueue(opts: Omit<QueueOptions, "nats" | "jetstream">): 
     },
 
     async listDeadLetters(q) {
-      const after = parsePageToken(q.pageToken);
+      const after = decodePageToken(q.pageToken) ?? 0;
       const f = filterSql(q, 2);
       const { rows } = await sql.query<Row & { error: string; dead_at: Date | string }>(
         `SELECT ${COLUMNS}, error, dead_at FROM queue_dead_letters
@@ -231,7 +231,7 @@ export function createSqlQueue(opts: Omit<QueueOptions, "nats" | "jetstream">): 
         lastError: r.error,
         deadAt: new Date(r.dead_at),
       }));
-      return { entries, nextPageToken: rows.length > q.pageSize ? entries[entries.length - 1]!.id : "" };
+      return { entries, nextPageToken: rows.length > q.pageSize ? encodePageToken(Number(entries[entries.length - 1]!.id)) : "" };
     },
 
     async replayDeadLetters(q) {
