@@ -32,7 +32,7 @@ function check(files: Record<string, string>): { status: number | null; rules: s
   }
   // The report CI prints: one "error <rule>: ..." line per violation.
   const run = spawnSync(join(root, "node_modules/.bin/depcruise"), ["src", "--config", join(root, ".dependency-cruiser.mjs")], { cwd: dir, encoding: "utf8" });
-  return { status: run.status, rules: [...new Set(run.stdout.matchAll(/^\s*error ([\w-]+):/gm).map((m) => m[1]!))].sort() };
+  return { status: run.status, rules: [...new Set(Array.from(run.stdout.matchAll(/^\s*error ([\w-]+):/gm), (m) => m[1]!))].sort() };
 }
 
 afterAll(() => {
