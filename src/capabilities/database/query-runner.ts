@@ -10,15 +10,15 @@ import { join } from "node:path";
 import { appError, Violations } from "../../kernel/errors.js";
 import { DEFAULT_DATABASE_LIMITS, type DatabaseLimits } from "./database-config.js";
 import type { DatabaseStore, LinkedDatabase } from "./database-store.js";
-import { EngineBusyError, EngineCancelledError, EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "./engine-pool.js";
-import { FairQueue, type FairJob, type RefusalReason } from "./fair-queue.js";
-import type { EngineResult, EngineStatement } from "./engine-protocol.js";
-import type { PointReader, PointShape } from "./point-reader.js";
-import type { RemoteExecutor } from "./remote-executor.js";
-import { analyse, ANALYSE_INLINE_CHARS, CACHED_SQL_CHARS, cachedAnalysis, remember, type Analysis } from "./sql-analysis.js";
-import { analyseOffThread } from "./sql-analysis-pool.js";
-import type { GuardVerdict } from "./sql-guard.js";
-import { bindParams, toArg, type JsonParams, type RemoteBinding } from "./sql-params.js";
+import { EngineBusyError, EngineCancelledError, EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "../../infra/libsql/engine-pool.js";
+import { FairQueue, type FairJob, type RefusalReason } from "../../infra/libsql/fair-queue.js";
+import type { EngineResult, EngineStatement } from "../../infra/libsql/engine-protocol.js";
+import type { PointReader, PointShape } from "../../infra/libsql/point-reader.js";
+import type { RemoteExecutor } from "../../infra/libsql/remote-executor.js";
+import { analyse, ANALYSE_INLINE_CHARS, CACHED_SQL_CHARS, cachedAnalysis, remember, type Analysis } from "../../infra/libsql/sql-analysis.js";
+import { analyseOffThread } from "../../infra/libsql/sql-analysis-pool.js";
+import type { GuardVerdict } from "../../infra/libsql/sql-guard.js";
+import { bindParams, toArg, type JsonParams, type RemoteBinding } from "../../infra/libsql/sql-params.js";
 
 export interface StatementInput {
   sql: string;

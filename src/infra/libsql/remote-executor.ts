@@ -13,7 +13,7 @@
 // rows_read is the number of rows returned and rows_written the server's
 // affected-row count for INSERT/UPDATE/DELETE, as on embedded files.
 import { BatchCond, openHttp, openWs, parseLibsqlUrl, Stmt, type Client, type InValue, type RowsResult, type Stream } from "@libsql/hrana-client";
-import { Semaphore } from "../../infra/queue/queue.js";
+import { Semaphore } from "../queue/queue.js";
 import type { EngineResult, EngineStatement, EngineValue } from "./engine-protocol.js";
 
 /** A statement as a libSQL server takes it (see remoteBinding in sql-params.ts). */
