@@ -67,7 +67,7 @@ function toMessage(data: JsonValue, meta?: Meta | Omit<Meta, "$typeName">): Cont
 
 /**
  * Relation UUIDs of entries a reader may not see (unpublished, deleted, of
- * another type) left out, as populate leaves them out (DECISIONS 30): null
+ * another type) left out, as populate leaves them out: null
  * for a single relation, dropped from a multi one. Mutates and returns `out`.
  */
 function hideUnpublished(out: JsonObject, fields: ContentTypeDef["fields"], visible: ReadonlySet<string>): JsonObject {

@@ -1,11 +1,11 @@
 // The /api/db/query and /api/db/batch logic, transport-free. Checks run in
-// the order of DECISIONS 20: request shape (422), linked database (403
+// this order (docs/database.md): request shape (422), linked database (403
 // database_not_linked), guard (403 forbidden_query), status (503
 // database_unavailable); then the statements run on the database's
 // executor (embedded: the engine pool; remote: @libsql/client). Both are
 // shared by every application, so both are scheduled per application
 // (fair-queue.ts): a bounded share running, a bounded queue and a bounded
-// wait, 503 database_unavailable past them (issue 15 point 2).
+// wait, 503 database_unavailable past them (docs/database.md, "Scheduling").
 import { join } from "node:path";
 import { appError, Violations } from "../../kernel/errors.js";
 import { DEFAULT_DATABASE_LIMITS, type DatabaseLimits } from "./database-config.js";
@@ -218,7 +218,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
     return out;
   }
 
-  /** The checks after the link is known, in the order of DECISIONS 20. */
+  /** The checks after the link is known, in the order of the file comment. */
   function admit(db: Linked | undefined, planned: Planned[]): asserts db is Linked {
     if (!db) throw appError("database_not_linked");
     for (const p of planned) {
