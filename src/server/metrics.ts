@@ -8,8 +8,9 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics, type MetricValueWithName } from "prom-client";
 import type { FastifyInstance } from "fastify";
 import { sendError } from "../transport/http/envelopes.js";
-import { bearerToken, sameToken } from "../kernel/bearer-token.js";
+import { bearerToken } from "../capabilities/identity/tokens.js";
 import { appError } from "../kernel/errors.js";
+import { sameToken } from "./operator-token.js";
 
 /** Request latency buckets, in seconds: a PK read answers well under a millisecond. */
 export const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];

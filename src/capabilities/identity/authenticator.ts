@@ -8,8 +8,7 @@ import { appError } from "../../kernel/errors.js";
 import type { ConsumerPrincipal } from "../../kernel/principal.js";
 import { TtlCache } from "../../kernel/ttl-cache.js";
 import type { IdentityStore } from "./identity-store.js";
-import { bearerToken } from "../../kernel/bearer-token.js";
-import type { TokenService } from "./tokens.js";
+import { bearerToken, type TokenService } from "./tokens.js";
 
 export class Authenticator {
   private readonly cache: TtlCache<number, ConsumerPrincipal | null>;
