@@ -1,7 +1,7 @@
 // FunctionDb over the database module's query runner (src/capabilities/database): the
 // same checks as /api/db (linked database, guard, status), results in the
 // /api/db JSON shape (rows_read, rows_written).
-import type { QueryRunner } from "../database/index.js";
+import type { QueryRunner } from "../database/query-runner.js";
 import type { FunctionDb, FunctionDbResult } from "./function-db.js";
 
 type RunnerResult = Awaited<ReturnType<QueryRunner["query"]>>[number];

@@ -3,7 +3,7 @@
 // function's own application only. Never rejects: failures go back as
 // { ok: false, code, message } and the isolate turns them into an Error with
 // `code`. Each call carries its run's signal down to the database, so what
-// an ended run left waiting or running is cancelled.
+// an ended run left waiting or running is cancelled (issue 15 point 1).
 import { errorDetail } from "../../kernel/errors.js";
 import type { DbBridge } from "../../infra/sandbox/function-isolate.js";
 import type { FunctionDb, FunctionDbParams, FunctionDbStatement } from "./function-db.js";

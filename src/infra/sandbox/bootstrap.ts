@@ -12,7 +12,7 @@
 // time limit): a db call goes out fire-and-forget (applyIgnored) and its
 // answer comes back in a later host call (entry 4), never as a promise that
 // isolated-vm settles by itself. So nothing of a run can resume once the
-// host stops answering it.
+// host stops answering it (issue 15 point 1).
 export const BOOTSTRAP_SOURCE = String.raw`(function (dbRef, limits) {
   "use strict";
   const stringify = JSON.stringify;
@@ -116,7 +116,7 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (dbRef, limits) {
         for (let i = 0; i < ks.length && i < 200; i++) headers[i] = [ks[i], StringCtor(h[ks[i]])];
       }
       body = result.body;
-      // Only a shaped string body is sent as text (docs/functions.md, "Response shaping").
+      // Only a shaped string body is sent as text (DECISIONS 21).
       if (typeof body === "string") text = true;
     } else {
       body = result;

@@ -49,7 +49,7 @@ export interface SandboxLimits {
   syncBudgetMs: number;
   /** How long a version stays off the fast path before it is judged again. */
   slowRecheckMs: number;
-  /** ctx.db calls of one invocation handed to the database at once; more wait (docs/database.md, "Scheduling"). */
+  /** ctx.db calls of one invocation handed to the database at once; more wait (issue 15 point 2). */
   dbCallsRunning: number;
   /** ctx.db calls of one invocation waiting for one of those slots; more fail with database_unavailable. */
   dbCallsQueued: number;
