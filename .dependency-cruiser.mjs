@@ -2,6 +2,15 @@
 // in .ci/run. Each layer imports only the layers below it:
 //   kernel <- infra <- capabilities <- transport <- server
 // gen/ (generated from proto/) may be imported from kernel upwards.
+import { existsSync, readFileSync } from "node:fs";
+
+// TEMPORARY: the violations in parts other branches are rewriting (module
+// definitions, the event transport, the NATS link) when the rules came in.
+// Those exact imports are ignored and folder cycles only warn (the tool
+// cannot ignore single folder cycles); anything else fails. Delete the file
+// (.dependency-cruiser-known-violations.json) once those branches are merged.
+const knownFile = ".dependency-cruiser-known-violations.json";
+const knownViolations = existsSync(knownFile) ? JSON.parse(readFileSync(knownFile, "utf8")) : [];
 
 // A capability's interface: what other capabilities and the transport may
 // import (its module definition and the types it hands out).
@@ -62,13 +71,14 @@ export default {
     {
       name: "no-folder-cycles",
       comment: "No folder depends on itself through others (capabilities, infrastructure pieces and layers form a graph without cycles).",
-      severity: "error",
+      severity: knownViolations.length > 0 ? "warn" : "error",
       scope: "folder",
       from: { path: "^src/" },
       to: { circular: true },
     },
   ],
   options: {
+    knownViolations,
     doNotFollow: { path: "node_modules" },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: "tsconfig.json" },
