@@ -22,11 +22,10 @@ import { buildListQuery } from "./entry-query.js";
 import { UUID_RE } from "./field-types.js";
 import { isCounted, type Endpoint } from "./metering.js";
 import { parseListQuery, parsePopulate, parseSearchQuery, type SearchQuery } from "./query-params.js";
-import type { RateLimiter } from "./rate-limiter.js";
+import { enforce, type RateLimiter } from "../../infra/rate-limit/leased-limiter.js";
 import type { AppSlot, CachedResponse, ReadCache, ReadState } from "./read-cache.js";
 import { compileRenderer, mediaBaseFor, TS_SELECT, type EntryRow } from "./render.js";
 import type { UsageMeter } from "./usage-meter.js";
-import type { DailyQuota } from "./daily-quota.js";
 
 export const CACHE_CONTROL_PUBLIC = "public, max-age=3600";
 export const CACHE_CONTROL_SEARCH = "no-cache, no-store";
@@ -42,7 +41,7 @@ export interface ContentServiceDeps {
   meter: UsageMeter;
   limiter: RateLimiter;
   /** the plan's daily allowance of counted requests, across processes */
-  quota: DailyQuota;
+  quota: RateLimiter;
   /** statement timeout of computed list/search queries; default 5000 */
   queryTimeoutMs?: number;
 }
@@ -204,19 +203,13 @@ export function createContentServiceImpl(
     if (!key) throw appError("MISSING_APP_KEY");
     const app = await apps.byKey(key);
     if (!app) throw appError("INVALID_APP_KEY");
-    if (!(await limiter.take(app.id, app.requestsPerSecond))) {
-      throw appError("RATE_LIMITED", undefined, { retryAfterSeconds: 1 });
-    }
+    enforce(await limiter.take({ key: String(app.id), limit: app.requestsPerSecond }), "RATE_LIMITED");
     const slot = cache.slot(app.id);
     const state = await stateOf(slot, app.id);
     const def = slug !== undefined ? state.bySlug.get(slug) : undefined;
     const counted = isCounted(endpoint, query, def);
     // The plan's daily allowance of counted requests; cached shapes stay served.
-    if (counted && app.requestsPerDay > 0 && !(await quota.take(app.id, app.requestsPerDay))) {
-      const now = Date.now();
-      const retry = Math.max(1, Math.ceil((Math.ceil(now / 86_400_000) * 86_400_000 - now) / 1000));
-      throw appError("RATE_LIMITED", "The plan's daily allowance of computed CMS requests is used up.", { retryAfterSeconds: retry });
-    }
+    if (counted) enforce(await quota.take({ key: String(app.id), limit: app.requestsPerDay }), "RATE_LIMITED", "The plan's daily allowance of computed CMS requests is used up.");
     meter.record(app.id, counted);
     if (slug !== undefined && (!def || !state.published.get(def.id))) {
       throw appError("CONTENT_TYPE_NOT_FOUND", `Content type ${slug} not found.`);
@@ -312,7 +305,7 @@ export function createContentServiceImpl(
       slug = def.slug;
     }
     const hit = slot.responses.get(responseKey(endpoint, slug ?? "", extra, req.query));
-    if (!hit || !limiter.tryTake(app.id, app.requestsPerSecond)) return undefined;
+    if (!hit || !limiter.tryTake(String(app.id), app.requestsPerSecond)) return undefined;
     meter.record(app.id, false);
     const inm = req.headers["if-none-match"];
     return { message: hit.message, headers: hit.headers, notModified: matchesIfNoneMatch(Array.isArray(inm) ? inm.join(", ") : inm, hit.etag) };

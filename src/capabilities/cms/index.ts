@@ -12,10 +12,10 @@ import { ContentTypeStore } from "./content-type-store.js";
 import { EntryStore } from "./entry-store.js";
 import { IndexBuilder, type IndexBuildErrorInfo } from "./index-builder.js";
 import { createMediaHandler, MediaStore } from "./media.js";
-import { RateLimiter } from "./rate-limiter.js";
+import { dailyLimiter, perSecondLimiter } from "./request-limits.js";
 import { ReadCache } from "./read-cache.js";
 import { UsageMeter } from "./usage-meter.js";
-import { DailyQuota } from "./daily-quota.js";
+import type { RateLimiter } from "../../infra/rate-limit/leased-limiter.js";
 
 export interface CmsConfig {
   /** {media_base_url}: media URLs are {mediaBaseUrl}/<APP_KEY>/cms/media/<file_id> */
@@ -71,7 +71,7 @@ export interface Cms {
   stop(): Promise<void>;
   /** internals, for tests and the bench */
   readonly meter: UsageMeter;
-  readonly quota: DailyQuota;
+  readonly quota: RateLimiter;
   readonly cache: ReadCache;
   readonly apps: AppResolver;
   readonly indexes: IndexBuilder;
@@ -82,8 +82,8 @@ export function createCms(deps: CmsDeps): Cms {
   const cache = new ReadCache({ ttlMs: config.cacheTtlMs });
   const apps = new AppResolver(sql, config.appKeyTtlMs);
   const meter = new UsageMeter(sql, config.meterFlushMs);
-  const limiter = new RateLimiter(sql);
-  const quota = new DailyQuota(sql);
+  const limiter = perSecondLimiter(sql);
+  const quota = dailyLimiter(sql);
   const media = new MediaStore({ sql, blobDir: config.mediaDir, maxBytes: config.mediaMaxBytes });
   const indexes = new IndexBuilder(sql, {
     attempts: config.indexBuildAttempts,
@@ -115,7 +115,7 @@ export function createCms(deps: CmsDeps): Cms {
     appChanged: (appId) => {
       apps.forgetApp(appId);
       invalidate(appId);
-      quota.forgetApp(appId);
+      quota.forget(String(appId));
     },
     start: () => {
       meter.start();

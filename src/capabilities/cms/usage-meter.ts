@@ -1,7 +1,7 @@
 // Per application per UTC day request counts, aggregated in memory and
 // written with one multi-row upsert per flush (never a write per request).
 // This is the metered figure GetCmsUsage reports; the plan's daily allowance
-// is enforced by DailyQuota, which does not wait for a flush.
+// is enforced by the daily limiter (request-limits.ts), which does not wait for a flush.
 import type { Sql } from "../../infra/storage/sql.js";
 
 export interface UsageDay {

@@ -2,15 +2,17 @@
 // `resolveCacheMs`), applies the plan and the rate limits, runs the version in
 // the sandbox, shapes the response and records the invocation.
 import { randomUUID } from "node:crypto";
-import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { appError } from "../../kernel/errors.js";
 import type { ConsumerPrincipal } from "../../kernel/principal.js";
 import type { Sandbox } from "../../infra/sandbox/sandbox.js";
+import type { Sql } from "../../infra/storage/sql.js";
+import { createLeasedLimiter, enforce, type RateLimiter } from "../../infra/rate-limit/leased-limiter.js";
+import { bucketPolicy } from "../../infra/rate-limit/bucket-policy.js";
+import { localLimiter } from "../../infra/rate-limit/local-limiter.js";
 import type { LogLine, RunResult } from "../../infra/sandbox/types.js";
 import type { FunctionStore, ResolvedRow } from "./function-store.js";
 import type { FunctionsConfig } from "./config.js";
 import type { InvocationRecorder } from "./invocation-recorder.js";
-import type { RateLimiter } from "./rate-limiter.js";
 import { shapeResponse, type ShapedResponse } from "./response-shaping.js";
 import { verifySignature } from "./webhook-signature.js";
 
@@ -82,6 +84,14 @@ const NO_PUBLIC_SLUG = "No enabled public or signed HTTP trigger matches this sl
 /** Token-less calls of nothing (404) one client address may make per minute before it gets 429. */
 export const MISSES_PER_ADDRESS_PER_MINUTE = 60;
 
+/**
+ * Invocation limits per minute shared by every process: a token bucket per
+ * key, leases dropped after 1 s unused (docs/functions.md, "Rate limits").
+ */
+export function createInvocationLimiter(sql: Sql): RateLimiter {
+  return createLeasedLimiter(bucketPolicy(sql, { name: "functions", periodMs: 60_000 }), { leaseMs: 1000 });
+}
+
 export function createFunctionRuntime(deps: {
   store: FunctionStore;
   sandbox: Sandbox;
@@ -95,13 +105,11 @@ export function createFunctionRuntime(deps: {
   // Per client address, per process (like the token-issue limits): a
   // cluster-wide bucket row per address would let a crowd of addresses grow
   // the bucket table without bound. The trigger's own limit is cluster-wide.
-  const perAddress = config.publicPerAddressPerMinute > 0
-    ? new RateLimiterMemory({ keyPrefix: "fn-pub", points: config.publicPerAddressPerMinute, duration: 60 })
-    : undefined;
+  const perAddress = config.publicPerAddressPerMinute > 0 ? localLimiter(config.publicPerAddressPerMinute, 60_000) : undefined;
   // Token-less calls that name nothing (a wrong key or slug) cost a lookup
   // and a cache entry each: an address that keeps probing is refused before
   // the lookup (per process).
-  const misses = new RateLimiterMemory({ keyPrefix: "fn-miss", points: MISSES_PER_ADDRESS_PER_MINUTE, duration: 60 });
+  const misses = localLimiter(MISSES_PER_ADDRESS_PER_MINUTE, 60_000);
   const codeCache = new Map<number, string>();
   const httpCache = new Map<string, { at: number; row: ResolvedRow | undefined }>();
   // Bumped by every invalidation: a lookup that started before one may have
@@ -155,13 +163,7 @@ export function createFunctionRuntime(deps: {
 
   /** 429 past the per-address limit of token-less triggers (checked before anything costs more). */
   async function checkAddress(r: ResolvedRow, address: string): Promise<void> {
-    if (!perAddress) return;
-    try {
-      await perAddress.consume(`${r.trigger_id}\u0000${address}`);
-    } catch (res) {
-      if (!(res instanceof RateLimiterRes)) throw res;
-      throw appError("rate_limited", "Too many calls of this trigger from this address.", { retryAfterSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)) });
-    }
+    if (perAddress) enforce(await perAddress.take(`${r.trigger_id}\u0000${address}`), "rate_limited", "Too many calls of this trigger from this address.");
   }
 
   /** Public and signed triggers: the per-address limit, the signature, then the trigger's own limit. */
@@ -171,8 +173,7 @@ export function createFunctionRuntime(deps: {
       const check = verifySignature(call.headers[r.signed.header], call.body, r.signed.secret, r.signed.toleranceS);
       if (!check.ok) throw appError("unauthenticated", `The request signature was refused: ${check.reason}`);
     }
-    const taken = await limiter.take([{ key: `trig:${r.trigger_id}`, perMinute: config.publicTriggerPerMinute }]);
-    if (!taken.allowed) throw appError("rate_limited", "This trigger's rate limit was reached.", { retryAfterSeconds: taken.retryAfterSeconds });
+    enforce(await limiter.take({ key: `trig:${r.trigger_id}`, limit: config.publicTriggerPerMinute }), "rate_limited", "This trigger's rate limit was reached.");
   }
 
   /** The effective limits: the function's settings clamped by the plan now in force and the process bounds. */
@@ -183,13 +184,8 @@ export function createFunctionRuntime(deps: {
   }
 
   async function checkRate(r: ResolvedRow, appId: number): Promise<void> {
-    const taken = await limiter.take([
-      { key: appBucket(appId), perMinute: r.plan.functionInvocationsPerMinute },
-      { key: `fn:${r.function_id}`, perMinute: r.invocations_per_minute },
-    ]);
-    if (!taken.allowed) {
-      throw appError("rate_limited", "Function invocation rate limit reached.", { retryAfterSeconds: taken.retryAfterSeconds });
-    }
+    const taken = await limiter.take({ key: appBucket(appId), limit: r.plan.functionInvocationsPerMinute }, { key: `fn:${r.function_id}`, limit: r.invocations_per_minute });
+    enforce(taken, "rate_limited", "Function invocation rate limit reached.");
   }
 
   async function run(appId: number, rq: RunRequest): Promise<RunReport> {
@@ -312,12 +308,9 @@ export function createFunctionRuntime(deps: {
      * then as invokeHttp with ctx.consumer null.
      */
     async invokePublic(appKey: string, slug: string, buildReq: () => Promise<unknown>, requestId: string, call: HttpCall): Promise<ShapedResponse> {
-      const probed = await misses.get(call.clientAddress);
-      if (probed && probed.remainingPoints <= 0) {
-        throw appError("rate_limited", "Too many calls of absent triggers from this address.", { retryAfterSeconds: Math.max(1, Math.ceil(probed.msBeforeNext / 1000)) });
-      }
+      enforce(await misses.peek(call.clientAddress), "rate_limited", "Too many calls of absent triggers from this address.");
       const miss = () => {
-        void misses.consume(call.clientAddress).catch(() => undefined);
+        void misses.charge(call.clientAddress);
         return appError("not_found", NO_PUBLIC_SLUG);
       };
       const r = await resolveHttpByKey(appKey, slug);
@@ -379,7 +372,7 @@ export function createFunctionRuntime(deps: {
      * An application's plan changed in this process: cached resolutions
      * (which carry the plan) go, also those of lookups still in flight, so
      * the next invocation is judged by the new plan. Tokens leased under the
-     * old limit are not spent under the new one (rate-limiter.ts).
+     * old limit are not spent under the new one (src/infra/rate-limit/leased-limiter.ts).
      */
     planChanged: invalidate,
   };

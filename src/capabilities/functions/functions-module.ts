@@ -13,13 +13,13 @@ import type { FunctionDb } from "./function-db.js";
 import type { NatsSource } from "../../infra/nats/nats-link.js";
 import type { ChangeCaptureDb } from "./events/change-capture.js";
 import { createEventWorker, type CmsChange, type EventWorker, type EventWorkerConfig } from "./events/event-worker.js";
-import { createFunctionRuntime, type FunctionRuntime, type UserErrorLog } from "./function-runtime.js";
+import { createFunctionRuntime, createInvocationLimiter, type FunctionRuntime, type UserErrorLog } from "./function-runtime.js";
 import { createKvStore, type KvStore } from "./kv-store.js";
 import { createScheduler, type Scheduler } from "./scheduler.js";
 import { createFunctionStore, type FunctionStore } from "./function-store.js";
 import { createInvocationRecorder, DEFAULT_RECORDER_OPTIONS, type InvocationRecorder } from "./invocation-recorder.js";
 import { createFunctionInvokeServiceImpl } from "./invoke-service.js";
-import { createLeasedRateLimiter, type RateLimiter } from "./rate-limiter.js";
+import type { RateLimiter } from "../../infra/rate-limit/leased-limiter.js";
 
 export interface FunctionsModuleDeps {
   /** The service database (PostgreSQL or PGlite) with migrations applied. */
@@ -81,7 +81,7 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
   const config: FunctionsConfig = { ...DEFAULT_FUNCTIONS_CONFIG, ...deps.config };
   const store = createFunctionStore(deps.sql);
   const sandbox = createSandbox({ limits: config.sandbox, dbBridge: (appId) => createDbBridge(deps.db, appId) });
-  const limiter = createLeasedRateLimiter(deps.sql);
+  const limiter = createInvocationLimiter(deps.sql);
   const recorder = createInvocationRecorder(deps.sql, { ...config.recorder, onError: deps.onError });
   const runtime = createFunctionRuntime({ store, sandbox, limiter, recorder, config, logUserError: deps.logUserError });
   const kv = createKvStore(deps.sql, config.kv);

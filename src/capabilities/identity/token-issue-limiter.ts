@@ -9,10 +9,10 @@
 // - in lenient mode (no device_id required), how many different consumers
 //   one address may mint tokens for in an hour, per application: with only
 //   the public key, a caller cannot walk the consumer ids.
-// Limits are per process (rate-limiter-flexible, in memory, as before): the
-// bound across N processes is N times the figures below.
-import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
-import { appError } from "../../kernel/errors.js";
+// Limits are per process (src/infra/rate-limit/local-limiter.ts): the bound
+// across N processes is N times the figures below.
+import { localLimiter, type LocalLimiter } from "../../infra/rate-limit/local-limiter.js";
+import { enforce } from "../../infra/rate-limit/leased-limiter.js";
 
 export interface TokenIssueLimits {
   perAddressPerMinute: number;
@@ -23,27 +23,27 @@ export interface TokenIssueLimits {
 
 export const DEFAULT_TOKEN_ISSUE_LIMITS: TokenIssueLimits = { perAddressPerMinute: 60, perConsumerPerMinute: 20, consumersPerAddressPerHour: 20 };
 
-const HOUR = 3600;
+const MINUTE = 60_000;
+const HOUR = 3_600_000;
 
 export class TokenIssueLimiter {
-  private readonly byAddress: RateLimiterMemory;
-  private readonly byConsumer: RateLimiterMemory;
+  private readonly byAddress: LocalLimiter;
+  private readonly byConsumer: LocalLimiter;
   /** Lenient mode: distinct consumers per (application, address). */
-  private readonly consumersByAddress: RateLimiterMemory;
+  private readonly consumersByAddress: LocalLimiter;
   /** (application, address, consumer) triples seen within the hour. */
-  private readonly seen: RateLimiterMemory;
+  private readonly seen = localLimiter(1, HOUR);
 
   constructor(limits: Partial<TokenIssueLimits> = {}) {
     const l = { ...DEFAULT_TOKEN_ISSUE_LIMITS, ...limits };
-    this.byAddress = new RateLimiterMemory({ keyPrefix: "tok-ip", points: l.perAddressPerMinute, duration: 60 });
-    this.byConsumer = new RateLimiterMemory({ keyPrefix: "tok-c", points: l.perConsumerPerMinute, duration: 60 });
-    this.consumersByAddress = new RateLimiterMemory({ keyPrefix: "tok-ipc", points: l.consumersPerAddressPerHour, duration: HOUR });
-    this.seen = new RateLimiterMemory({ keyPrefix: "tok-seen", points: 1, duration: HOUR });
+    this.byAddress = localLimiter(l.perAddressPerMinute, MINUTE);
+    this.byConsumer = localLimiter(l.perConsumerPerMinute, MINUTE);
+    this.consumersByAddress = localLimiter(l.consumersPerAddressPerHour, HOUR);
   }
 
   /** Every attempt, before anything is looked up: charged to the caller's address. */
   async attempt(address: string): Promise<void> {
-    await limited(() => this.byAddress.consume(address || "unknown"), "Too many token requests from this address; retry later.");
+    enforce(await this.byAddress.take(address || "unknown"), "rate_limited", "Too many token requests from this address; retry later.");
   }
 
   /**
@@ -54,25 +54,15 @@ export class TokenIssueLimiter {
   async mint(address: string, appId: number, consumerId: number, lenient: boolean): Promise<void> {
     if (lenient) {
       const triple = `${appId}:${address || "unknown"}:${consumerId}`;
-      if (!(await this.seen.get(triple))) {
-        await limited(
-          () => this.consumersByAddress.consume(`${appId}:${address || "unknown"}`),
+      if ((await this.seen.peek(triple)).allowed) {
+        enforce(
+          await this.consumersByAddress.take(`${appId}:${address || "unknown"}`),
+          "rate_limited",
           "Too many different consumers from this address; retry later (an application in strict token mode is not limited this way).",
         );
-        await this.seen.set(triple, 1, HOUR);
+        await this.seen.charge(triple);
       }
     }
-    await limited(() => this.byConsumer.consume(`${appId}:${consumerId}`), "Too many token requests for this consumer; retry later.");
-  }
-}
-
-async function limited(take: () => Promise<unknown>, message: string): Promise<void> {
-  try {
-    await take();
-  } catch (err) {
-    if (err instanceof RateLimiterRes) {
-      throw appError("rate_limited", message, { retryAfterSeconds: Math.max(1, Math.ceil(err.msBeforeNext / 1000)) });
-    }
-    throw err;
+    enforce(await this.byConsumer.take(`${appId}:${consumerId}`), "rate_limited", "Too many token requests for this consumer; retry later.");
   }
 }

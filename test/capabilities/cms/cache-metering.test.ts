@@ -219,8 +219,8 @@ describe("rate limit", () => {
     await new Promise((res) => setTimeout(res, 1000 - (Date.now() % 1000) + 5));
     // another process already used this second's tokens
     await fx.sql.query(
-      "INSERT INTO cms_rate_windows (app_id, window_start, used, last_grant) VALUES ($1, $2, 2, 2)",
-      [app.id, Math.floor(Date.now() / 1000)],
+      "INSERT INTO rate_limit_windows (name, key, window_start, used, last_grant) VALUES ('cms-second', $1, $2, 2, 2)",
+      [String(app.id), Math.floor(Date.now() / 1000) * 1000],
     );
     expect(await codeOf(r.list("post"))).toBe("RATE_LIMITED");
   });

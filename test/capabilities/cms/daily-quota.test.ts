@@ -1,13 +1,14 @@
-// The CMS daily allowance shared by several processes (two DailyQuota
+// The CMS daily allowance shared by several processes (two dailyLimiter
 // instances on one PostgreSQL schema): together they never allow more than
 // the limit, requests one holds unspent go back to the others, requests
 // counted before the limit existed count, and a plan change drops a claim.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DailyQuota, LEASE_MS } from "../../../src/capabilities/cms/daily-quota.js";
+import { dailyLimiter, LEASE_MS } from "../../../src/capabilities/cms/request-limits.js";
+import type { RateLimiter } from "../../../src/infra/rate-limit/leased-limiter.js";
 import { createTestDb, type TestDb } from "../../helpers/db.js";
 
 let db: TestDb;
-const quotas: DailyQuota[] = [];
+const quotas: RateLimiter[] = [];
 beforeAll(async () => {
   db = await createTestDb("postgres");
 });
@@ -16,35 +17,36 @@ afterAll(async () => {
   await db.drop();
 });
 
-function quota(): DailyQuota {
-  const q = new DailyQuota(db.sql);
+function quota(): RateLimiter {
+  const q = dailyLimiter(db.sql);
   q.start();
   quotas.push(q);
   return q;
 }
 
-const allowed = async (q: DailyQuota, appId: number, limit: number, n: number) =>
-  (await Promise.all(Array.from({ length: n }, () => q.take(appId, limit)))).filter(Boolean).length;
+const take = async (q: RateLimiter, appId: number, limit: number) => (await q.take({ key: String(appId), limit })).allowed;
+const allowed = async (q: RateLimiter, appId: number, limit: number, n: number) =>
+  (await Promise.all(Array.from({ length: n }, () => take(q, appId, limit)))).filter(Boolean).length;
 
-describe("DailyQuota", () => {
+describe("the CMS daily allowance", () => {
   it("two processes together allow exactly the limit", async () => {
     const [a, b] = [quota(), quota()];
     const [x, y] = await Promise.all([allowed(a, 101, 37, 40), allowed(b, 101, 37, 40)]);
     expect(x + y).toBe(37);
-    expect(await a.take(101, 37)).toBe(false);
-    expect(await b.take(101, 37)).toBe(false);
+    expect(await take(a, 101, 37)).toBe(false);
+    expect(await take(b, 101, 37)).toBe(false);
     // unlimited: always
-    expect(await a.take(101, 0)).toBe(true);
+    expect(await take(a, 101, 0)).toBe(true);
   });
 
   it("requests claimed and not spent go back to the others after the lease", async () => {
     const [a, b] = [quota(), quota()];
-    expect(await a.take(102, 32)).toBe(true); // claims 2, spends 1
+    expect(await take(a, 102, 32)).toBe(true); // claims 2, spends 1
     expect(await allowed(b, 102, 32, 40)).toBe(30);
-    expect(await b.take(102, 32)).toBe(false);
+    expect(await take(b, 102, 32)).toBe(false);
     await new Promise((r) => setTimeout(r, LEASE_MS * 1.5 + 1100));
-    expect(await b.take(102, 32)).toBe(true);
-    expect(await b.take(102, 32)).toBe(false);
+    expect(await take(b, 102, 32)).toBe(true);
+    expect(await take(b, 102, 32)).toBe(false);
   });
 
   it("counts requests counted before the limit was set, and a plan change gives the claim back", async () => {
@@ -53,11 +55,11 @@ describe("DailyQuota", () => {
     const [a, b] = [quota(), quota()];
     expect(await allowed(a, 103, 20, 10)).toBe(5);
     // A higher limit: the claim made under the old one is not spent under it.
-    expect(await a.take(104, 100)).toBe(true); // claims 7 (⌈100/16⌉), spends 1
-    a.forgetApp(104);
+    expect(await take(a, 104, 100)).toBe(true); // claims 7 (⌈100/16⌉), spends 1
+    a.forget("104");
     await new Promise((r) => setTimeout(r, 200));
-    const { rows } = await db.sql.query<{ quota_claimed: string }>("SELECT quota_claimed FROM cms_usage_daily WHERE app_id = 104");
-    expect(Number(rows[0]!.quota_claimed)).toBe(1);
+    const { rows } = await db.sql.query<{ used: string }>("SELECT used FROM rate_limit_windows WHERE name = 'cms-day' AND key = '104'");
+    expect(Number(rows[0]!.used)).toBe(1);
     expect(await allowed(b, 104, 100, 120)).toBe(99);
   });
 });

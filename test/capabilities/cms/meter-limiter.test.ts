@@ -3,7 +3,7 @@
 // string computed once a day) and RateLimiter.tryTake (never waits, spends
 // nothing when it says no).
 import { describe, expect, it } from "vitest";
-import { RateLimiter } from "../../../src/capabilities/cms/rate-limiter.js";
+import { perSecondLimiter } from "../../../src/capabilities/cms/request-limits.js";
 import { UsageMeter } from "../../../src/capabilities/cms/usage-meter.js";
 import type { Sql } from "../../../src/infra/storage/sql.js";
 
@@ -51,25 +51,25 @@ describe("UsageMeter.record", () => {
 
 describe("RateLimiter.tryTake", () => {
   it("is true without a limit, spends only tokens claimed by take(), and never claims itself", async () => {
-    const sql = fakeSql((text) => (text.includes("INSERT INTO cms_rate_windows") ? [{ last_grant: 2 }] : []));
+    const sql = fakeSql((text) => (text.includes("INSERT INTO rate_limit_windows") ? [{ last_grant: 2 }] : []));
     const now = 1_000_000;
-    const limiter = new RateLimiter(sql, () => now);
-    expect(limiter.tryTake(1, 0)).toBe(true);
-    expect(limiter.tryTake(1, 20)).toBe(false); // nothing claimed yet
+    const limiter = perSecondLimiter(sql, () => now);
+    expect(limiter.tryTake("1", 0)).toBe(true);
+    expect(limiter.tryTake("1", 20)).toBe(false); // nothing claimed yet
     expect(sql.calls).toHaveLength(0);
-    expect(await limiter.take(1, 20)).toBe(true); // claims 2, spends 1
-    expect(limiter.tryTake(1, 20)).toBe(true); // the second one
-    expect(limiter.tryTake(1, 20)).toBe(false);
-    expect(sql.calls.filter((c) => c.text.includes("INSERT INTO cms_rate_windows"))).toHaveLength(1);
+    expect((await limiter.take({ key: "1", limit: 20 })).allowed).toBe(true); // claims 2, spends 1
+    expect(limiter.tryTake("1", 20)).toBe(true); // the second one
+    expect(limiter.tryTake("1", 20)).toBe(false);
+    expect(sql.calls.filter((c) => c.text.includes("INSERT INTO rate_limit_windows"))).toHaveLength(1);
   });
 
   it("does not spend tokens of a past window", async () => {
-    const sql = fakeSql((text) => (text.includes("INSERT INTO cms_rate_windows") ? [{ last_grant: 5 }] : []));
+    const sql = fakeSql((text) => (text.includes("INSERT INTO rate_limit_windows") ? [{ last_grant: 5 }] : []));
     let now = 2_000_500;
-    const limiter = new RateLimiter(sql, () => now);
-    expect(await limiter.take(7, 50)).toBe(true);
-    expect(limiter.tryTake(7, 50)).toBe(true);
+    const limiter = perSecondLimiter(sql, () => now);
+    expect((await limiter.take({ key: "7", limit: 50 })).allowed).toBe(true);
+    expect(limiter.tryTake("7", 50)).toBe(true);
     now += 1000;
-    expect(limiter.tryTake(7, 50)).toBe(false);
+    expect(limiter.tryTake("7", 50)).toBe(false);
   });
 });

@@ -7,9 +7,8 @@
 // stale entry could not expire during the test.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { errorDetail } from "../../../src/kernel/errors.js";
-import { createFunctionRuntime, type FunctionRuntime } from "../../../src/capabilities/functions/function-runtime.js";
+import { createFunctionRuntime, createInvocationLimiter, type FunctionRuntime } from "../../../src/capabilities/functions/function-runtime.js";
 import { createFunctionStore, type FunctionStore } from "../../../src/capabilities/functions/function-store.js";
-import { createLeasedRateLimiter } from "../../../src/capabilities/functions/rate-limiter.js";
 import type { Sql } from "../../../src/infra/storage/sql.js";
 import { createTestDb, type TestDb } from "../../helpers/db.js";
 import { consumerOfApp, createApp, createHarness, deployHttp, setPlan, type Harness } from "./fixtures.js";
@@ -51,7 +50,7 @@ function runtimeOver(store: FunctionStore, limiterSql: Sql): FunctionRuntime {
   return createFunctionRuntime({
     store,
     sandbox: h.fn.sandbox,
-    limiter: createLeasedRateLimiter(limiterSql),
+    limiter: createInvocationLimiter(limiterSql),
     recorder: h.fn.recorder,
     config: { ...h.fn.config, resolveCacheMs: 60_000 },
   });
@@ -101,7 +100,7 @@ describe("a plan change with an invocation in flight", () => {
       ...db.sql,
       async query(text, params) {
         const r = await db.sql.query(text, params);
-        if (text.includes("UPDATE function_rate_buckets b") && params?.[0] === `app:${appId}`) await g.pass();
+        if (text.includes("UPDATE rate_limit_buckets b") && params?.[1] === `app:${appId}`) await g.pass();
         return r as never;
       },
     };

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDb, uniqueName, type TestDb } from "../../helpers/db.js";
 import { createPgSql } from "../../../src/infra/storage/pg-sql.js";
 import type { Sql } from "../../../src/infra/storage/sql.js";
-import { createLeasedRateLimiter } from "../../../src/capabilities/functions/rate-limiter.js";
+import { createInvocationLimiter } from "../../../src/capabilities/functions/function-runtime.js";
 
 let db: TestDb;
 let second: Sql;
@@ -20,10 +20,10 @@ afterAll(async () => {
 
 describe("shared rate limiter", () => {
   it("never allows more than the limit across two processes", async () => {
-    const a = createLeasedRateLimiter(db.sql);
-    const b = createLeasedRateLimiter(second);
+    const a = createInvocationLimiter(db.sql);
+    const b = createInvocationLimiter(second);
     const key = uniqueName("lease");
-    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).take([{ key, perMinute: 12 }])));
+    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).take({ key, limit: 12 })));
     expect(results.filter((r) => r.allowed)).toHaveLength(12);
     const denied = results.find((r) => !r.allowed);
     expect(denied).toMatchObject({ allowed: false, key });
@@ -33,38 +33,38 @@ describe("shared rate limiter", () => {
   });
 
   it("refills over time; unlimited touches nothing", async () => {
-    const a = createLeasedRateLimiter(db.sql);
+    const a = createInvocationLimiter(db.sql);
     const key = uniqueName("slow");
     // 60/min = one token per second; start with an empty bucket.
-    await db.sql.query("INSERT INTO function_rate_buckets (key, tokens, allowed, updated_at) VALUES ($1, 0, false, clock_timestamp())", [key]);
-    expect((await a.take([{ key, perMinute: 60 }])).allowed).toBe(false);
+    await db.sql.query("INSERT INTO rate_limit_buckets (name, key, tokens, updated_at) VALUES ('functions', $1, 0, clock_timestamp())", [key]);
+    expect((await a.take({ key, limit: 60 })).allowed).toBe(false);
     await new Promise((r) => setTimeout(r, 1100));
-    expect((await a.take([{ key, perMinute: 60 }])).allowed).toBe(true);
-    expect((await a.take([{ key, perMinute: 60 }])).allowed).toBe(false);
+    expect((await a.take({ key, limit: 60 })).allowed).toBe(true);
+    expect((await a.take({ key, limit: 60 })).allowed).toBe(false);
     const free = uniqueName("x");
-    expect(await a.take([{ key: free, perMinute: 0 }])).toEqual({ allowed: true });
-    expect((await db.sql.query("SELECT key FROM function_rate_buckets WHERE key = $1", [free])).rows).toHaveLength(0);
+    expect(await a.take({ key: free, limit: 0 })).toEqual({ allowed: true });
+    expect((await db.sql.query("SELECT key FROM rate_limit_buckets WHERE key = $1", [free])).rows).toHaveLength(0);
   });
 
   it("spends a high limit locally with one statement per batch of tokens", async () => {
     let statements = 0;
     const counting = { ...db.sql, query: (t: string, p?: readonly unknown[]) => { statements++; return db.sql.query(t, p); } } as Sql;
-    const a = createLeasedRateLimiter(counting);
+    const a = createInvocationLimiter(counting);
     const key = uniqueName("hot");
-    const results = await Promise.all(Array.from({ length: 1000 }, () => a.take([{ key, perMinute: 600_000 }])));
+    const results = await Promise.all(Array.from({ length: 1000 }, () => a.take({ key, limit: 600_000 })));
     expect(results.every((r) => r.allowed)).toBe(true);
     expect(statements).toBeLessThanOrEqual(12);
   });
 
   it("does not spend a token of one bucket when the other refuses", async () => {
-    const a = createLeasedRateLimiter(db.sql);
+    const a = createInvocationLimiter(db.sql);
     const app = uniqueName("app");
     const fn = uniqueName("fn");
-    expect((await a.take([{ key: app, perMinute: 3 }, { key: fn, perMinute: 1 }])).allowed).toBe(true);
-    expect(await a.take([{ key: app, perMinute: 3 }, { key: fn, perMinute: 1 }])).toMatchObject({ allowed: false, key: fn });
+    expect((await a.take({ key: app, limit: 3 }, { key: fn, limit: 1 })).allowed).toBe(true);
+    expect(await a.take({ key: app, limit: 3 }, { key: fn, limit: 1 })).toMatchObject({ allowed: false, key: fn });
     // the app's bucket still has its two remaining tokens
-    expect((await a.take([{ key: app, perMinute: 3 }])).allowed).toBe(true);
-    expect((await a.take([{ key: app, perMinute: 3 }])).allowed).toBe(true);
-    expect((await a.take([{ key: app, perMinute: 3 }])).allowed).toBe(false);
+    expect((await a.take({ key: app, limit: 3 })).allowed).toBe(true);
+    expect((await a.take({ key: app, limit: 3 })).allowed).toBe(true);
+    expect((await a.take({ key: app, limit: 3 })).allowed).toBe(false);
   });
 });
