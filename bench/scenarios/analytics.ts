@@ -24,8 +24,9 @@ import { AnalyticsService, BatchEventsRequestSchema, RecordEventRequestSchema } 
 import { createAnalyticsServiceImpl } from "../../src/capabilities/analytics/analytics-service.js";
 import { createDirBlobStore } from "../../src/infra/blobs/dir-blob-store.js";
 import { kConsumer, type ConsumerPrincipal } from "../../src/kernel/principal.js";
-import { createBatchQueue } from "../../src/infra/queue/create-queue.js";
-import type { BatchQueue } from "../../src/infra/queue/queue.js";
+import { createQueue } from "../../src/infra/queue/create-queue.js";
+import type { Queue } from "../../src/infra/queue/queue.js";
+import { NatsLink } from "../../src/infra/nats/nats-link.js";
 import { createPgSql } from "../../src/infra/storage/pg-sql.js";
 import { createScratchSchema, dropScratchSchema } from "../../src/infra/storage/scratch-schema.js";
 import { migrate } from "../../src/infra/storage/migrate.js";
@@ -49,7 +50,7 @@ export interface BenchResult {
 
 export interface AnalyticsBenchFixture {
   sql: Sql;
-  queue: BatchQueue;
+  queue: Queue;
   impl: ServiceImpl<typeof AnalyticsService>;
   schema: string;
   appId: number;
@@ -66,7 +67,8 @@ export async function setupAnalyticsBench(env: AnalyticsBenchEnv, consumerCount 
   await migrate(sql);
   const blobDir = await mkdtemp(join(tmpdir(), "pb-bench-blobs-"));
   const names = { stream: schema.toUpperCase(), subjectPrefix: `bench.${schema}` };
-  const queue = createBatchQueue({ sql, natsUrl: env.natsUrl, jetstream: names });
+  const nats = env.natsUrl ? new NatsLink({ servers: env.natsUrl, name: "bench" }) : undefined;
+  const queue = createQueue({ name: "analytics", sql, nats, jetstream: names });
   const impl = createAnalyticsServiceImpl({ sql, queue, blobs: createDirBlobStore(blobDir) });
 
   const team = await sql.query<{ id: number }>("INSERT INTO teams (name) VALUES ('bench') RETURNING id");
@@ -107,6 +109,7 @@ export async function setupAnalyticsBench(env: AnalyticsBenchEnv, consumerCount 
     },
     async close() {
       await queue.close();
+      await nats?.close();
       await sql.close();
       await rm(blobDir, { recursive: true, force: true });
       if (env.natsUrl) {
@@ -168,7 +171,7 @@ export async function benchBatchIngestion(
   const fx = await setupAnalyticsBench(env);
   const children: ChildProcess[] = [];
   try {
-    if ("ready" in fx.queue) await (fx.queue as { ready(): Promise<void> }).ready();
+    await fx.queue.ready();
     for (let i = 0; i < opts.workerProcesses; i++) children.push(await spawnWorker(env, fx, opts.workerConcurrency ?? 32));
     const total = opts.batches * batchSize;
     const requests = Array.from({ length: opts.batches }, (_, b) => {
@@ -229,7 +232,7 @@ export async function benchWorkerDrain(
   const fx = await setupAnalyticsBench(env);
   const children: ChildProcess[] = [];
   try {
-    if ("ready" in fx.queue) await (fx.queue as { ready(): Promise<void> }).ready();
+    await fx.queue.ready();
     for (let b = 0; b < opts.batches; b++) {
       const c = fx.consumers[b % fx.consumers.length]!;
       await fx.impl.batchEvents!(

@@ -15,6 +15,7 @@ import { appError } from "../kernel/errors.js";
 import { kClientAddress, kRequestId } from "../kernel/principal.js";
 import { kUserAgent } from "../capabilities/console/principal.js";
 import { h2cServerFactory } from "./h2c-server.js";
+import { grpcMessageEncoding } from "../transport/connect/grpc-message.js";
 import type { ServiceBinding } from "../kernel/module.js";
 import { requestIdOf } from "./public-app.js";
 
@@ -45,6 +46,7 @@ export async function buildAdminApp(opts: {
   app.addHook("onRequest", async (req, reply) => {
     reply.header("x-request-id", req.id);
   });
+  grpcMessageEncoding(app);
   app.get("/healthz", (_req, reply) => reply.send({ status: "ok" }));
   app.setNotFoundHandler((_req, reply) => sendError(reply, "platform", appError("not_found", "No such endpoint.")));
   for (const r of opts.extraRoutes ?? []) await r(app);

@@ -136,6 +136,7 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     maxFileBytes: MAX_FILE_BYTES,
     trustedProxies: config.trustedProxies,
     publicUrl: config.publicUrl,
+    mediaBaseUrl: config.mediaBaseUrl ?? `https://localhost:${config.httpsPort}`,
     corsOrigins: config.corsOrigins,
     services: modules.flatMap((m) => m.device ?? []),
     authenticate,

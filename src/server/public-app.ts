@@ -21,6 +21,7 @@ import { forwardedValue, isHost, ProxyTrust } from "../transport/http/forwarded.
 import { answerClientError, ifaceOf, installErrorHandlers, installJsonParser, notFoundHandler } from "../transport/http/fastify-errors.js";
 import { registerGateway, type AnyImpl } from "../transport/http/gateway.js";
 import { buildOpenApi } from "../transport/http/openapi.js";
+import { grpcMessageEncoding } from "../transport/connect/grpc-message.js";
 import { RouteTable } from "../transport/http/route-table.js";
 import { appError } from "../kernel/errors.js";
 import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../kernel/principal.js";
@@ -43,6 +44,8 @@ export interface PublicAppOptions {
   trustedProxies: string[];
   /** Where redirects to HTTPS point (PULSEBASE_PUBLIC_URL); unset: the trusted proxy's X-Forwarded-Host, else localhost. */
   publicUrl?: string;
+  /** {media_base_url}, for the media path in /openapi.json. */
+  mediaBaseUrl?: string;
   corsOrigins: string[];
   services: ServiceBinding[];
   /** The principal at once when it is known (cached), else a promise of it. */
@@ -58,7 +61,8 @@ export function requestIdOf(header: string | string[] | undefined): string {
   return typeof header === "string" && REQUEST_ID_RE.test(header) ? header.toLowerCase() : randomUUID();
 }
 
-export const EXPOSED_HEADERS = ["x-request-id", "retry-after", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "etag"];
+// gRPC-Web clients in a browser read the status from grpc-status and friends.
+export const EXPOSED_HEADERS = ["x-request-id", "retry-after", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "etag", "grpc-status", "grpc-message", "grpc-status-details-bin"];
 
 /**
  * Largest body of a route that takes no consumer token (registration, token
@@ -175,7 +179,7 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
     budget,
   });
 
-  const openapi = JSON.stringify(buildOpenApi(table, { title: "Pulsebase device and content API", version: "1.0.0" }));
+  const openapi = JSON.stringify(buildOpenApi(table, { title: "Pulsebase device and content API", version: "1.0.0" }, opts));
   app.get("/openapi.json", (_req, reply) => reply.type("application/json").send(openapi));
   app.get("/healthz", (_req, reply) => reply.send({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
@@ -200,6 +204,7 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
   await app.register(async (scope) => {
     scope.removeContentTypeParser("application/json");
     connectBodyGate(scope, { ...gate, needsConsumer: (path) => consumerPaths.has(path) });
+    grpcMessageEncoding(scope);
     await scope.register(fastifyConnectPlugin, {
       routes: (router) => {
         for (const s of opts.services) router.service(s.service, s.impl as never);

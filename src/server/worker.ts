@@ -7,25 +7,12 @@ import Fastify, { type FastifyInstance } from "fastify";
 import { createLogger } from "../infra/logging/logger.js";
 import { createMetrics, registerMetricsRoute, registerNatsMetrics, registerPgPoolMetrics, registerQueueMetrics, type QueueStatsSource } from "./metrics.js";
 import { loadConfigOrExit, type Config } from "../kernel/config.js";
-import { jetStreamTransport, sqlTransport } from "../capabilities/functions/events/event-transport.js";
-import { DEFAULT_EVENT_WORKER_CONFIG, functionEventStreams } from "../capabilities/functions/events/event-worker.js";
-import { createBatchQueue } from "../infra/queue/create-queue.js";
+import { DEFAULT_EVENT_WORKER_CONFIG, functionEventQueue, functionEventStreams } from "../capabilities/functions/events/event-worker.js";
 import type { Sql } from "../infra/storage/sql.js";
 import { startWorkers } from "../capabilities/analytics/analytics-worker.js";
 import { openStorage } from "./open-storage.js";
-import { analyticsStreams } from "../capabilities/analytics/analytics-module.js";
+import { analyticsQueue } from "../capabilities/analytics/analytics-module.js";
 import { NatsLink } from "../infra/nats/nats-link.js";
-
-/**
- * The function-event transport, read for its gauges only (the servers
- * deliver the events). With NATS it uses the process's connection; until
- * that is up the gauges say pulsebase_queue_stats_up 0.
- */
-function functionEventsSource(config: Config, sql: Sql, nats: NatsLink | undefined): QueueStatsSource {
-  const cfg = { ...DEFAULT_EVENT_WORKER_CONFIG, ...functionEventStreams(config.natsNamespace) };
-  const t = nats ? jetStreamTransport(nats, cfg) : sqlTransport(sql, cfg);
-  return { backend: t.backend, stats: () => t.stats() };
-}
 
 async function serveMetrics(config: Config, sql: Sql, nats: NatsLink | undefined, sources: { analytics: QueueStatsSource; events: QueueStatsSource }, warn: (what: string) => (err: unknown) => void): Promise<FastifyInstance> {
   const metrics = createMetrics();
@@ -59,8 +46,9 @@ async function main(): Promise<void> {
         },
       })
     : undefined;
-  const queue = createBatchQueue({ sql, nats, jetstream: analyticsStreams(config.natsNamespace) });
-  const events = functionEventsSource(config, sql, nats);
+  const queue = analyticsQueue(sql, nats, config.natsNamespace);
+  // Read for its gauges only (the servers deliver the events); until NATS is up they say pulsebase_queue_stats_up 0.
+  const events = functionEventQueue(sql, nats, { ...DEFAULT_EVENT_WORKER_CONFIG, ...functionEventStreams(config.natsNamespace) });
   let metricsApp: FastifyInstance | undefined;
   if (config.workerMetricsPort > 0) {
     try {
@@ -79,6 +67,7 @@ async function main(): Promise<void> {
     await workers.stop();
     await metricsApp?.close();
     await queue.close();
+    await events.close();
     await nats?.close();
     await sql.close();
     process.exit(0);

@@ -71,7 +71,7 @@ it("retries a failing function and then dead-letters the change", async () => {
   const end = Date.now() + 30_000;
   while (Date.now() < end) {
     dead = (await s.db.sql.query<{ attempts: number; error: string }>(
-      "SELECT attempts, error FROM function_event_dead_letters WHERE function_id = $1", [Number(fn.id)])).rows;
+      "SELECT attempts, error FROM queue_dead_letters WHERE queue = 'function-events' AND attrs->>'Pb-Function-Id' = $1", [String(fn.id)])).rows;
     if (dead.length) break;
     await new Promise((r) => setTimeout(r, 500));
   }

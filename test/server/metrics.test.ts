@@ -127,11 +127,11 @@ describe("request metrics", () => {
     expect(sample(before, "pulsebase_queue_in_flight_messages", labels)).toBe(0);
     expect(sample(before, "pulsebase_queue_dead_letter_messages", labels)).toBe(0);
     await s.db.sql.query(
-      `INSERT INTO function_event_dead_letters (event_id, trigger_id, function_id, app_id, attempts, error, payload)
-       VALUES ('db:999:1', 1, 1, 999, 5, 'boom', '{"id":"db:999:1"}')`,
+      `INSERT INTO queue_dead_letters (queue, dead_key, msg_id, topic, payload, attempts, error)
+       VALUES ('function-events', 'db:999:1~dead~1', 'db:999:1', 'db.999', convert_to('{"id":"db:999:1"}', 'UTF8'), 5, 'boom')`,
     );
     expect(sample(await scrape(), "pulsebase_queue_dead_letter_messages", labels)).toBe(1);
-    await s.db.sql.query("DELETE FROM function_event_dead_letters WHERE event_id = 'db:999:1'");
+    await s.db.sql.query("DELETE FROM queue_dead_letters WHERE msg_id = 'db:999:1'");
   });
 });
 

@@ -15,7 +15,7 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Agent, fetch } from "undici";
 import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
-import { DEFAULT_ACK_WAIT_MS } from "../../src/infra/queue/jetstream-queue.js";
+import { DEFAULT_ACK_WAIT_MS } from "../../src/infra/queue/queue.js";
 import { spawnServer, type ChildServer } from "../helpers/child-server.js";
 import { databaseUrlFor, metricValue, spawnWorker, type ChildWorker } from "../helpers/child-worker.js";
 import { createTestDb, TEST_NATS_URL, type TestDb } from "../helpers/db.js";

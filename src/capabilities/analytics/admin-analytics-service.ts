@@ -23,13 +23,13 @@ import {
 import { appError, validationError } from "../../kernel/errors.js";
 import type { Sql } from "../../infra/storage/sql.js";
 import type { BlobStore } from "../../infra/blobs/blob-store.js";
-import type { BatchQueue } from "../../infra/queue/queue.js";
+import type { Queue } from "../../infra/queue/queue.js";
 import { decodePayload } from "./batch-payload.js";
 import { eventInit, loadEventData, ts, type BreadcrumbRowDb, type EventDataRowDb, type EventRowDb, type LogRowDb } from "./record-views.js";
 
 export interface AdminAnalyticsDeps {
   sql: Sql;
-  queue: BatchQueue;
+  queue: Queue;
   blobs: BlobStore;
 }
 
@@ -313,7 +313,7 @@ export function createAdminAnalyticsServiceImpl(deps: AdminAnalyticsDeps): Servi
     },
 
     async listDeadLetters(req) {
-      const { entries, nextPageToken } = await queue.listDeadLetters(pageSize(req.pageSize), req.pageToken);
+      const { entries, nextPageToken } = await queue.listDeadLetters({ pageSize: pageSize(req.pageSize), pageToken: req.pageToken });
       return {
         deadLetters: entries.map((e) => {
           let info = { kind: "unknown", appId: 0n, consumerId: 0n, itemCount: 0 };
@@ -330,7 +330,7 @@ export function createAdminAnalyticsServiceImpl(deps: AdminAnalyticsDeps): Servi
     },
 
     async replayDeadLetters(req) {
-      const replayed = await queue.replayDeadLetters(req.ids.length > 0 ? req.ids : undefined);
+      const replayed = await queue.replayDeadLetters(req.ids.length > 0 ? { ids: req.ids } : {});
       return { replayed };
     },
   };

@@ -9,7 +9,7 @@ import { AnalyticsService } from "../../../gen/pulsebase/platform/v1/analytics_p
 import { binding, type PulsebaseModule } from "../../kernel/module.js";
 import { registerQueueMetrics } from "../../server/metrics.js";
 import { createDirBlobStore } from "../../infra/blobs/dir-blob-store.js";
-import { createBatchQueue } from "../../infra/queue/create-queue.js";
+import { createQueue } from "../../infra/queue/create-queue.js";
 import type { Sql } from "../../infra/storage/sql.js";
 import type { NatsLink } from "../../infra/nats/nats-link.js";
 import { startWorkers } from "./analytics-worker.js";
@@ -27,13 +27,13 @@ export interface AnalyticsModuleDeps {
   workers: boolean;
 }
 
-/** JetStream names of the analytics queue for a namespace. */
-export function analyticsStreams(ns: string) {
-  return { stream: `${ns.toUpperCase()}_ANALYTICS`, subjectPrefix: `${ns}.analytics`, durable: "analytics-workers" };
+/** The analytics batch queue (JetStream names for the namespace). */
+export function analyticsQueue(sql: Sql, nats: NatsLink | undefined, ns: string) {
+  return createQueue({ name: "analytics", sql, nats, jetstream: { stream: `${ns.toUpperCase()}_ANALYTICS`, subjectPrefix: `${ns}.analytics`, durable: "analytics-workers" } });
 }
 
 export function createAnalyticsModule(deps: AnalyticsModuleDeps): PulsebaseModule {
-  const queue = createBatchQueue({ sql: deps.sql, nats: deps.nats, jetstream: analyticsStreams(deps.natsNamespace) });
+  const queue = analyticsQueue(deps.sql, deps.nats, deps.natsNamespace);
   const blobs = createDirBlobStore(join(deps.dataDir, "blobs"));
   let workers: { stop(): Promise<void> } | undefined;
   return {

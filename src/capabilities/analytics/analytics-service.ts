@@ -16,7 +16,7 @@ import { appError, errorDetail, Violations } from "../../kernel/errors.js";
 import { consumerOf, type ConsumerPrincipal } from "../../kernel/principal.js";
 import type { Sql } from "../../infra/storage/sql.js";
 import type { BlobStore } from "../../infra/blobs/blob-store.js";
-import type { BatchQueue } from "../../infra/queue/queue.js";
+import type { Queue } from "../../infra/queue/queue.js";
 import { applyBreadcrumbs, applyEvents, applyLogs, foreignSessions, recordKey, stamp } from "./analytics-store.js";
 import { claimIdempotencyKey, withTxRetry } from "./apply-batch.js";
 import { encodePayload, PAYLOAD_VERSION, type BatchKind, type BatchPayload, type LogRow, type Recorder } from "./batch-payload.js";
@@ -39,7 +39,7 @@ export const STORED_NOT_READ_MESSAGE = "The change was stored, but the database 
 
 export interface AnalyticsServiceDeps {
   sql: Sql;
-  queue: BatchQueue;
+  queue: Queue;
   blobs: BlobStore;
   /** How far in the future created_at may be (default 5 minutes). */
   clockSkewMs?: number;

@@ -12,7 +12,7 @@
 import { applyBatches, pruneProcessedBatches, type ApplyOutcome } from "./apply-batch.js";
 import { decodePayload, type BatchPayload } from "./batch-payload.js";
 import { storageFailure, type Sql } from "../../infra/storage/sql.js";
-import { PermanentError, type BatchQueue, type QueueMessage } from "../../infra/queue/queue.js";
+import { PermanentError, type Queue, type QueueMessage } from "../../infra/queue/queue.js";
 
 export interface WorkerLogger {
   info(obj: object, msg?: string): void;
@@ -21,7 +21,7 @@ export interface WorkerLogger {
 
 export interface WorkerDeps {
   sql: Sql;
-  queue: BatchQueue;
+  queue: Queue;
   /** Batches in flight in this process (default 32). */
   concurrency?: number;
   /** Batches applied together in one transaction (default 16). */

@@ -50,7 +50,7 @@ import {
 } from "./webhook-signature.js";
 import type { FunctionRuntime } from "./function-runtime.js";
 import type { InvocationRecorder } from "./invocation-recorder.js";
-import type { DeadLetterStore, StoredDeadLetter } from "./events/event-transport.js";
+import type { DeadLetterStore, StoredDeadLetter } from "./events/event-worker.js";
 import type { EventWorker } from "./events/event-worker.js";
 
 export interface AdminFunctionServiceDeps {

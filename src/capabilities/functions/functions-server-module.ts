@@ -71,7 +71,7 @@ export function createFunctionsServerModule(deps: FunctionsServerModuleDeps): Pu
     registerMetrics(registry) {
       registerIsolateMetrics(registry, () => functions.sandbox.stats());
       const events = functions.events;
-      if (events) registerQueueMetrics(registry, "function-events", events.transport, deps.onError);
+      if (events) registerQueueMetrics(registry, "function-events", events.queue, deps.onError);
     },
     async start() {
       await functions.events?.start();

@@ -1,161 +1,98 @@
-// BatchQueue over NATS JetStream. One work-queue stream holds accepted
-// batches; one durable pull consumer is shared by every worker (in this
-// process and in separate worker processes), so each message goes to one of
-// them. The publisher's msg id (Nats-Msg-Id) lets JetStream drop duplicates
-// within duplicateWindowMs. Failed messages are nak'ed with backoff; after
-// maxAttempts deliveries they are moved to a dead-letter stream and acked.
-// A worker holds at most twice its concurrency (the ones it handles and as
-// many ready for the next free slot) and marks each one in progress (+WPI)
-// every third of ack_wait until it is settled, so ack_wait can be short: the
-// batches of a worker that dies (kill -9, lost host) go to another worker
-// ack_wait after their last progress mark, at most ackWaitMs (5 s by
-// default); a worker that stops hands back the ones it had not started.
-// The connection is the process's NatsLink when given (servers and workers
-// share one), else owned here; either way it reconnects forever, and while
-// NATS is unreachable publish fails fast with `unavailable` (HTTP 503).
-import { connect, headers, nanos, type NatsConnection } from "@nats-io/transport-node";
-import {
-  AckPolicy,
-  jetstream,
-  jetstreamManager,
-  RetentionPolicy,
-  StorageType,
-  type JetStreamClient,
-  type JetStreamManager,
-  type JsMsg,
-  type StoredMsg,
-} from "@nats-io/jetstream";
+// The queue over NATS JetStream. Without lanes: a work-queue stream
+// (`<prefix>.batches`) with one durable pull consumer shared by every
+// worker, and the dead letters in `<stream>_DLQ` (`<prefix>.dead`). With
+// lanes: one stream keeping messages and dead letters for retentionMs
+// (`<prefix>.events.<lane>.<topic>`, `<prefix>.dead.<topic>`) and one durable
+// consumer per lane with one message in flight. The layouts are those of
+// the streams of earlier versions, so existing installs keep their data.
+// The publisher's msg id (Nats-Msg-Id) lets JetStream drop duplicates
+// within the de-duplication window. A consumer holds at most twice its
+// concurrency (the ones it handles and as many ready for the next free
+// slot) and marks each one in progress (+WPI) every third of ack_wait until
+// it is settled, so ack_wait can be short: the messages of a worker that
+// dies go to another one ack_wait after their last progress mark; a worker
+// that stops hands back the ones it had not started. While NATS is
+// unreachable publish fails fast with `unavailable` (HTTP 503).
+import { headers as natsHeaders, nanos, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
+import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type JsMsg, type StoredMsg } from "@nats-io/jetstream";
 import { appError } from "../../kernel/errors.js";
-import type { NatsLink } from "../nats/nats-link.js";
+import { NatsLink, natsConnection, type NatsSource } from "../nats/nats-link.js";
 import {
-  backoffMs,
+  DEFAULT_ACK_WAIT_MS,
+  deadKey,
   defaultRetryPolicy,
   errorText,
-  isTransient,
-  PermanentError,
+  matchesAttrs,
+  numericIds,
+  parsePageToken,
+  progressEveryMs,
+  replayId,
+  runHandler,
   sleep,
-  type BatchQueue,
-  type DeadLetterEntry,
-  type MessageHandler,
-  type QueueConsumer,
-  type RetryPolicy,
+  topicPattern,
+  type Attrs,
+  type DeadLetter,
+  type DeadNote,
+  type Queue,
+  type QueueOptions,
 } from "./queue.js";
 
-/** JetStream redelivers a message this long after its last progress mark. */
-export const DEFAULT_ACK_WAIT_MS = 5000;
 /** An idle pull is renewed this often. */
 const FETCH_EXPIRES_MS = 5000;
+/** Headers of a dead letter that are not its attributes. */
+const OWN_HEADERS = new Set(["pb-msg-id", "pb-attempts", "pb-error", "nats-msg-id", "nats-expected-stream"]);
 
-export interface JetStreamQueueOptions {
-  /** NATS server URL(s), e.g. "nats://127.0.0.1:4222" (ignored when `link` is given). */
-  servers: string | string[];
-  /** The process's shared connection; the queue then neither opens nor closes one. */
-  link?: NatsLink;
-  /** Stream name (default PB_ANALYTICS); the dead letters go to `${stream}_DLQ`. */
-  stream?: string;
-  /** Subject prefix (default "pulsebase.analytics"): `.batches` and `.dead`. */
-  subjectPrefix?: string;
-  /** Durable consumer shared by all workers (default "analytics-workers"). */
-  durable?: string;
-  retry?: Partial<RetryPolicy>;
-  /** JetStream msg-id de-duplication window (default 10 minutes). */
-  duplicateWindowMs?: number;
-  /** Redelivery after a worker stops marking progress, i.e. died (default 5 s). */
-  ackWaitMs?: number;
-  /** Publish acknowledgement timeout (default 5 s). */
-  publishTimeoutMs?: number;
-  /** Connection name shown by the server. */
-  name?: string;
-}
-
-export interface JetStreamQueue extends BatchQueue {
-  /** Resolves once connected (tests and readiness checks). */
-  ready(): Promise<void>;
-}
-
-export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueue {
-  const stream = opts.stream ?? "PB_ANALYTICS";
-  const dlqStream = `${stream}_DLQ`;
-  const prefix = opts.subjectPrefix ?? "pulsebase.analytics";
-  const subject = `${prefix}.batches`;
-  const dlqSubject = `${prefix}.dead`;
-  const durable = opts.durable ?? "analytics-workers";
-  const policy: RetryPolicy = { ...defaultRetryPolicy, ...opts.retry };
-  const publishTimeoutMs = opts.publishTimeoutMs ?? 5000;
+export function createJetStreamQueue(opts: Omit<QueueOptions, "sql" | "pollMs"> & { nats: NatsSource }): Queue {
+  const { nats } = opts;
+  const { stream, subjectPrefix: prefix } = opts.jetstream;
+  const lanes = opts.lanes?.count ?? 0;
+  const durable = opts.jetstream.durable ?? `${opts.name}-workers`;
+  const durables = lanes ? Array.from({ length: lanes }, (_, p) => `${durable}-${p}`) : [durable];
+  const policy = { ...defaultRetryPolicy, ...opts.retry };
   const ackWaitMs = opts.ackWaitMs ?? DEFAULT_ACK_WAIT_MS;
+  const publishTimeoutMs = opts.jetstream.publishTimeoutMs ?? 5000;
+  const retention = opts.jetstream.retentionMs;
+  const deadStream = retention === undefined ? `${stream}_DLQ` : stream;
+  const msgSubject = (lane: number, topic = "") => (lanes ? `${prefix}.events.${lane}.${topic || "_"}` : `${prefix}.batches`);
+  const deadSubject = (topic = "") => (lanes ? `${prefix}.dead.${topic || "_"}` : `${prefix}.dead`);
+  const deadFilter = (topic?: string) => (lanes ? `${prefix}.dead.${topic ?? ">"}` : `${prefix}.dead`);
+  const topicOf = (subject: string, head: string) => (lanes ? subject.split(".").slice(head.split(".").length + (head.endsWith(".events") ? 1 : 0)).join(".") : "");
 
-  let nc: NatsConnection | undefined;
-  let js: JetStreamClient | undefined;
-  let jsm: JetStreamManager | undefined;
-  let up = false;
   let closed = false;
   let ensured: Promise<void> | undefined;
-  let maxPayload = 1024 * 1024;
+  let client: { nc: NatsConnection; js: JetStreamClient; jsm: JetStreamManager } | undefined;
+  // The server may have lost the streams while it was away.
+  const unfollow = nats instanceof NatsLink ? nats.onChange((s) => s === "connected" && (ensured = undefined)) : () => {};
+  const current = () => (nats instanceof NatsLink ? nats.current : nats);
+  const up = () => !closed && (nats instanceof NatsLink ? nats.connected : !nats.isClosed());
+  const unavailable = (cause?: unknown) => appError("unavailable", "The ingestion queue is unavailable.", { cause, retryAfterSeconds: 1 });
 
-  // The first connection is retried here (so close() can stop it); after
-  // that the client reconnects by itself, forever.
-  const connected = (async () => {
-    let conn: NatsConnection | undefined = opts.link ? await opts.link.connection() : undefined;
-    while (!conn) {
-      if (closed) return;
-      try {
-        conn = await connect({
-          servers: opts.servers,
-          name: opts.name ?? "pulsebase-analytics",
-          maxReconnectAttempts: -1,
-          reconnectTimeWait: 250,
-          timeout: 2000,
-        });
-      } catch {
-        await sleep(500);
-      }
-    }
-    if (closed) {
-      if (!opts.link) await conn.close();
-      return;
-    }
-    nc = conn;
-    maxPayload = conn.info?.max_payload ?? maxPayload;
-    js = jetstream(conn, { timeout: publishTimeoutMs });
-    jsm = await jetstreamManager(conn, { timeout: publishTimeoutMs });
-    // A shared connection may be reconnecting right now.
-    up = opts.link ? opts.link.connected : true;
-    void (async () => {
-      for await (const s of conn.status()) {
-        if (s.type === "disconnect" || s.type === "reconnecting") up = false;
-        else if (s.type === "reconnect") {
-          up = true;
-          ensured = undefined; // the server may have lost the streams
-        }
-      }
-    })();
-  })();
-  connected.catch(() => {});
+  const clientOf = async () => {
+    const nc = await natsConnection(nats, 5000);
+    if (client?.nc !== nc) client = { nc, js: jetstream(nc, { timeout: publishTimeoutMs }), jsm: await jetstreamManager(nc, { timeout: publishTimeoutMs }) };
+    return client;
+  };
 
   const ensure = (): Promise<void> => {
     ensured ??= (async () => {
-      const m = jsm!;
-      await addStream(m, {
-        name: stream,
-        subjects: [subject],
-        retention: RetentionPolicy.Workqueue,
-        storage: StorageType.File,
-        duplicate_window: nanos(opts.duplicateWindowMs ?? 10 * 60_000),
-      });
-      await addStream(m, {
-        name: dlqStream,
-        subjects: [dlqSubject],
-        retention: RetentionPolicy.Limits,
-        storage: StorageType.File,
-        allow_direct: true,
-      });
-      await addOrUpdateConsumer(m, stream, {
-        durable_name: durable,
-        ack_policy: AckPolicy.Explicit,
-        ack_wait: nanos(ackWaitMs),
-        max_deliver: -1,
-        max_ack_pending: 10_000,
-      });
+      const { jsm } = await clientOf();
+      const window = nanos(opts.jetstream.duplicateWindowMs ?? 10 * 60_000);
+      if (retention === undefined) {
+        await addOrUpdateStream(jsm, { name: stream, subjects: [msgSubject(0)], retention: RetentionPolicy.Workqueue, storage: StorageType.File, duplicate_window: window });
+        await addOrUpdateStream(jsm, { name: deadStream, subjects: [deadSubject()], retention: RetentionPolicy.Limits, storage: StorageType.File, allow_direct: true });
+      } else {
+        await addOrUpdateStream(jsm, { name: stream, subjects: [`${prefix}.>`], retention: RetentionPolicy.Limits, storage: StorageType.File, max_age: nanos(retention), duplicate_window: window });
+      }
+      for (const [p, name] of durables.entries()) {
+        await addOrUpdateConsumer(jsm, stream, {
+          durable_name: name,
+          ack_policy: AckPolicy.Explicit,
+          ack_wait: nanos(ackWaitMs),
+          max_deliver: -1,
+          max_ack_pending: lanes ? 1 : 10_000,
+          ...(lanes ? { filter_subject: `${prefix}.events.${p}.>` } : {}),
+        });
+      }
     })();
     ensured.catch(() => {
       ensured = undefined;
@@ -163,53 +100,89 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
     return ensured;
   };
 
-  const unavailable = (cause?: unknown) =>
-    appError("unavailable", "The ingestion queue is unavailable.", { cause, retryAfterSeconds: 1 });
-
-  const requireUp = async (): Promise<{ js: JetStreamClient; jsm: JetStreamManager }> => {
-    if (!up || !js || !jsm || closed) throw unavailable();
+  const requireUp = async () => {
+    if (!up()) throw unavailable();
     try {
+      const c = await clientOf();
       await ensure();
+      return c;
     } catch (err) {
       throw unavailable(err);
     }
-    return { js, jsm };
   };
 
-  const deadLetterOf = (m: StoredMsg): DeadLetterEntry => ({
+  const deadLetterOf = (m: StoredMsg): DeadLetter => ({
     id: String(m.seq),
     msgId: m.header?.get("Pb-Msg-Id") ?? "",
     data: m.data,
+    topic: topicOf(m.subject, `${prefix}.dead`),
+    attrs: headerAttrs(m.header),
     attempts: Number(m.header?.get("Pb-Attempts") ?? 0),
     lastError: m.header?.get("Pb-Error") ?? "",
     deadAt: m.time,
   });
 
-  const nextDead = async (m: JetStreamManager, seq: number): Promise<StoredMsg | null> => {
+  const getStored = async (jsm: JetStreamManager, seq: number): Promise<StoredMsg | undefined> => {
     try {
-      return await m.direct.getMessage(dlqStream, { seq, next_by_subj: dlqSubject });
+      return (await jsm.streams.getMessage(deadStream, { seq })) ?? undefined;
     } catch (err) {
-      if (/no message found|not found|404/i.test(errorText(err))) return null;
+      if (/no message found|not found|404/i.test(errorText(err))) return undefined;
       throw err;
     }
   };
 
-  const queue: JetStreamQueue = {
+  /**
+   * Sequences of the matching dead letters, oldest first: one pass of a
+   * headers-only ordered consumer, so payloads are read only for the page
+   * that is returned.
+   */
+  const deadSeqs = async (js: JetStreamClient, topic: string | undefined, attrs: Attrs | undefined): Promise<number[]> => {
+    const consumer = await js.consumers.get(deadStream, { filter_subjects: deadFilter(topic), headers_only: true });
+    const seqs: number[] = [];
+    try {
+      if ((await consumer.info(true)).num_pending === 0) return seqs;
+      const iter = await consumer.consume({ max_messages: 512 });
+      try {
+        for await (const m of iter) {
+          if (matchesAttrs(headerAttrs(m.headers), attrs)) seqs.push(m.seq);
+          if (m.info.pending === 0) break;
+        }
+      } finally {
+        await iter.close();
+      }
+    } finally {
+      await consumer.delete().catch(() => {});
+    }
+    return seqs;
+  };
+
+  const publishDead = async (js: JetStreamClient, m: JsMsg, note: DeadNote) => {
+    const h = natsHeaders();
+    for (const [k, v] of Object.entries(note.attrs ?? {})) h.set(k, v);
+    const msgId = m.headers?.get("Nats-Msg-Id") || String(m.seq);
+    h.set("Pb-Msg-Id", msgId);
+    h.set("Pb-Attempts", String(note.attempts ?? m.info.deliveryCount));
+    h.set("Pb-Error", note.error.slice(0, 1000).replace(/[\r\n]+/g, " "));
+    await js.publish(deadSubject(topicOf(m.subject, `${prefix}.events`)), m.data, { headers: h, msgID: deadKey(msgId, note), timeout: publishTimeoutMs });
+  };
+
+  return {
     backend: "jetstream",
     get maxMessageBytes() {
-      return maxPayload;
+      return current()?.info?.max_payload ?? 1024 * 1024;
     },
 
     async ready() {
-      await connected;
+      await natsConnection(nats);
       if (closed) throw unavailable();
       await ensure();
     },
 
-    async publish(msgId, data) {
+    async publish(msgId, data, o = {}) {
       const c = await requireUp();
       try {
-        const ack = await c.js.publish(subject, data, { msgID: msgId, timeout: publishTimeoutMs });
+        const lane = opts.lanes ? opts.lanes.of(data) : 0;
+        const ack = await c.js.publish(msgSubject(lane, o.topic), data, { msgID: msgId, timeout: publishTimeoutMs });
         return { duplicate: ack.duplicate };
       } catch (err) {
         ensured = undefined;
@@ -217,198 +190,191 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
       }
     },
 
-    consume(handler: MessageHandler, { concurrency }): QueueConsumer {
+    consume(handler, { concurrency }) {
       let stopped = false;
-      let stopFetch = () => {};
-      // Messages in hand: being handled (at most `concurrency`) or waiting
-      // for a slot (at most as many again, so a slot never waits for a
-      // pull). Every one is marked in progress every third of ack_wait
-      // until it is settled.
-      const limit = concurrency * 2;
-      const inHand = new Set<JsMsg>();
-      const waiting: JsMsg[] = [];
-      let active = 0;
-      let wake: (() => void) | undefined;
-      const woken = () => {
-        const w = wake;
-        wake = undefined;
-        w?.();
-      };
-      const progress = setInterval(() => {
-        for (const m of inHand) {
-          try {
-            m.working();
-          } catch {
-            // connection closed: the message is redelivered anyway
-          }
-        }
-      }, progressEveryMs(ackWaitMs));
-      progress.unref();
-
-      const settle = async (m: JsMsg, err: unknown) => {
-        const attempt = m.info.deliveryCount;
-        if (err === undefined) {
-          m.ack();
-          return;
-        }
-        if (err instanceof PermanentError || (attempt >= policy.maxAttempts && !isTransient(err))) {
-          try {
-            const h = headers();
-            h.set("Pb-Msg-Id", m.headers?.get("Nats-Msg-Id") ?? String(m.seq));
-            h.set("Pb-Attempts", String(attempt));
-            h.set("Pb-Error", errorText(err).replace(/[\r\n]+/g, " "));
-            await js!.publish(dlqSubject, m.data, { headers: h, timeout: publishTimeoutMs });
-            m.ack();
-          } catch {
-            m.nak(backoffMs(policy, attempt));
-          }
-          return;
-        }
-        m.nak(backoffMs(policy, attempt));
-      };
-
-      const run = (m: JsMsg) => {
-        active++;
-        void (async () => {
-          let failure: unknown;
-          try {
-            const id = m.headers?.get("Nats-Msg-Id") || String(m.seq);
-            await handler({ id, data: m.data, attempt: m.info.deliveryCount });
-          } catch (err) {
-            failure = err ?? new Error("failed");
-          }
-          try {
-            await settle(m, failure);
-          } catch {
-            // Unacknowledged: JetStream redelivers after ack_wait.
-          } finally {
-            inHand.delete(m);
-            active--;
-            pump();
-            woken();
-          }
-        })();
-      };
-      const pump = () => {
-        while (active < concurrency && waiting.length > 0) run(waiting.shift()!);
-      };
-
-      const loop = (async () => {
-        await connected.catch(() => {});
-        let consumer: Awaited<ReturnType<JetStreamClient["consumers"]["get"]>> | undefined;
-        let fetching: { stop(): void } | undefined;
-        stopFetch = () => fetching?.stop();
-        while (!stopped && !closed) {
-          try {
-            if (!up) {
-              await sleep(250);
-              continue;
-            }
-            await ensure();
-            consumer ??= await js!.consumers.get(stream, durable);
-            if (inHand.size >= limit) {
-              await new Promise<void>((r) => (wake = r));
-              continue;
-            }
-            // Pull no more than there is room for: nothing waits unmarked
-            // in a client buffer (it would time out and go to another worker).
-            const messages = await consumer.fetch({ max_messages: limit - inHand.size, expires: FETCH_EXPIRES_MS });
-            fetching = messages;
-            for await (const m of messages) {
-              inHand.add(m);
-              waiting.push(m);
-              pump();
-              if (stopped) break;
-            }
-            fetching = undefined;
-          } catch {
-            ensured = undefined;
-            consumer = undefined;
-            if (!stopped) await sleep(500);
-          }
-        }
-      })();
-
+      const loops = durables.map((name) => pull(name, lanes ? 1 : concurrency));
       return {
         async stop() {
           stopped = true;
-          stopFetch();
-          woken();
-          await loop;
-          // Not started: to another worker now rather than after ack_wait.
-          for (const m of waiting.splice(0)) {
-            inHand.delete(m);
-            try {
-              m.nak();
-            } catch {
-              // connection closed: redelivered after ack_wait
-            }
-          }
-          while (active > 0) await new Promise<void>((r) => (wake = r));
-          clearInterval(progress);
+          await Promise.all(loops.map((l) => l.stop()));
         },
       };
+
+      function pull(name: string, limit: number) {
+        let stopFetch = () => {};
+        // Messages in hand: being handled (at most `limit`) or waiting for a
+        // slot (at most as many again, so a slot never waits for a pull).
+        const inHand = new Set<JsMsg>();
+        const waiting: JsMsg[] = [];
+        let active = 0;
+        let wake: (() => void) | undefined;
+        const woken = () => {
+          const w = wake;
+          wake = undefined;
+          w?.();
+        };
+        const progress = setInterval(() => {
+          for (const m of inHand) {
+            try {
+              m.working();
+            } catch {
+              // connection closed: the message is redelivered anyway
+            }
+          }
+        }, progressEveryMs(ackWaitMs));
+        progress.unref();
+
+        const run = (m: JsMsg) => {
+          active++;
+          void (async () => {
+            try {
+              const outcome = await runHandler(handler, { id: m.headers?.get("Nats-Msg-Id") || String(m.seq), data: m.data, attempt: m.info.deliveryCount, attrs: headerAttrs(m.headers) }, policy);
+              if ("retryInMs" in outcome) m.nak(outcome.retryInMs);
+              else {
+                try {
+                  const { js } = await clientOf();
+                  for (const note of "dead" in outcome ? outcome.dead : []) await publishDead(js, m, note);
+                  m.ack();
+                } catch {
+                  m.nak(policy.baseBackoffMs);
+                }
+              }
+            } catch {
+              // Unacknowledged: JetStream redelivers after ack_wait.
+            } finally {
+              inHand.delete(m);
+              active--;
+              pump();
+              woken();
+            }
+          })();
+        };
+        const pump = () => {
+          while (active < limit && waiting.length > 0) run(waiting.shift()!);
+        };
+
+        const loop = (async () => {
+          let consumer: Awaited<ReturnType<JetStreamClient["consumers"]["get"]>> | undefined;
+          let fetching: { stop(): void } | undefined;
+          stopFetch = () => fetching?.stop();
+          while (!stopped && !closed) {
+            try {
+              if (!up() || !current()) {
+                await sleep(250);
+                continue;
+              }
+              await ensure();
+              consumer ??= await (await clientOf()).js.consumers.get(stream, name);
+              if (inHand.size >= limit * 2) {
+                await new Promise<void>((r) => (wake = r));
+                continue;
+              }
+              // Pull no more than there is room for: nothing waits unmarked
+              // in a client buffer (it would time out and go to another worker).
+              const messages = await consumer.fetch({ max_messages: limit * 2 - inHand.size, expires: FETCH_EXPIRES_MS });
+              fetching = messages;
+              for await (const m of messages) {
+                inHand.add(m);
+                waiting.push(m);
+                pump();
+                if (stopped) break;
+              }
+              fetching = undefined;
+            } catch {
+              ensured = undefined;
+              consumer = undefined;
+              if (!stopped) await sleep(500);
+            }
+          }
+        })();
+
+        return {
+          async stop() {
+            stopFetch();
+            woken();
+            await loop;
+            // Not started: to another worker now rather than after ack_wait.
+            for (const m of waiting.splice(0)) {
+              inHand.delete(m);
+              try {
+                m.nak();
+              } catch {
+                // connection closed: redelivered after ack_wait
+              }
+            }
+            while (active > 0) await new Promise<void>((r) => (wake = r));
+            clearInterval(progress);
+          },
+        };
+      }
     },
 
     async stats() {
-      const c = await requireUp();
-      const [ci, dlq] = await Promise.all([c.jsm.consumers.info(stream, durable), c.jsm.streams.info(dlqStream)]);
+      const { jsm } = await requireUp();
+      const [cs, dead] = await Promise.all([
+        Promise.all(durables.map((d) => jsm.consumers.info(stream, d))),
+        jsm.streams.info(deadStream, { subjects_filter: deadFilter() }),
+      ]);
       return {
         backend: "jetstream",
-        lag: ci.num_pending + ci.num_ack_pending,
-        inFlight: ci.num_ack_pending,
-        deadLetters: dlq.state.messages,
+        lag: cs.reduce((n, c) => n + c.num_pending + c.num_ack_pending, 0),
+        inFlight: cs.reduce((n, c) => n + c.num_ack_pending, 0),
+        deadLetters: Object.values(dead.state.subjects ?? {}).reduce((n, c) => n + c, 0),
       };
     },
 
-    async listDeadLetters(pageSize, pageToken) {
-      const c = await requireUp();
-      let seq = pageToken ? Number(pageToken) : 1;
-      if (!Number.isSafeInteger(seq) || seq < 1) throw appError("validation_failed", "Invalid page_token.", { fields: { page_token: ["Invalid page token."] } });
-      const entries: DeadLetterEntry[] = [];
-      let more = false;
-      while (true) {
-        const m = await nextDead(c.jsm, seq);
-        if (!m) break;
-        if (entries.length === pageSize) {
-          more = true;
-          break;
-        }
-        entries.push(deadLetterOf(m));
-        seq = m.seq + 1;
+    async listDeadLetters(q) {
+      const after = parsePageToken(q.pageToken);
+      const { js, jsm } = await requireUp();
+      let seqs = await deadSeqs(js, q.topic, q.attrs);
+      if (q.newestFirst) seqs = seqs.reverse().filter((n) => after === 0 || n < after);
+      else seqs = seqs.filter((n) => n > after);
+      const page = seqs.slice(0, q.pageSize);
+      const entries: DeadLetter[] = [];
+      for (const seq of page) {
+        const m = await getStored(jsm, seq);
+        if (m) entries.push(deadLetterOf(m));
       }
-      return { entries, nextPageToken: more ? String(seq) : "" };
+      return { entries, nextPageToken: seqs.length > q.pageSize ? String(page[page.length - 1]) : "" };
     },
 
-    async replayDeadLetters(ids) {
-      const c = await requireUp();
-      let seqs: number[];
-      if (ids) seqs = ids.map(Number).filter((n) => Number.isSafeInteger(n) && n > 0);
-      else {
-        seqs = [];
-        for (let m = await nextDead(c.jsm, 1); m; m = await nextDead(c.jsm, m.seq + 1)) seqs.push(m.seq);
-      }
+    async replayDeadLetters(q) {
+      const { js, jsm } = await requireUp();
+      const seqs = q.ids ? numericIds(q.ids) : await deadSeqs(js, q.topic, q.attrs);
+      const pattern = q.topic === undefined ? undefined : topicPattern(q.topic);
       let replayed = 0;
       for (const seq of seqs) {
-        const m = await nextDead(c.jsm, seq);
-        if (!m || m.seq !== seq) continue;
-        const dl = deadLetterOf(m);
-        // A new msg id: the original may still be inside the de-duplication
-        // window. The processed-batch record still guarantees one effect.
-        await c.js.publish(subject, m.data, { msgID: `${dl.msgId}~replay-${seq}`, timeout: publishTimeoutMs });
-        await c.jsm.streams.deleteMessage(dlqStream, seq);
-        replayed++;
+        const m = await getStored(jsm, seq);
+        if (!m || !m.subject.startsWith(`${prefix}.dead`)) continue;
+        const d = deadLetterOf(m);
+        if ((pattern && !pattern.test(d.topic)) || !matchesAttrs(d.attrs, q.attrs)) continue;
+        const h = natsHeaders();
+        for (const [k, v] of Object.entries(d.attrs)) h.set(k, v);
+        // The msg id is the dead letter's: a concurrent replay of the same
+        // one is dropped by JetStream's de-duplication.
+        await js.publish(msgSubject(opts.lanes ? opts.lanes.of(m.data) : 0, d.topic), m.data, { headers: h, msgID: replayId(d.msgId || "dead", d.id), timeout: publishTimeoutMs });
+        try {
+          if (await jsm.streams.deleteMessage(deadStream, seq, false)) replayed++;
+        } catch (err) {
+          // Removed by a concurrent replay since it was read: counted there.
+          if (!/no message found|not found/i.test(errorText(err))) throw err;
+        }
       }
       return replayed;
     },
 
     async close() {
       closed = true;
-      up = false;
-      if (nc && !opts.link) await nc.close();
+      unfollow();
     },
   };
-  return queue;
+}
+
+/** A message's or dead letter's attributes: its headers but those the queue sets. */
+function headerAttrs(h: MsgHdrs | undefined): Attrs {
+  const attrs: Attrs = {};
+  for (const k of h?.keys() ?? []) if (!OWN_HEADERS.has(k.toLowerCase())) attrs[k] = h!.get(k);
+  return attrs;
 }
 
 /**
@@ -416,7 +382,7 @@ export function createJetStreamQueue(opts: JetStreamQueueOptions): JetStreamQueu
  * configuration (ack_wait was 30 s in earlier versions): NATS 2.9 updates
  * on create, 2.10 and later refuse a create that differs.
  */
-export async function addOrUpdateConsumer(jsm: JetStreamManager, stream: string, cfg: Parameters<JetStreamManager["consumers"]["add"]>[1] & { durable_name: string }): Promise<void> {
+async function addOrUpdateConsumer(jsm: JetStreamManager, stream: string, cfg: Parameters<JetStreamManager["consumers"]["add"]>[1] & { durable_name: string }): Promise<void> {
   try {
     await jsm.consumers.add(stream, cfg);
   } catch (err) {
@@ -425,16 +391,10 @@ export async function addOrUpdateConsumer(jsm: JetStreamManager, stream: string,
   }
 }
 
-/** How often a message in progress is marked (+WPI): three times per ack_wait. */
-export function progressEveryMs(ackWaitMs: number): number {
-  return Math.max(100, Math.floor(ackWaitMs / 3));
-}
-
-async function addStream(jsm: JetStreamManager, cfg: Parameters<JetStreamManager["streams"]["add"]>[0]): Promise<void> {
+async function addOrUpdateStream(jsm: JetStreamManager, cfg: Parameters<JetStreamManager["streams"]["add"]>[0] & { name: string }): Promise<void> {
   try {
-    await jsm.streams.info(cfg.name!);
-  } catch (err) {
-    if (!/stream not found/i.test(errorText(err))) throw err;
     await jsm.streams.add(cfg);
+  } catch {
+    await jsm.streams.update(cfg.name, cfg);
   }
 }

@@ -8,6 +8,7 @@ import type { FastifyInstance } from "fastify";
 import { Health } from "../../../gen/health/v1/health_pb.js";
 import type { ServiceBinding } from "../../kernel/module.js";
 import { kRequestId } from "../../kernel/principal.js";
+import { grpcMessageEncoding } from "./grpc-message.js";
 import { createHealthService } from "./health-service.js";
 import { createReflectionBindings, reflectionServices } from "./reflection-service.js";
 
@@ -44,6 +45,7 @@ export async function registerGrpcInfra(app: FastifyInstance, opts: GrpcInfraOpt
     // The Connect plugin installs its own parser for application/json.
     if (scope.hasContentTypeParser("application/json")) scope.removeContentTypeParser("application/json");
     opts.gate?.(scope);
+    grpcMessageEncoding(scope);
     await scope.register(fastifyConnectPlugin, {
       routes: (router) => {
         for (const b of [health.binding, ...reflection]) router.service(b.service, b.impl as never);

@@ -2,7 +2,15 @@
 // buf curl use either) over the services one listener mounts. The
 // descriptors are the ones compiled into gen/ (protobuf-es embeds every file
 // with its imports), serialized as FileDescriptorProtos on demand.
-import { create, toBinary, type DescFile, type DescService } from "@bufbuild/protobuf";
+//
+// Pulsebase's own options (pulsebase/common/v1/options.proto: REST gateway and
+// access settings, read by the server only) are not published as extensions:
+// protobufjs-based clients (grpc-js-reflection-client, @grpc/proto-loader)
+// re-serialize what they load with each scalar extension also as a field of
+// its extendee, then fail with "duplicate id 50001 in Type
+// .google.protobuf.FieldOptions". The options' values stay in the
+// descriptors as unknown fields, which every client skips.
+import { clone, create, toBinary, type DescFile, type DescService } from "@bufbuild/protobuf";
 import { nestedTypes } from "@bufbuild/protobuf/reflect";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
@@ -59,6 +67,7 @@ export class DescriptorIndex {
           for (const m of t.methods) this.symbols.set(`${t.typeName}.${m.name}`, file);
           break;
         case "extension": {
+          if (ownFile(file)) break;
           let byNumber = this.extensions.get(t.extendee.typeName);
           if (!byNumber) this.extensions.set(t.extendee.typeName, (byNumber = new Map()));
           byNumber.set(t.number, file);
@@ -88,9 +97,21 @@ export class DescriptorIndex {
 
   serialized(file: DescFile): Uint8Array {
     let b = this.bytes.get(file);
-    if (!b) this.bytes.set(file, (b = toBinary(FileDescriptorProtoSchema, file.proto)));
+    if (!b) {
+      let proto = file.proto;
+      if (ownFile(file) && proto.extension.length > 0) {
+        proto = clone(FileDescriptorProtoSchema, proto);
+        proto.extension = [];
+      }
+      this.bytes.set(file, (b = toBinary(FileDescriptorProtoSchema, proto)));
+    }
     return b;
   }
+}
+
+/** A file of ours, whose extensions are the server's own (see the top of this file). */
+function ownFile(file: DescFile): boolean {
+  return file.proto.name.startsWith("pulsebase/");
 }
 
 type AnyRequest = RequestV1 | RequestV1alpha;

@@ -27,7 +27,7 @@ describe("operator analytics API", () => {
   beforeAll(async () => {
     db = await createTestDb("postgres");
     blobDir = await mkdtemp(join(tmpdir(), "pb-blobs-"));
-    const queue = createSqlQueue({ sql: db.sql });
+    const queue = createSqlQueue({ name: "analytics", sql: db.sql });
     const blobs = createDirBlobStore(blobDir);
     const api = clientFor(AnalyticsService, createAnalyticsServiceImpl({ sql: db.sql, queue, blobs }));
     admin = createClient(AdminAnalyticsService, createRouterTransport((r) => r.service(AdminAnalyticsService, createAdminAnalyticsServiceImpl({ sql: db.sql, queue, blobs }))));

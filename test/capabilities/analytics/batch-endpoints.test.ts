@@ -16,7 +16,7 @@ import { createAdminAnalyticsServiceImpl } from "../../../src/capabilities/analy
 import { createDirBlobStore } from "../../../src/infra/blobs/dir-blob-store.js";
 import { errorDetail } from "../../../src/kernel/errors.js";
 import { createSqlQueue } from "../../../src/infra/queue/sql-queue.js";
-import type { BatchQueue } from "../../../src/infra/queue/queue.js";
+import type { Queue } from "../../../src/infra/queue/queue.js";
 import { startWorkers, type Workers } from "../../../src/capabilities/analytics/analytics-worker.js";
 import { createTestDb, type TestDb } from "../../helpers/db.js";
 import { clientFor, countOf, seedApp, waitFor, type TestConsumer } from "./fixtures.js";
@@ -36,7 +36,7 @@ for (const kind of ["postgres", "pglite"] as const) {
   describe(`batch analytics endpoints on ${kind} (embedded queue)`, () => {
     let db: TestDb;
     let blobDir: string;
-    let queue: BatchQueue;
+    let queue: Queue;
     let workers: Workers | undefined;
     let api: ReturnType<typeof clientFor<typeof AnalyticsService>>;
     let admin: ReturnType<typeof createClient<typeof AdminAnalyticsService>>;
@@ -46,7 +46,7 @@ for (const kind of ["postgres", "pglite"] as const) {
     beforeAll(async () => {
       db = await createTestDb(kind);
       blobDir = await mkdtemp(join(tmpdir(), "pb-blobs-"));
-      queue = createSqlQueue({ sql: db.sql, retry: { maxAttempts: 2, baseBackoffMs: 20, maxBackoffMs: 50 }, pollMs: 50 });
+      queue = createSqlQueue({ name: "analytics", sql: db.sql, retry: { maxAttempts: 2, baseBackoffMs: 20, maxBackoffMs: 50 }, pollMs: 50 });
       const blobs = createDirBlobStore(blobDir);
       api = clientFor(AnalyticsService, createAnalyticsServiceImpl({ sql: db.sql, queue, blobs }));
       admin = createClient(
@@ -110,7 +110,7 @@ for (const kind of ["postgres", "pglite"] as const) {
         expect(fieldsOf(err)).toEqual(fields);
       }
       expect(await lag()).toBe(0);
-      expect(await countOf(db.sql, "SELECT count(*) AS n FROM analytics_queue")).toBe(0);
+      expect(await countOf(db.sql, "SELECT count(*) AS n FROM queue_messages WHERE queue = 'analytics'")).toBe(0);
     });
 
     it("queues valid batches, answers with a message, and the workers apply them exactly", async () => {

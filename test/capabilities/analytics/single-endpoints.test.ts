@@ -29,7 +29,7 @@ for (const kind of ["postgres", "pglite"] as const) {
     beforeAll(async () => {
       db = await createTestDb(kind);
       blobDir = await mkdtemp(join(tmpdir(), "pb-blobs-"));
-      const impl = createAnalyticsServiceImpl({ sql: db.sql, queue: createSqlQueue({ sql: db.sql }), blobs: createDirBlobStore(blobDir) });
+      const impl = createAnalyticsServiceImpl({ sql: db.sql, queue: createSqlQueue({ name: "analytics", sql: db.sql }), blobs: createDirBlobStore(blobDir) });
       api = clientFor(AnalyticsService, impl);
       [alice1, alice2, bob] = (await seedApp(db.sql, ["alice", "alice", "bob"])).consumers as [TestConsumer, TestConsumer, TestConsumer];
     });

@@ -10,8 +10,11 @@ import { createAnalyticsServiceImpl } from "../../../src/capabilities/analytics/
 import { applyBatch } from "../../../src/capabilities/analytics/apply-batch.js";
 import { decodePayload } from "../../../src/capabilities/analytics/batch-payload.js";
 import { createDirBlobStore } from "../../../src/infra/blobs/dir-blob-store.js";
-import { createJetStreamQueue, type JetStreamQueue } from "../../../src/infra/queue/jetstream-queue.js";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { createJetStreamQueue } from "../../../src/infra/queue/jetstream-queue.js";
+import type { Queue } from "../../../src/infra/queue/queue.js";
 import { startWorkers, type Workers } from "../../../src/capabilities/analytics/analytics-worker.js";
+import { NatsLink } from "../../../src/infra/nats/nats-link.js";
 import { createTestDb, TEST_NATS_URL, type TestDb } from "../../helpers/db.js";
 import { clientFor, countOf, seedApp, waitFor, type TestConsumer } from "../../capabilities/analytics/fixtures.js";
 import { deleteStreams, uniqueStream } from "./jetstream-helpers.js";
@@ -25,7 +28,8 @@ const ev = (name: string, sessionId: number, metadata: Record<string, string> = 
 describe("JetStream batch queue", () => {
   let db: TestDb;
   let blobDir: string;
-  let queue: JetStreamQueue;
+  let queue: Queue;
+  let nc: NatsConnection;
   const names = uniqueStream();
   let api: ReturnType<typeof clientFor<typeof AnalyticsService>>;
   let users: TestConsumer[];
@@ -34,7 +38,8 @@ describe("JetStream batch queue", () => {
   beforeAll(async () => {
     db = await createTestDb("postgres");
     blobDir = await mkdtemp(join(tmpdir(), "pb-blobs-"));
-    queue = createJetStreamQueue({ servers: TEST_NATS_URL, ...names, retry: { maxAttempts: 2, baseBackoffMs: 20 }, ackWaitMs: 2000 });
+    nc = await connect({ servers: TEST_NATS_URL });
+    queue = createJetStreamQueue({ name: "analytics", nats: nc, jetstream: names, retry: { maxAttempts: 2, baseBackoffMs: 20 }, ackWaitMs: 2000 });
     await queue.ready();
     api = clientFor(AnalyticsService, createAnalyticsServiceImpl({ sql: db.sql, queue, blobs: createDirBlobStore(blobDir) }));
     users = (await seedApp(db.sql, ["u1", "u2", "u3", "u1"])).consumers;
@@ -42,6 +47,7 @@ describe("JetStream batch queue", () => {
   afterAll(async () => {
     await Promise.all(workers.map((w) => w.stop()));
     await queue.close();
+    await nc.close();
     await deleteStreams(TEST_NATS_URL, names.stream);
     await db.drop();
     await rm(blobDir, { recursive: true, force: true });
@@ -81,7 +87,7 @@ describe("JetStream batch queue", () => {
 
     // A redelivery (same payload handled again) changes nothing.
     let captured: Uint8Array | undefined;
-    const probe = createJetStreamQueue({ servers: TEST_NATS_URL, stream: `${names.stream}_P`, subjectPrefix: `${names.subjectPrefix}.p` });
+    const probe = createJetStreamQueue({ name: "probe", nats: nc, jetstream: { stream: `${names.stream}_P`, subjectPrefix: `${names.subjectPrefix}.p` } });
     try {
       await probe.ready();
       await probe.publish("redeliver-me", new TextEncoder().encode(JSON.stringify({
@@ -116,21 +122,22 @@ describe("JetStream batch queue", () => {
     } finally {
       await db.sql.exec("ALTER TABLE js_bc_hidden RENAME TO analytics_breadcrumb_occurrences");
     }
-    const page1 = await queue.listDeadLetters(1, "");
+    const page1 = await queue.listDeadLetters({ pageSize: 1, pageToken: "" });
     expect(page1.entries).toHaveLength(1);
     expect(page1.entries[0]!.lastError).toMatch(/version/);
     expect(page1.nextPageToken).not.toBe("");
-    const page2 = await queue.listDeadLetters(1, page1.nextPageToken);
+    const page2 = await queue.listDeadLetters({ pageSize: 1, pageToken: page1.nextPageToken });
     expect(page2.entries).toHaveLength(1);
     expect(page2.entries[0]!.attempts).toBe(2);
     expect(page2.nextPageToken).toBe("");
-    expect(await queue.replayDeadLetters([page2.entries[0]!.id])).toBe(1);
+    expect(await queue.replayDeadLetters({ ids: [page2.entries[0]!.id] })).toBe(1);
     await waitFor(async () => (await countOf(db.sql, "SELECT occurrences AS n FROM analytics_breadcrumbs WHERE name = 'dlq-js'")) === 1);
     expect((await queue.stats()).deadLetters).toBe(1);
   });
 
   it("answers 503 unavailable when NATS cannot be reached, never 202", async () => {
-    const dead = createJetStreamQueue({ servers: "nats://127.0.0.1:1", stream: `${names.stream}_X` });
+    const link = new NatsLink({ servers: "nats://127.0.0.1:1", name: "unreachable" });
+    const dead = createJetStreamQueue({ name: "analytics", nats: link, jetstream: { stream: `${names.stream}_X`, subjectPrefix: `${names.subjectPrefix}.x` } });
     const api2 = clientFor(AnalyticsService, createAnalyticsServiceImpl({ sql: db.sql, queue: dead, blobs: createDirBlobStore(blobDir) }));
     const u = users[0]!;
     const err = await api2.as(u).batchEvents({ events: [ev("never", u.sessions[0]!)] }).catch((e: unknown) => e);
@@ -138,5 +145,6 @@ describe("JetStream batch queue", () => {
     expect(errorDetail(err)?.code).toBe("unavailable");
     expect(errorDetail(err)?.httpStatus).toBe(503);
     await dead.close();
+    await link.close();
   });
 });

@@ -10,7 +10,9 @@ import { AnalyticsService } from "../../../gen/pulsebase/platform/v1/analytics_p
 import { createAnalyticsServiceImpl } from "../../../src/capabilities/analytics/analytics-service.js";
 import { createDirBlobStore } from "../../../src/infra/blobs/dir-blob-store.js";
 import { errorDetail } from "../../../src/kernel/errors.js";
-import { createJetStreamQueue, type JetStreamQueue } from "../../../src/infra/queue/jetstream-queue.js";
+import { createJetStreamQueue } from "../../../src/infra/queue/jetstream-queue.js";
+import type { Queue } from "../../../src/infra/queue/queue.js";
+import { NatsLink } from "../../../src/infra/nats/nats-link.js";
 import { startWorkers, type Workers } from "../../../src/capabilities/analytics/analytics-worker.js";
 import { createTestDb, type TestDb } from "../../helpers/db.js";
 import { clientFor, countOf, seedApp, waitFor } from "../../capabilities/analytics/fixtures.js";
@@ -21,7 +23,8 @@ describe.skipIf(!NATS_SERVER_BIN)("NATS outage", () => {
   let dir: string;
   let port: number;
   let server: ChildProcess | undefined;
-  let queue: JetStreamQueue;
+  let queue: Queue;
+  let link: NatsLink;
   let workers: Workers;
 
   beforeAll(async () => {
@@ -30,13 +33,15 @@ describe.skipIf(!NATS_SERVER_BIN)("NATS outage", () => {
     port = await freePort();
     server = await startNatsServer(port, join(dir, "store"));
     // Short ack wait: messages prefetched before the outage come back quickly.
-    queue = createJetStreamQueue({ servers: `nats://127.0.0.1:${port}`, publishTimeoutMs: 2000, ackWaitMs: 2000 });
+    link = new NatsLink({ servers: `nats://127.0.0.1:${port}`, name: "outage" });
+    queue = createJetStreamQueue({ name: "analytics", nats: link, jetstream: { stream: "PB_ANALYTICS", subjectPrefix: "pulsebase.analytics", publishTimeoutMs: 2000 }, ackWaitMs: 2000 });
     await queue.ready();
     workers = startWorkers({ sql: db.sql, queue, concurrency: 2 });
   });
   afterAll(async () => {
     await workers.stop();
     await queue.close();
+    await link.close();
     if (server) await stopProcess(server);
     await db.drop();
     await rm(dir, { recursive: true, force: true });

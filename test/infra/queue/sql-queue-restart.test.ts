@@ -25,7 +25,7 @@ describe("embedded queue across a restart", () => {
     let sql = await createPgliteSql(join(dir, "db"));
     await migrate(sql);
     const [u] = (await seedApp(sql, ["alice"])).consumers;
-    const api = clientFor(AnalyticsService, createAnalyticsServiceImpl({ sql, queue: createSqlQueue({ sql }), blobs }));
+    const api = clientFor(AnalyticsService, createAnalyticsServiceImpl({ sql, queue: createSqlQueue({ name: "analytics", sql }), blobs }));
     await api.as(u).batchEvents({ events: [{ name: "before-restart", metadata: { a: "1" }, sessionId: BigInt(u!.sessions[0]!) }] });
     await api.as(u).batchLogs({ logs: [{ appVersion: "1", classFqn: "E", message: "m", type: "error", sessionId: BigInt(u!.sessions[1]!) }] });
     await sql.close();
@@ -33,7 +33,7 @@ describe("embedded queue across a restart", () => {
     sql = await createPgliteSql(join(dir, "db"));
     try {
       await migrate(sql);
-      const queue = createSqlQueue({ sql, pollMs: 50 });
+      const queue = createSqlQueue({ name: "analytics", sql, pollMs: 50 });
       expect((await queue.stats()).lag).toBe(2);
       const w = startWorkers({ sql, queue });
       await waitFor(async () => (await queue.stats()).lag === 0, 10_000, "drained");

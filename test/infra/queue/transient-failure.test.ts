@@ -7,29 +7,33 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { appError } from "../../../src/kernel/errors.js";
 import { createJetStreamQueue } from "../../../src/infra/queue/jetstream-queue.js";
 import { createSqlQueue } from "../../../src/infra/queue/sql-queue.js";
-import type { BatchQueue, QueueMessage } from "../../../src/infra/queue/queue.js";
+import type { Queue, QueueMessage } from "../../../src/infra/queue/queue.js";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { createTestDb, TEST_NATS_URL, type TestDb } from "../../helpers/db.js";
 import { until } from "../../helpers/until.js";
 import { deleteStreams, uniqueStream } from "./jetstream-helpers.js";
 
 const retry = { maxAttempts: 2, baseBackoffMs: 20, maxBackoffMs: 100 };
 let db: TestDb;
+let nc: NatsConnection;
 const names = uniqueStream();
 
 beforeAll(async () => {
   db = await createTestDb("postgres");
+  nc = await connect({ servers: TEST_NATS_URL });
 });
 afterAll(async () => {
+  await nc.close();
   await deleteStreams(TEST_NATS_URL, names.stream);
   await db.drop();
 });
 
-const backends: Array<[string, () => Promise<BatchQueue>]> = [
-  ["embedded table", async () => createSqlQueue({ sql: db.sql, retry, pollMs: 20 })],
+const backends: Array<[string, () => Promise<Queue>]> = [
+  ["embedded table", async () => createSqlQueue({ name: "transient", sql: db.sql, retry, pollMs: 20 })],
   [
     "JetStream",
     async () => {
-      const q = createJetStreamQueue({ servers: TEST_NATS_URL, ...names, retry });
+      const q = createJetStreamQueue({ name: "transient", nats: nc, jetstream: names, retry });
       await q.ready();
       return q;
     },

@@ -5,7 +5,9 @@ import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { encodePayload, PAYLOAD_VERSION, type EventRow } from "../../../src/capabilities/analytics/batch-payload.js";
-import { createJetStreamQueue, type JetStreamQueue } from "../../../src/infra/queue/jetstream-queue.js";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { createJetStreamQueue } from "../../../src/infra/queue/jetstream-queue.js";
+import type { Queue } from "../../../src/infra/queue/queue.js";
 import { startWorkers } from "../../../src/capabilities/analytics/analytics-worker.js";
 import { createTestDb, TEST_NATS_URL, type TestDb } from "../../helpers/db.js";
 import { countOf, seedApp, waitFor } from "../../capabilities/analytics/fixtures.js";
@@ -13,16 +15,19 @@ import { deleteStreams, stopProcess, uniqueStream } from "./jetstream-helpers.js
 
 describe("worker killed mid-batch (JetStream)", () => {
   let db: TestDb;
-  let queue: JetStreamQueue;
+  let queue: Queue;
+  let nc: NatsConnection;
   const names = uniqueStream();
 
   beforeAll(async () => {
     db = await createTestDb("postgres");
-    queue = createJetStreamQueue({ servers: TEST_NATS_URL, ...names, ackWaitMs: 1500 });
+    nc = await connect({ servers: TEST_NATS_URL });
+    queue = createJetStreamQueue({ name: "analytics", nats: nc, jetstream: names, ackWaitMs: 1500 });
     await queue.ready();
   });
   afterAll(async () => {
     await queue.close();
+    await nc.close();
     await deleteStreams(TEST_NATS_URL, names.stream);
     await db.drop();
   });

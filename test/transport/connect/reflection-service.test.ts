@@ -79,16 +79,23 @@ it("sends each dependency once per stream, the asked-for file always", async () 
   expect(fileNames(fresh!)).toEqual(names);
 });
 
-it("answers extension lookups from the files it knows", async () => {
-  const [byNumber, numbers] = await ask(
-    { messageRequest: { case: "fileContainingExtension", value: { containingType: "google.protobuf.MethodOptions", extensionNumber: 50101 } } },
+it("answers extension lookups from the files it knows; pulsebase's own options are not published", async () => {
+  const [byNumber, numbers, own] = await ask(
+    { messageRequest: { case: "fileContainingExtension", value: { containingType: "google.protobuf.MethodOptions", extensionNumber: 72295728 } } },
     { messageRequest: { case: "allExtensionNumbersOfType", value: "google.protobuf.MethodOptions" } },
+    { messageRequest: { case: "fileContainingExtension", value: { containingType: "google.protobuf.MethodOptions", extensionNumber: 50101 } } },
   );
-  expect(fileNames(byNumber!)[0]).toBe("pulsebase/common/v1/options.proto");
+  expect(fileNames(byNumber!)[0]).toBe("google/api/annotations.proto");
   expect(numbers!.messageResponse).toMatchObject({
     case: "allExtensionNumbersResponse",
-    value: { baseTypeName: "google.protobuf.MethodOptions", extensionNumber: expect.arrayContaining([72295728, 50101, 50105]) },
+    value: { baseTypeName: "google.protobuf.MethodOptions", extensionNumber: [72295728] },
   });
+  expect(own!.messageResponse).toMatchObject({ case: "errorResponse", value: { errorCode: Code.NotFound } });
+  // options.proto is served (its messages are used), without its extensions.
+  const [options] = await ask({ messageRequest: { case: "fileByFilename", value: "pulsebase/common/v1/options.proto" } });
+  const file = fromBinary(FileDescriptorProtoSchema, (options!.messageResponse.value as { fileDescriptorProto: Uint8Array[] }).fileDescriptorProto[0]!);
+  expect(file.extension).toEqual([]);
+  expect(file.messageType.map((m) => m.name)).toContain("File");
 });
 
 it("says NOT_FOUND, on the stream, for what this listener does not serve", async () => {

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file pulsebase/cms/v1/content.proto.
  */
 export const file_pulsebase_cms_v1_content: GenFile = /*@__PURE__*/
-  fileDesc("Ch5wdWxzZWJhc2UvY21zL3YxL2NvbnRlbnQucHJvdG8SEHB1bHNlYmFzZS5jbXMudjEiFAoSTGlzdFNjaGVtYXNSZXF1ZXN0IigKEEdldFNjaGVtYVJlcXVlc3QSFAoMY29udGVudF90eXBlGAEgASgJIpgBChJMaXN0RW50cmllc1JlcXVlc3QSFAoMY29udGVudF90eXBlGAEgASgJEj4KBXF1ZXJ5GAIgAygLMi8ucHVsc2ViYXNlLmNtcy52MS5MaXN0RW50cmllc1JlcXVlc3QuUXVlcnlFbnRyeRosCgpRdWVyeUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinAEKFFNlYXJjaEVudHJpZXNSZXF1ZXN0EhQKDGNvbnRlbnRfdHlwZRgBIAEoCRJACgVxdWVyeRgCIAMoCzIxLnB1bHNlYmFzZS5jbXMudjEuU2VhcmNoRW50cmllc1JlcXVlc3QuUXVlcnlFbnRyeRosCgpRdWVyeUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEioAEKD0dldEVudHJ5UmVxdWVzdBIUCgxjb250ZW50X3R5cGUYASABKAkSDAoEdXVpZBgCIAEoCRI7CgVxdWVyeRgDIAMoCzIsLnB1bHNlYmFzZS5jbXMudjEuR2V0RW50cnlSZXF1ZXN0LlF1ZXJ5RW50cnkaLAoKUXVlcnlFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIl0KD0NvbnRlbnRSZXNwb25zZRIkCgRkYXRhGAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEiQKBG1ldGEYAiABKAsyFi5wdWxzZWJhc2UuY21zLnYxLk1ldGEiuAEKBE1ldGESGQoMY3VycmVudF9wYWdlGAEgASgFSACIAQESFQoIcGVyX3BhZ2UYAiABKAVIAYgBARISCgV0b3RhbBgDIAEoBUgCiAEBEhYKCWxhc3RfcGFnZRgEIAEoBUgDiAEBEhIKBXF1ZXJ5GAUgASgJSASIAQFCDwoNX2N1cnJlbnRfcGFnZUILCglfcGVyX3BhZ2VCCAoGX3RvdGFsQgwKCl9sYXN0X3BhZ2VCCAoGX3F1ZXJ5MqUFCg5Db250ZW50U2VydmljZRJ0CgtMaXN0U2NoZW1hcxIkLnB1bHNlYmFzZS5jbXMudjEuTGlzdFNjaGVtYXNSZXF1ZXN0GiEucHVsc2ViYXNlLmNtcy52MS5Db250ZW50UmVzcG9uc2UiHKi7GAKC0+STAhISEC9hcGkvdjEvX3NjaGVtYXMSfwoJR2V0U2NoZW1hEiIucHVsc2ViYXNlLmNtcy52MS5HZXRTY2hlbWFSZXF1ZXN0GiEucHVsc2ViYXNlLmNtcy52MS5Db250ZW50UmVzcG9uc2UiK6i7GAKC0+STAiESHy9hcGkvdjEvX3NjaGVtYXMve2NvbnRlbnRfdHlwZX0SjgEKDVNlYXJjaEVudHJpZXMSJi5wdWxzZWJhc2UuY21zLnYxLlNlYXJjaEVudHJpZXNSZXF1ZXN0GiEucHVsc2ViYXNlLmNtcy52MS5Db250ZW50UmVzcG9uc2UiMqi7GALCuxgFcXVlcnmC0+STAh8SHS9hcGkvdjEve2NvbnRlbnRfdHlwZX0vc2VhcmNoEoMBCgtMaXN0RW50cmllcxIkLnB1bHNlYmFzZS5jbXMudjEuTGlzdEVudHJpZXNSZXF1ZXN0GiEucHVsc2ViYXNlLmNtcy52MS5Db250ZW50UmVzcG9uc2UiK6i7GALCuxgFcXVlcnmC0+STAhgSFi9hcGkvdjEve2NvbnRlbnRfdHlwZX0ShAEKCEdldEVudHJ5EiEucHVsc2ViYXNlLmNtcy52MS5HZXRFbnRyeVJlcXVlc3QaIS5wdWxzZWJhc2UuY21zLnYxLkNvbnRlbnRSZXNwb25zZSIyqLsYAsK7GAVxdWVyeYLT5JMCHxIdL2FwaS92MS97Y29udGVudF90eXBlfS97dXVpZH1iBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_struct, file_pulsebase_common_v1_options]);
+  fileDesc("Ch5wdWxzZWJhc2UvY21zL3YxL2NvbnRlbnQucHJvdG8SEHB1bHNlYmFzZS5jbXMudjEiFAoSTGlzdFNjaGVtYXNSZXF1ZXN0Iv0BChBMaXN0RW50cmllc1F1ZXJ5Ej4KBmZpbHRlchgBIAMoCzIuLnB1bHNlYmFzZS5jbXMudjEuTGlzdEVudHJpZXNRdWVyeS5GaWx0ZXJFbnRyeRIRCgRzb3J0GAIgASgJSACIAQESEQoEcGFnZRgDIAEoBUgBiAEBEhUKCHBlcl9wYWdlGAQgASgFSAKIAQESEwoGZmllbGRzGAUgASgJSAOIAQEaLQoLRmlsdGVyRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIHCgVfc29ydEIHCgVfcGFnZUILCglfcGVyX3BhZ2VCCQoHX2ZpZWxkcyKMAgoSU2VhcmNoRW50cmllc1F1ZXJ5EgkKAXEYASABKAkSQAoGZmlsdGVyGAIgAygLMjAucHVsc2ViYXNlLmNtcy52MS5TZWFyY2hFbnRyaWVzUXVlcnkuRmlsdGVyRW50cnkSEQoEc29ydBgDIAEoCUgAiAEBEhEKBHBhZ2UYBCABKAVIAYgBARIVCghwZXJfcGFnZRgFIAEoBUgCiAEBEhMKBmZpZWxkcxgGIAEoCUgDiAEBGi0KC0ZpbHRlckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCBwoFX3NvcnRCBwoFX3BhZ2VCCwoJX3Blcl9wYWdlQgkKB19maWVsZHMiMwoNR2V0RW50cnlRdWVyeRIVCghwb3B1bGF0ZRgBIAEoCUgAiAEBQgsKCV9wb3B1bGF0ZSIoChBHZXRTY2hlbWFSZXF1ZXN0EhQKDGNvbnRlbnRfdHlwZRgBIAEoCSKYAQoSTGlzdEVudHJpZXNSZXF1ZXN0EhQKDGNvbnRlbnRfdHlwZRgBIAEoCRI+CgVxdWVyeRgCIAMoCzIvLnB1bHNlYmFzZS5jbXMudjEuTGlzdEVudHJpZXNSZXF1ZXN0LlF1ZXJ5RW50cnkaLAoKUXVlcnlFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIpwBChRTZWFyY2hFbnRyaWVzUmVxdWVzdBIUCgxjb250ZW50X3R5cGUYASABKAkSQAoFcXVlcnkYAiADKAsyMS5wdWxzZWJhc2UuY21zLnYxLlNlYXJjaEVudHJpZXNSZXF1ZXN0LlF1ZXJ5RW50cnkaLAoKUXVlcnlFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIqABCg9HZXRFbnRyeVJlcXVlc3QSFAoMY29udGVudF90eXBlGAEgASgJEgwKBHV1aWQYAiABKAkSOwoFcXVlcnkYAyADKAsyLC5wdWxzZWJhc2UuY21zLnYxLkdldEVudHJ5UmVxdWVzdC5RdWVyeUVudHJ5GiwKClF1ZXJ5RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJdCg9Db250ZW50UmVzcG9uc2USJAoEZGF0YRgBIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIkCgRtZXRhGAIgASgLMhYucHVsc2ViYXNlLmNtcy52MS5NZXRhIrgBCgRNZXRhEhkKDGN1cnJlbnRfcGFnZRgBIAEoBUgAiAEBEhUKCHBlcl9wYWdlGAIgASgFSAGIAQESEgoFdG90YWwYAyABKAVIAogBARIWCglsYXN0X3BhZ2UYBCABKAVIA4gBARISCgVxdWVyeRgFIAEoCUgEiAEBQg8KDV9jdXJyZW50X3BhZ2VCCwoJX3Blcl9wYWdlQggKBl90b3RhbEIMCgpfbGFzdF9wYWdlQggKBl9xdWVyeTLzFgoOQ29udGVudFNlcnZpY2USpQIKC0xpc3RTY2hlbWFzEiQucHVsc2ViYXNlLmNtcy52MS5MaXN0U2NoZW1hc1JlcXVlc3QaIS5wdWxzZWJhc2UuY21zLnYxLkNvbnRlbnRSZXNwb25zZSLMAai7GALiuxg2NDAwIE1JU1NJTkdfQVBQX0tFWTogdGhlIFgtQXBwLUtleSBoZWFkZXIgd2FzIG5vdCBzZW504rsYMDQwMCBJTlZBTElEX0FQUF9LRVk6IG5vIGFwcGxpY2F0aW9uIGhhcyB0aGlzIGtleeK7GD40Mjk6IHRoZSBwbGFuJ3MgcmF0ZSBsaW1pdCB3YXMgZXhjZWVkZWQgKFJldHJ5LUFmdGVyKTsgbm8gY29kZYLT5JMCEhIQL2FwaS92MS9fc2NoZW1hcxLnAgoJR2V0U2NoZW1hEiIucHVsc2ViYXNlLmNtcy52MS5HZXRTY2hlbWFSZXF1ZXN0GiEucHVsc2ViYXNlLmNtcy52MS5Db250ZW50UmVzcG9uc2UikgKouxgC4rsYNjQwMCBNSVNTSU5HX0FQUF9LRVk6IHRoZSBYLUFwcC1LZXkgaGVhZGVyIHdhcyBub3Qgc2VudOK7GDA0MDAgSU5WQUxJRF9BUFBfS0VZOiBubyBhcHBsaWNhdGlvbiBoYXMgdGhpcyBrZXniuxg+NDI5OiB0aGUgcGxhbidzIHJhdGUgbGltaXQgd2FzIGV4Y2VlZGVkIChSZXRyeS1BZnRlcik7IG5vIGNvZGXiuxgzNDA0IENPTlRFTlRfVFlQRV9OT1RfRk9VTkQ6IHRoZSBzbHVnIGRvZXMgbm90IGV4aXN0gtPkkwIhEh8vYXBpL3YxL19zY2hlbWFzL3tjb250ZW50X3R5cGV9ErAHCg1TZWFyY2hFbnRyaWVzEiYucHVsc2ViYXNlLmNtcy52MS5TZWFyY2hFbnRyaWVzUmVxdWVzdBohLnB1bHNlYmFzZS5jbXMudjEuQ29udGVudFJlc3BvbnNlItMGqLsYAsK7GAVxdWVyeeK7GDY0MDAgTUlTU0lOR19BUFBfS0VZOiB0aGUgWC1BcHAtS2V5IGhlYWRlciB3YXMgbm90IHNlbnTiuxgwNDAwIElOVkFMSURfQVBQX0tFWTogbm8gYXBwbGljYXRpb24gaGFzIHRoaXMga2V54rsYPjQyOTogdGhlIHBsYW4ncyByYXRlIGxpbWl0IHdhcyBleGNlZWRlZCAoUmV0cnktQWZ0ZXIpOyBubyBjb2Rl4rsYTzQwNCBDT05URU5UX1RZUEVfTk9UX0ZPVU5EOiB0aGUgc2x1ZyBkb2VzIG5vdCBleGlzdCBvciBoYXMgbm8gcHVibGlzaGVkIGVudHJpZXPiuxgzNDAwIFFVRVJZX1RPT19TSE9SVDogcSBpcyBzaG9ydGVyIHRoYW4gMiBjaGFyYWN0ZXJz4rsYMzQwMCBRVUVSWV9UT09fTE9ORzogcSBpcyBsb25nZXIgdGhhbiAyMDAgY2hhcmFjdGVyc+K7GGA0MDAgSU5WQUxJRF9GSUxURVI6IGEgZmlsdGVyIG9uIGEgZmllbGQgdGhhdCBpcyBub3QgZmlsdGVyYWJsZSwgb3IgYSB2YWx1ZSB0aGF0IGZhaWxzIHZhbGlkYXRpb27iuxg0NDAwIElOVkFMSURfT1BFUkFUT1I6IGFuIHVuc3VwcG9ydGVkIGZpbHRlciBvcGVyYXRvcuK7GDY0MDAgSU5WQUxJRF9TT1JUOiBzb3J0IG9uIGEgZmllbGQgdGhhdCBpcyBub3Qgc29ydGFibGXiuxgwNDAwIFRPT19NQU5ZX0ZJTFRFUlM6IG1vcmUgdGhhbiAxMCBmaWx0ZXIgZmllbGRz4rsYQTQwMCBJTlZBTElEX1BBR0lOQVRJT046IHBhZ2UgYmVsb3cgMSBvciBwZXJfcGFnZSBvdXRzaWRlIDEgdG8gMTAw4rsYNjUwNCBRVUVSWV9USU1FT1VUOiB0aGUgcXVlcnkgcmFuIGxvbmdlciB0aGFuIDUgc2Vjb25kc+q7GCNwdWxzZWJhc2UuY21zLnYxLlNlYXJjaEVudHJpZXNRdWVyeYLT5JMCHxIdL2FwaS92MS97Y29udGVudF90eXBlfS9zZWFyY2gStQYKC0xpc3RFbnRyaWVzEiQucHVsc2ViYXNlLmNtcy52MS5MaXN0RW50cmllc1JlcXVlc3QaIS5wdWxzZWJhc2UuY21zLnYxLkNvbnRlbnRSZXNwb25zZSLcBai7GALCuxgFcXVlcnniuxg2NDAwIE1JU1NJTkdfQVBQX0tFWTogdGhlIFgtQXBwLUtleSBoZWFkZXIgd2FzIG5vdCBzZW504rsYMDQwMCBJTlZBTElEX0FQUF9LRVk6IG5vIGFwcGxpY2F0aW9uIGhhcyB0aGlzIGtleeK7GD40Mjk6IHRoZSBwbGFuJ3MgcmF0ZSBsaW1pdCB3YXMgZXhjZWVkZWQgKFJldHJ5LUFmdGVyKTsgbm8gY29kZeK7GE80MDQgQ09OVEVOVF9UWVBFX05PVF9GT1VORDogdGhlIHNsdWcgZG9lcyBub3QgZXhpc3Qgb3IgaGFzIG5vIHB1Ymxpc2hlZCBlbnRyaWVz4rsYYDQwMCBJTlZBTElEX0ZJTFRFUjogYSBmaWx0ZXIgb24gYSBmaWVsZCB0aGF0IGlzIG5vdCBmaWx0ZXJhYmxlLCBvciBhIHZhbHVlIHRoYXQgZmFpbHMgdmFsaWRhdGlvbuK7GDQ0MDAgSU5WQUxJRF9PUEVSQVRPUjogYW4gdW5zdXBwb3J0ZWQgZmlsdGVyIG9wZXJhdG9y4rsYNjQwMCBJTlZBTElEX1NPUlQ6IHNvcnQgb24gYSBmaWVsZCB0aGF0IGlzIG5vdCBzb3J0YWJsZeK7GDA0MDAgVE9PX01BTllfRklMVEVSUzogbW9yZSB0aGFuIDEwIGZpbHRlciBmaWVsZHPiuxhBNDAwIElOVkFMSURfUEFHSU5BVElPTjogcGFnZSBiZWxvdyAxIG9yIHBlcl9wYWdlIG91dHNpZGUgMSB0byAxMDDiuxg2NTA0IFFVRVJZX1RJTUVPVVQ6IHRoZSBxdWVyeSByYW4gbG9uZ2VyIHRoYW4gNSBzZWNvbmRz6rsYIXB1bHNlYmFzZS5jbXMudjEuTGlzdEVudHJpZXNRdWVyeYLT5JMCGBIWL2FwaS92MS97Y29udGVudF90eXBlfRLjAwoIR2V0RW50cnkSIS5wdWxzZWJhc2UuY21zLnYxLkdldEVudHJ5UmVxdWVzdBohLnB1bHNlYmFzZS5jbXMudjEuQ29udGVudFJlc3BvbnNlIpADqLsYAsK7GAVxdWVyeeK7GDY0MDAgTUlTU0lOR19BUFBfS0VZOiB0aGUgWC1BcHAtS2V5IGhlYWRlciB3YXMgbm90IHNlbnTiuxgwNDAwIElOVkFMSURfQVBQX0tFWTogbm8gYXBwbGljYXRpb24gaGFzIHRoaXMga2V54rsYPjQyOTogdGhlIHBsYW4ncyByYXRlIGxpbWl0IHdhcyBleGNlZWRlZCAoUmV0cnktQWZ0ZXIpOyBubyBjb2Rl4rsYTzQwNCBDT05URU5UX1RZUEVfTk9UX0ZPVU5EOiB0aGUgc2x1ZyBkb2VzIG5vdCBleGlzdCBvciBoYXMgbm8gcHVibGlzaGVkIGVudHJpZXPiuxg1NDA0IEVOVFJZX05PVF9GT1VORDogbm8gcHVibGlzaGVkIGVudHJ5IGhhcyB0aGlzIFVVSUTquxgecHVsc2ViYXNlLmNtcy52MS5HZXRFbnRyeVF1ZXJ5gtPkkwIfEh0vYXBpL3YxL3tjb250ZW50X3R5cGV9L3t1dWlkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_struct, file_pulsebase_common_v1_options]);
 
 /**
  * @generated from message pulsebase.cms.v1.ListSchemasRequest
@@ -30,10 +30,149 @@ export const ListSchemasRequestSchema: GenMessage<ListSchemasRequest> = /*@__PUR
   messageDesc(file_pulsebase_cms_v1_content, 0);
 
 /**
+ * The query parameters of ListEntries (cms-api.md section 4). They document
+ * the REST interface: the service reads them from ListEntriesRequest.query.
+ *
+ * @generated from message pulsebase.cms.v1.ListEntriesQuery
+ */
+export type ListEntriesQuery = Message<"pulsebase.cms.v1.ListEntriesQuery"> & {
+  /**
+   * filter[field]=value (operator eq) or filter[field][op]=value with op one
+   * of eq, neq, gt, gte, lt, lte, contains, starts_with, in, nin (in and nin
+   * take comma-separated lists). Only the content type's filterable_fields;
+   * at most 10; several combine with AND.
+   *
+   * @generated from field: map<string, string> filter = 1;
+   */
+  filter: { [key: string]: string };
+
+  /**
+   * One field name, from sortable_fields or a timestamp (published_at,
+   * created_at, updated_at); a leading - sorts descending, and a timestamp
+   * without a prefix sorts newest first. Default: the content type's
+   * default sort, else -published_at.
+   *
+   * @generated from field: optional string sort = 2;
+   */
+  sort?: string | undefined;
+
+  /**
+   * 1-based page number (default 1).
+   *
+   * @generated from field: optional int32 page = 3;
+   */
+  page?: number | undefined;
+
+  /**
+   * Entries per page, 1 to 100 (default: the content type's setting, else 20).
+   *
+   * @generated from field: optional int32 per_page = 4;
+   */
+  perPage?: number | undefined;
+
+  /**
+   * Comma-separated field names to return (sparse fields); id always comes
+   * back and unknown names are dropped.
+   *
+   * @generated from field: optional string fields = 5;
+   */
+  fields?: string | undefined;
+};
+
+/**
+ * Describes the message pulsebase.cms.v1.ListEntriesQuery.
+ * Use `create(ListEntriesQuerySchema)` to create a new message.
+ */
+export const ListEntriesQuerySchema: GenMessage<ListEntriesQuery> = /*@__PURE__*/
+  messageDesc(file_pulsebase_cms_v1_content, 1);
+
+/**
+ * The query parameters of SearchEntries: q, and those of ListEntries (the
+ * default order is relevance).
+ *
+ * @generated from message pulsebase.cms.v1.SearchEntriesQuery
+ */
+export type SearchEntriesQuery = Message<"pulsebase.cms.v1.SearchEntriesQuery"> & {
+  /**
+   * The search text, 2 to 200 characters, matched against the content
+   * type's searchable_fields.
+   *
+   * @generated from field: string q = 1;
+   */
+  q: string;
+
+  /**
+   * As in ListEntries.
+   *
+   * @generated from field: map<string, string> filter = 2;
+   */
+  filter: { [key: string]: string };
+
+  /**
+   * As in ListEntries; overrides the relevance order.
+   *
+   * @generated from field: optional string sort = 3;
+   */
+  sort?: string | undefined;
+
+  /**
+   * 1-based page number (default 1).
+   *
+   * @generated from field: optional int32 page = 4;
+   */
+  page?: number | undefined;
+
+  /**
+   * Entries per page, 1 to 100.
+   *
+   * @generated from field: optional int32 per_page = 5;
+   */
+  perPage?: number | undefined;
+
+  /**
+   * Comma-separated field names to return.
+   *
+   * @generated from field: optional string fields = 6;
+   */
+  fields?: string | undefined;
+};
+
+/**
+ * Describes the message pulsebase.cms.v1.SearchEntriesQuery.
+ * Use `create(SearchEntriesQuerySchema)` to create a new message.
+ */
+export const SearchEntriesQuerySchema: GenMessage<SearchEntriesQuery> = /*@__PURE__*/
+  messageDesc(file_pulsebase_cms_v1_content, 2);
+
+/**
+ * The query parameters of GetEntry.
+ *
+ * @generated from message pulsebase.cms.v1.GetEntryQuery
+ */
+export type GetEntryQuery = Message<"pulsebase.cms.v1.GetEntryQuery"> & {
+  /**
+   * Comma-separated relation fields whose UUIDs are replaced by the related
+   * published entries (one level deep).
+   *
+   * @generated from field: optional string populate = 1;
+   */
+  populate?: string | undefined;
+};
+
+/**
+ * Describes the message pulsebase.cms.v1.GetEntryQuery.
+ * Use `create(GetEntryQuerySchema)` to create a new message.
+ */
+export const GetEntryQuerySchema: GenMessage<GetEntryQuery> = /*@__PURE__*/
+  messageDesc(file_pulsebase_cms_v1_content, 3);
+
+/**
  * @generated from message pulsebase.cms.v1.GetSchemaRequest
  */
 export type GetSchemaRequest = Message<"pulsebase.cms.v1.GetSchemaRequest"> & {
   /**
+   * The content type's slug.
+   *
    * @generated from field: string content_type = 1;
    */
   contentType: string;
@@ -44,7 +183,7 @@ export type GetSchemaRequest = Message<"pulsebase.cms.v1.GetSchemaRequest"> & {
  * Use `create(GetSchemaRequestSchema)` to create a new message.
  */
 export const GetSchemaRequestSchema: GenMessage<GetSchemaRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_cms_v1_content, 1);
+  messageDesc(file_pulsebase_cms_v1_content, 4);
 
 /**
  * @generated from message pulsebase.cms.v1.ListEntriesRequest
@@ -69,7 +208,7 @@ export type ListEntriesRequest = Message<"pulsebase.cms.v1.ListEntriesRequest"> 
  * Use `create(ListEntriesRequestSchema)` to create a new message.
  */
 export const ListEntriesRequestSchema: GenMessage<ListEntriesRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_cms_v1_content, 2);
+  messageDesc(file_pulsebase_cms_v1_content, 5);
 
 /**
  * @generated from message pulsebase.cms.v1.SearchEntriesRequest
@@ -91,7 +230,7 @@ export type SearchEntriesRequest = Message<"pulsebase.cms.v1.SearchEntriesReques
  * Use `create(SearchEntriesRequestSchema)` to create a new message.
  */
 export const SearchEntriesRequestSchema: GenMessage<SearchEntriesRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_cms_v1_content, 3);
+  messageDesc(file_pulsebase_cms_v1_content, 6);
 
 /**
  * @generated from message pulsebase.cms.v1.GetEntryRequest
@@ -118,7 +257,7 @@ export type GetEntryRequest = Message<"pulsebase.cms.v1.GetEntryRequest"> & {
  * Use `create(GetEntryRequestSchema)` to create a new message.
  */
 export const GetEntryRequestSchema: GenMessage<GetEntryRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_cms_v1_content, 4);
+  messageDesc(file_pulsebase_cms_v1_content, 7);
 
 /**
  * ContentResponse is the CMS success envelope: a top-level data key, plus
@@ -145,7 +284,7 @@ export type ContentResponse = Message<"pulsebase.cms.v1.ContentResponse"> & {
  * Use `create(ContentResponseSchema)` to create a new message.
  */
 export const ContentResponseSchema: GenMessage<ContentResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_cms_v1_content, 5);
+  messageDesc(file_pulsebase_cms_v1_content, 8);
 
 /**
  * @generated from message pulsebase.cms.v1.Meta
@@ -190,7 +329,7 @@ export type Meta = Message<"pulsebase.cms.v1.Meta"> & {
  * Use `create(MetaSchema)` to create a new message.
  */
 export const MetaSchema: GenMessage<Meta> = /*@__PURE__*/
-  messageDesc(file_pulsebase_cms_v1_content, 6);
+  messageDesc(file_pulsebase_cms_v1_content, 9);
 
 /**
  * ContentService is the read-only, device-facing content API (cms-api.md).

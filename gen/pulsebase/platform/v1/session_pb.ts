@@ -179,6 +179,8 @@ export const BatchSessionSchema: GenMessage<BatchSession> = /*@__PURE__*/
  */
 export const SessionService: GenService<{
   /**
+   * Opens a session of the calling consumer (no body needed).
+   *
    * @generated from rpc pulsebase.platform.v1.SessionService.StartSession
    */
   startSession: {
@@ -187,6 +189,8 @@ export const SessionService: GenService<{
     output: typeof SessionSchema;
   },
   /**
+   * Ends one of the calling consumer's active sessions.
+   *
    * @generated from rpc pulsebase.platform.v1.SessionService.EndSession
    */
   endSession: {

@@ -4,20 +4,19 @@
 //     every resyncMs and when the triggers change, also those changed by
 //     another process; the operator API installs them itself through
 //     syncApp before it answers, so it never waits for this) and moves the
-//     captured changes, oldest first, into the transport (event-transport.ts:
-//     JetStream, or a PostgreSQL table without NATS; id "db:<app>:<seq>", so
-//     a change published twice is stored once);
+//     captured changes, oldest first, into the queue (infra/queue: JetStream,
+//     or a PostgreSQL table without NATS; id "db:<app>:<seq>", so a change
+//     published twice is stored once);
 //   - the dispatcher: changes are spread over `partitions` lanes by
-//     hash(source, app, table); each lane has one change in flight across
-//     every process (a durable consumer with max_ack_pending 1, or a claimed
-//     table row), so a table's changes are
+//     hash(source, app, table), the queue's ordered lanes: each lane has one
+//     change in flight across every process, so a table's changes are
 //     handled one at a time in publish order (in order per table) while other
 //     lanes proceed. Each matching trigger runs the function's active
 //     version with the change as ctx.event; a failed run is retried in place
 //     with exponential backoff (keeping the order), and after `maxAttempts`
-//     the change is dead-lettered for that trigger (subject <prefix>.dead.*)
-//     and the stream moves on. Delivery is at least once: a process that
-//     dies mid-change leaves it unacknowledged and it is delivered again.
+//     the change is dead-lettered for that trigger and the lane moves on.
+//     Delivery is at least once: a process that dies mid-change leaves it
+//     unacknowledged and it is delivered again.
 //     Operators list and replay dead letters (listDeadLetters,
 //     replayDeadLetters); a replayed one runs only its own trigger.
 // The drainer reads embedded and remote databases alike through
@@ -25,13 +24,13 @@
 // CMS changes enter through emitCmsChange (called by the CMS authoring side).
 import { randomUUID } from "node:crypto";
 import type { NatsSource } from "../../../infra/nats/nats-link.js";
-import { eventLane, jetStreamTransport, sqlTransport, type DeadLetterStore, type EventTransport, type TransportMessage } from "./event-transport.js";
 import type { Sql } from "../../../infra/storage/sql.js";
 import type { FunctionStore } from "../function-store.js";
 import type { FunctionRuntime } from "../function-runtime.js";
 import { deleteChanges, readChanges, syncCapture, type ChangeCaptureDb, type Operation } from "./change-capture.js";
 import { errorDetail } from "../../../kernel/errors.js";
-import { Semaphore } from "../../../infra/queue/queue.js";
+import { Semaphore, type DeadNote, type Queue, type QueueMessage } from "../../../infra/queue/queue.js";
+import { createQueue } from "../../../infra/queue/create-queue.js";
 
 export interface EventWorkerConfig {
   /** JetStream stream (default PB_FUNCTION_EVENTS) and subject prefix (default pulsebase.fn). */
@@ -83,7 +82,7 @@ export const DEFAULT_EVENT_WORKER_CONFIG: EventWorkerConfig = {
   retentionMs: 7 * 24 * 3600_000,
 };
 
-/** JetStream names of the function-event transport for a NATS namespace. */
+/** JetStream names of the function-event queue for a NATS namespace. */
 export function functionEventStreams(ns: string): Pick<EventWorkerConfig, "stream" | "subjectPrefix"> {
   return { stream: `${ns.toUpperCase()}_FUNCTION_EVENTS`, subjectPrefix: `${ns}.fn` };
 }
@@ -104,6 +103,69 @@ export interface FunctionEvent {
   at: string;
 }
 
+/** The stable lane of a stored event: FNV-1a (32 bits) of (source, app, table or collection). */
+function eventLane(partitions: number, data: Uint8Array): number {
+  const e = eventOf(data);
+  const key = e ? `${e.source}\u0000${e.app_id}\u0000${(e.source === "cms" ? e.collection : e.table) ?? ""}` : "";
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    h ^= key.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0) % partitions;
+}
+
+/** A stored payload as an event, or undefined (nothing can run it). */
+function eventOf(data: Uint8Array): FunctionEvent | undefined {
+  try {
+    const v = JSON.parse(new TextDecoder().decode(data)) as FunctionEvent;
+    return typeof v === "object" && v !== null && typeof v.id === "string" ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The queue of function events (the event worker delivers them; worker processes read its gauges). */
+export function functionEventQueue(sql: Sql, nats: NatsSource | undefined, cfg: EventWorkerConfig): Queue {
+  return createQueue({
+    name: "function-events",
+    sql,
+    nats,
+    lanes: { count: cfg.partitions, of: (data) => eventLane(cfg.partitions, data) },
+    ackWaitMs: cfg.ackWaitMs,
+    jetstream: { stream: cfg.stream, subjectPrefix: cfg.subjectPrefix, durable: cfg.durable, retentionMs: cfg.retentionMs, duplicateWindowMs: cfg.duplicateWindowMs },
+  });
+}
+
+export interface StoredDeadLetter {
+  /** Opaque: the JetStream sequence or the table's row id. */
+  id: string;
+  /** undefined when the stored payload is not an event. */
+  event: FunctionEvent | undefined;
+  appId: number;
+  triggerId: number;
+  functionId: number;
+  attempts: number;
+  error: string;
+  deadAt: Date;
+}
+
+/** The operator side of the dead letters. */
+export interface DeadLetterStore {
+  /** Newest first; of one function when functionId > 0. */
+  listDeadLetters(q: { appId: number; functionId?: number; pageSize: number; pageToken: string }): Promise<{ entries: StoredDeadLetter[]; nextPageToken: string }>;
+  /**
+   * Queues dead letters again (every one of the application, or of
+   * functionId, when ids is undefined) and removes them; returns how many
+   * were queued. Ids of other applications, unknown or already replayed
+   * ones count 0.
+   */
+  replayDeadLetters(appId: number, opts?: { ids?: string[]; functionId?: number }): Promise<number>;
+}
+
+const TRIGGER = "Pb-Trigger-Id";
+const FUNCTION = "Pb-Function-Id";
+
 export interface CmsChange {
   collection: string;
   operation: Operation;
@@ -112,8 +174,8 @@ export interface CmsChange {
 }
 
 export interface EventWorker extends DeadLetterStore {
-  /** The transport's backend and what it holds (metrics). */
-  readonly transport: Pick<EventTransport, "backend" | "stats">;
+  /** The queue's backend and what it holds (metrics). */
+  readonly queue: Pick<Queue, "backend" | "stats">;
   start(): Promise<void>;
   stop(): Promise<void>;
   /** Publishes a CMS change for the app's cms event triggers (no-op when none watches it). */
@@ -145,19 +207,19 @@ export function createEventWorker(deps: {
   store: FunctionStore;
   runtime: FunctionRuntime;
   capture: ChangeCaptureDb;
-  /** JetStream (any number of processes); without it the PostgreSQL table transport. */
+  /** JetStream (any number of processes); without it the PostgreSQL table queue. */
   nats?: NatsSource;
   config?: Partial<EventWorkerConfig>;
   onError?: (err: unknown) => void;
 }): EventWorker {
   const cfg = { ...DEFAULT_EVENT_WORKER_CONFIG, ...deps.config };
   const { sql, store, runtime, capture } = deps;
-  const transport: EventTransport = deps.nats ? jetStreamTransport(deps.nats, cfg) : sqlTransport(sql, cfg);
+  const queue = functionEventQueue(sql, deps.nats, cfg);
   const report = (err: unknown) => deps.onError?.(err);
   let stopped = true;
   let drainTimer: NodeJS.Timeout | undefined;
   let draining: Promise<void> = Promise.resolve();
-  let dispatchLoops: Promise<void>[] = [];
+  let consumer: { stop(): Promise<void> } | undefined;
   const installed = new Map<number, { signature: string; at: number; missing: boolean }>();
   /** Applications whose last capture sync failed (retried by the drainer even when nobody watches them). */
   const unsynced = new Set<number>();
@@ -165,10 +227,8 @@ export function createEventWorker(deps: {
   const inFlight = new Map<number, Promise<void>>();
   const lastStarted = new Map<number, number>();
 
-  const ensure = () => transport.ensure();
-
   async function publish(event: FunctionEvent): Promise<void> {
-    await transport.publish(event, eventLane(cfg.partitions, event));
+    await queue.publish(event.id, new TextEncoder().encode(JSON.stringify(event)), { topic: `${event.source}.${event.app_id}` });
   }
 
   /** Applications with enabled db triggers and what they watch, in one query (all applications, or one; on `q`, default the pool). */
@@ -296,7 +356,6 @@ export function createEventWorker(deps: {
    * drain stays in flight and the other applications go on being drained.
    */
   async function startDrains(): Promise<Promise<void>[]> {
-    await ensure();
     const watched = await watchedDbTables();
     // Applications whose capture this process installed (or failed to sync)
     // and that nobody watches now (triggers disabled or deleted, perhaps
@@ -331,22 +390,23 @@ export function createEventWorker(deps: {
     await Promise.all(await startDrains());
   }
 
-  async function handle(m: TransportMessage): Promise<void> {
-    const ev = m.event;
-    if (!ev) return; // not an event: nothing can ever run it
+  async function handle(m: QueueMessage): Promise<{ dead: DeadNote[] }> {
+    const ev = eventOf(m.data);
+    if (!ev) return { dead: [] }; // not an event: nothing can ever run it
     const target = ev.source === "cms" ? ev.collection : ev.table;
     let triggers = await store.eventTriggers(ev.app_id, ev.source, target ?? "", ev.operation);
     // A replayed dead letter runs its own trigger only (if it is still
     // enabled and still watches this change); the others had succeeded.
-    if (m.triggerId !== undefined) triggers = triggers.filter((t) => t.id === m.triggerId);
+    const only = m.attrs[TRIGGER];
+    if (only !== undefined) triggers = triggers.filter((t) => String(t.id) === only);
+    const dead: DeadNote[] = [];
     for (const t of triggers) {
       let lastError = "";
       let attempts = 0;
       let done = false;
       while (attempts < cfg.maxAttempts) {
         attempts++;
-        m.working();
-        const r = await runtime.runEvent(ev.app_id, t.function_id, t.id, ev, `${m.deliveryId}#${attempts}`);
+        const r = await runtime.runEvent(ev.app_id, t.function_id, t.id, ev, `${m.id}#${attempts}`);
         if (!r) {
           lastError = "the function cannot run: no active version, or the plan does not include functions";
           break; // retrying cannot help: dead-letter now
@@ -358,46 +418,34 @@ export function createEventWorker(deps: {
         lastError = r.error ?? r.outcome;
         if (attempts < cfg.maxAttempts) {
           if (stopped) throw new Error("stopping: the change will be delivered again");
-          m.working();
           await sleep(Math.min(cfg.maxBackoffMs, cfg.baseBackoffMs * 2 ** (attempts - 1)));
         }
       }
-      if (!done) await transport.deadLetter({ event: ev, deliveryId: m.deliveryId, triggerId: t.id, functionId: t.function_id, attempts, error: lastError });
+      if (!done) dead.push({ key: String(t.id), attempts, error: lastError, attrs: { [TRIGGER]: String(t.id), [FUNCTION]: String(t.function_id) } });
     }
+    return { dead };
   }
 
-  async function dispatch(partition: number): Promise<void> {
-    while (!stopped) {
-      try {
-        await ensure();
-        const m = await transport.next(partition);
-        if (!m) continue;
-        try {
-          await handle(m);
-          await m.ack();
-        } catch (err) {
-          // Left for redelivery (at least once); a short pause avoids spinning.
-          await m.nak(cfg.baseBackoffMs);
-          if (!stopped) report(err);
-        }
-      } catch (err) {
-        transport.reset();
-        if (!stopped) {
-          report(err);
-          await sleep(500);
-        }
-      }
+  /** A change is retried in place (in order); one that could not be handled at all is left for redelivery (at least once). */
+  const dispatch = async (m: QueueMessage) => {
+    try {
+      return await handle(m);
+    } catch (err) {
+      if (!stopped) report(err);
+      return { retryInMs: cfg.baseBackoffMs };
     }
-  }
+  };
+
+  const appTopic = (appId: number) => `*.${appId}`;
 
   return {
-    transport,
+    queue,
     async start() {
       if (!stopped) return;
       stopped = false;
       // Not awaited: with NATS unreachable (since start) the process starts
       // anyway; the drainer and the dispatchers set the stream up once it answers.
-      ensure().catch(() => {});
+      queue.ready().catch(() => {});
       const tick = () => {
         draining = startDrains()
           .then(() => {}, report)
@@ -406,20 +454,20 @@ export function createEventWorker(deps: {
           });
       };
       tick();
-      dispatchLoops = Array.from({ length: cfg.partitions }, (_, p) => dispatch(p));
+      consumer = queue.consume(dispatch, { concurrency: cfg.partitions });
     },
 
     async stop() {
       stopped = true;
       if (drainTimer) clearTimeout(drainTimer);
       await draining;
-      await Promise.all([...inFlight.values(), ...dispatchLoops]);
+      await Promise.all([...inFlight.values(), consumer?.stop()]);
+      consumer = undefined;
     },
 
     async emitCmsChange(appId, change) {
       const triggers = await store.eventTriggers(appId, "cms", change.collection, change.operation);
       if (triggers.length === 0) return;
-      await ensure();
       await publish({
         id: `cms:${randomUUID()}`,
         source: "cms",
@@ -436,13 +484,25 @@ export function createEventWorker(deps: {
     syncApp,
 
     async listDeadLetters(q) {
-      await ensure();
-      return transport.listDeadLetters(q);
+      const attrs = q.functionId ? { [FUNCTION]: String(q.functionId) } : undefined;
+      const page = await queue.listDeadLetters({ topic: appTopic(q.appId), attrs, newestFirst: true, pageSize: q.pageSize, pageToken: q.pageToken });
+      return {
+        entries: page.entries.map((d) => ({
+          id: d.id,
+          event: eventOf(d.data),
+          appId: Number(d.topic.slice(d.topic.lastIndexOf(".") + 1)),
+          triggerId: Number(d.attrs[TRIGGER] ?? 0),
+          functionId: Number(d.attrs[FUNCTION] ?? 0),
+          attempts: d.attempts,
+          error: d.lastError,
+          deadAt: d.deadAt,
+        })),
+        nextPageToken: page.nextPageToken,
+      };
     },
 
-    async replayDeadLetters(appId, opts) {
-      await ensure();
-      return transport.replayDeadLetters(appId, opts);
+    async replayDeadLetters(appId, opts = {}) {
+      return queue.replayDeadLetters({ ids: opts.ids, topic: appTopic(appId), attrs: opts.functionId ? { [FUNCTION]: String(opts.functionId) } : undefined });
     },
   };
 }
