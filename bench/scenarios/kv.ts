@@ -3,10 +3,13 @@
 // the same pool in the same run: a primary-key SELECT for get, a one-row
 // upsert for put. Puts of one application take its usage row lock (exact
 // quota accounting), so they are measured for one application and spread
-// over 16 applications; list reads a page of 100 keys by prefix.
+// over 16 applications; list reads a page of 100 keys by prefix. Then
+// through the server: a function doing ctx.kv.get, and get then put, over
+// GET /api/fn/{slug} (REST h1) against a trivial function in the same run.
+import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { createKvStore } from "../../src/capabilities/functions/kv-store.js";
 import { createPgSql } from "../../src/infra/storage/pg-sql.js";
-import { inProcessLoad, type Row } from "../lib.js";
+import { h1Load, inProcessLoad, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 
 const IN_FLIGHT = 16;
@@ -52,8 +55,40 @@ export async function kvScenarios(ctx: BenchContext): Promise<Row[]> {
       result: await inProcessLoad(() => kv.put(apps[a++ % apps.length]!, key(), value, { ttlSeconds: 3600 }), IN_FLIGHT, d),
     });
     rows.push({ scenario: "kv list 100 by prefix", transport: "in process", result: await inProcessLoad(() => kv.list(app, { prefix: "user:0", limit: 100 }), IN_FLIGHT, d) });
+    rows.push(...(await kvFunctions(ctx)));
   } finally {
     await sql.close();
   }
   return rows;
+}
+
+const FUNCTIONS = {
+  trivial: "export default async function (req, ctx) { return { ok: true }; }",
+  get: "export default async function (req, ctx) { return { v: await ctx.kv.get('user:' + req.query.n) }; }",
+  "get-put": `export default async function (req, ctx) {
+    const key = "count:" + req.query.n;
+    const n = Number((await ctx.kv.get(key)) ?? 0) + 1;
+    await ctx.kv.put(key, String(n), { ttlSeconds: 3600 });
+    return { n };
+  }`,
+};
+
+/** Functions using ctx.kv through the whole server, against a trivial function. */
+async function kvFunctions(ctx: BenchContext): Promise<Row[]> {
+  const { token, appId } = await ctx.newConsumer("kv-functions");
+  const app = await ctx.admin.getApp({ key: { case: "id", value: appId } });
+  await ctx.admin.setAppPlan({ appId, plan: { ...app.plan!, functionInvocationsPerMinute: 0 } });
+  const fns = ctx.adminClient(AdminFunctionService);
+  for (const [slug, code] of Object.entries(FUNCTIONS)) {
+    const fn = await fns.createFunction({ appId, name: `kv-${slug}`, invocationsPerMinute: 100_000_000 });
+    await fns.deployVersion({ functionId: fn.id, code, activate: true });
+    await fns.createHttpTrigger({ functionId: fn.id, slug: `kv-${slug}` });
+  }
+  const load = (slug: string) => h1Load({ url: `${ctx.https}/api/fn/kv-${slug}?n=0001`, headers: { authorization: `Bearer ${token}` }, durationSec: ctx.durationSec });
+  const baseline = "GET /api/fn/kv-trivial REST h1";
+  return [
+    { scenario: "GET /api/fn/kv-trivial", transport: "REST h1", result: await load("trivial") },
+    { scenario: "function: ctx.kv.get", transport: "REST h1", baseline, result: await load("get") },
+    { scenario: "function: ctx.kv.get + put", transport: "REST h1", baseline, note: "one key of one app: puts take turns on its usage row", result: await load("get-put") },
+  ];
 }

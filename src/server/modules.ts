@@ -40,7 +40,7 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
     dataDir: config.dataDir,
     config: {
       enforcePlan: config.planEnforcement,
-      sandbox: { dbCallsRunning: config.fnDbCalls.running, dbCallsQueued: config.fnDbCalls.queued },
+      sandbox: { hostCallsRunning: config.fnDbCalls.running, hostCallsQueued: config.fnDbCalls.queued },
       publicTriggerPerMinute: config.functions.publicTriggerPerMinute,
       publicPerAddressPerMinute: config.functions.publicPerAddressPerMinute,
       maxSchedulesPerApp: config.functions.maxSchedulesPerApp,

@@ -1,9 +1,15 @@
-// What a function's `db` object calls on the host. Implemented by the
-// database module (src/capabilities/database, SQL over HTTP on the app's libSQL database)
-// and injected into createFunctionsModule; the functions module never talks
-// to libSQL itself. Errors are thrown as catalogue errors (database_not_linked,
+// ctx.db: a function's own libSQL database (docs/functions.md), as a host
+// capability of the sandbox, run by the database module's query runner
+// (src/capabilities/database): the same checks as /api/db (linked database,
+// guard, status), results in the /api/db JSON shape (rows_read,
+// rows_written). Refusals are catalogue errors (database_not_linked,
 // forbidden_query, database_unavailable, query_error, validation_failed);
 // statement-level errors come back in the result's `error`, as on /api/db.
+// Each call carries its run's signal down to the database, so what an ended
+// run left waiting or running is cancelled (issue 15 point 1).
+import { appError } from "../../kernel/errors.js";
+import type { HostCapability } from "../../infra/sandbox/types.js";
+import type { QueryRunner } from "../database/query-runner.js";
 
 /** One result per executed statement, the same shape as /api/db/query results. */
 export interface FunctionDbResult {
@@ -14,21 +20,41 @@ export interface FunctionDbResult {
   error?: string;
 }
 
-/** Positional (array) or named (object) parameters, as on /api/db. */
-export type FunctionDbParams = unknown[] | Record<string, unknown>;
-
 export interface FunctionDbStatement {
   sql: string;
-  params?: FunctionDbParams;
+  /** Positional (array) or named (object) parameters, as on /api/db. */
+  params?: unknown[] | Record<string, unknown>;
 }
 
-/** Ties a call to the run that made it. */
-export interface FunctionDbCallOptions {
-  /** Fires when the run ends: the call is dropped if still waiting for the database, stopped if running. */
-  signal?: AbortSignal;
-}
+/** What ctx.db runs on: the database module's query runner. */
+export type FunctionDb = Pick<QueryRunner, "query" | "batch">;
 
-export interface FunctionDb {
-  query(appId: number, sql: string, params?: FunctionDbParams, opts?: FunctionDbCallOptions): Promise<FunctionDbResult[]>;
-  batch(appId: number, statements: FunctionDbStatement[], opts: { transaction: boolean } & FunctionDbCallOptions): Promise<FunctionDbResult[]>;
+const toResults = (rs: Awaited<ReturnType<QueryRunner["query"]>>) =>
+  rs.map((r): FunctionDbResult => {
+    const out: FunctionDbResult = { columns: r.columns, rows: r.rows, rows_read: r.rowsRead, rows_written: r.rowsWritten };
+    if (r.error !== undefined) out.error = r.error;
+    return out;
+  });
+
+/**
+ * ctx.db.query(sql, params?) and ctx.db.batch([{ sql, params? }], { transaction }) for the calling
+ * application only; the runner checks the request's shape as it does /api/db's (sql, params, at
+ * most 100 statements).
+ */
+export function dbCapability(db: FunctionDb): HostCapability {
+  return {
+    name: "db",
+    busyCode: "database_unavailable",
+    failureCode: "query_error",
+    methods: {
+      query: ({ appId, signal }, sql, params) => db.query(appId, { sql: sql as string, params }, { signal }).then(toResults),
+      batch({ appId, signal }, statements, opts) {
+        if (!Array.isArray(statements) || !statements.every((x) => x !== null && typeof x === "object")) {
+          throw appError("validation_failed", "statements must be an array of { sql, params } objects");
+        }
+        const transaction = !!(opts && (opts as { transaction?: unknown }).transaction);
+        return db.batch(appId, statements as FunctionDbStatement[], transaction, { signal }).then(toResults);
+      },
+    },
+  };
 }

@@ -5,16 +5,16 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import type { FunctionService as AdminFunctionService } from "../../../gen/pulsebase/admin/v1/functions_pb.js";
 import type { FunctionService as DeviceFunctionService } from "../../../gen/pulsebase/platform/v1/functions_pb.js";
 import { createSandbox, type Sandbox } from "../../infra/sandbox/sandbox.js";
+import type { HostCapability } from "../../infra/sandbox/types.js";
 import type { Sql } from "../../infra/storage/sql.js";
 import { createAdminFunctionServiceImpl } from "./admin-function-service.js";
 import { DEFAULT_FUNCTIONS_CONFIG, type FunctionsConfig } from "./config.js";
-import { createDbBridge } from "./db-bridge.js";
-import type { FunctionDb } from "./function-db.js";
+import { dbCapability, type FunctionDb } from "./function-db.js";
 import type { NatsSource } from "../../infra/nats/nats-link.js";
 import type { ChangeCaptureDb } from "./events/change-capture.js";
 import { createEventWorker, type CmsChange, type EventWorker, type EventWorkerConfig } from "./events/event-worker.js";
 import { createFunctionRuntime, createInvocationLimiter, type FunctionRuntime, type UserErrorLog } from "./function-runtime.js";
-import { createKvStore, type KvStore } from "./kv-store.js";
+import { createKvStore, kvCapability, type KvStore } from "./kv-store.js";
 import { createScheduler, type Scheduler } from "./scheduler.js";
 import { createFunctionStore, type FunctionStore } from "./function-store.js";
 import { createInvocationRecorder, DEFAULT_RECORDER_OPTIONS, type InvocationRecorder } from "./invocation-recorder.js";
@@ -26,6 +26,8 @@ export interface FunctionsModuleDeps {
   sql: Sql;
   /** The application databases (src/capabilities/database), reached by functions as ctx.db. */
   db: FunctionDb;
+  /** Further host APIs for functions, next to ctx.db and ctx.kv (docs/functions.md, "Host capabilities"). */
+  hostCapabilities?: readonly HostCapability[];
   config?: Partial<FunctionsConfig>;
   /** Called when background work (invocation records, event delivery, schedules) fails. */
   onError?: (err: unknown) => void;
@@ -80,11 +82,11 @@ export interface FunctionsModule {
 export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModule {
   const config: FunctionsConfig = { ...DEFAULT_FUNCTIONS_CONFIG, ...deps.config };
   const store = createFunctionStore(deps.sql);
-  const sandbox = createSandbox({ limits: config.sandbox, dbBridge: (appId) => createDbBridge(deps.db, appId) });
+  const kv = createKvStore(deps.sql, config.kv);
+  const sandbox = createSandbox({ limits: config.sandbox, capabilities: [dbCapability(deps.db), kvCapability(kv), ...(deps.hostCapabilities ?? [])] });
   const limiter = createInvocationLimiter(deps.sql);
   const recorder = createInvocationRecorder(deps.sql, { ...config.recorder, onError: deps.onError });
   const runtime = createFunctionRuntime({ store, sandbox, limiter, recorder, config, logUserError: deps.logUserError });
-  const kv = createKvStore(deps.sql, config.kv);
   const scheduler = createScheduler({
     sql: deps.sql,
     runtime,

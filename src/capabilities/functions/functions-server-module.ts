@@ -11,7 +11,6 @@ import type { CmsChange as CmsAuthoringChange } from "../cms/index.js";
 import type { DatabaseModule } from "../database/database-module.js";
 import type { Sql } from "../../infra/storage/sql.js";
 import type { FunctionsConfig } from "./config.js";
-import { functionDbFromQueryRunner } from "./database-adapter.js";
 import { changeCaptureFromDatabase } from "./events/database-capture.js";
 import { functionEventStreams } from "./events/event-worker.js";
 import { createFunctionsModule, type FunctionsModule } from "./functions-module.js";
@@ -45,7 +44,7 @@ const CMS_OPS = { created: "insert", updated: "update", published: "update", unp
 export function createFunctionsServerModule(deps: FunctionsServerModuleDeps): PulsebaseModule & { functions: FunctionsModule; onCmsChange(appId: number, c: CmsAuthoringChange): Promise<void> } {
   const functions = createFunctionsModule({
     sql: deps.sql,
-    db: functionDbFromQueryRunner(deps.database.runner),
+    db: deps.database.runner,
     config: deps.config,
     onError: deps.onError,
     logUserError: deps.logUserError,

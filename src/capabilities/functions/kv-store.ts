@@ -7,6 +7,7 @@
 // for another's). Put and delete are one call each to a PL/pgSQL function
 // (the lock is held for no network round trip). Expired keys are invisible at once and removed by sweep().
 import { appError, Violations } from "../../kernel/errors.js";
+import type { HostCapability } from "../../infra/sandbox/types.js";
 import type { Sql } from "../../infra/storage/sql.js";
 
 export interface KvLimits {
@@ -96,27 +97,21 @@ export function createKvStore(sql: Sql, limits: Partial<KvLimits> = {}): KvStore
       [appId],
     );
 
+  async function getEntry(appId: number, key: string): Promise<KvEntryRow | null> {
+    const v = new Violations();
+    checkKey(v, key, L);
+    v.throwIfAny();
+    const r = await sql.query<KvEntryRow>(
+      `SELECT key, value, size, expires_at, updated_at FROM function_kv WHERE app_id = $1 AND key = $2 AND ${LIVE}`,
+      [appId, key],
+    );
+    return r.rows[0] ?? null;
+  }
+
   return {
     limits: L,
-
-    async get(appId, key) {
-      const v = new Violations();
-      checkKey(v, key, L);
-      v.throwIfAny();
-      const r = await sql.query<{ value: string }>(`SELECT value FROM function_kv WHERE app_id = $1 AND key = $2 AND ${LIVE}`, [appId, key]);
-      return r.rows[0]?.value ?? null;
-    },
-
-    async getEntry(appId, key) {
-      const v = new Violations();
-      checkKey(v, key, L);
-      v.throwIfAny();
-      const r = await sql.query<KvEntryRow>(
-        `SELECT key, value, size, expires_at, updated_at FROM function_kv WHERE app_id = $1 AND key = $2 AND ${LIVE}`,
-        [appId, key],
-      );
-      return r.rows[0] ?? null;
-    },
+    get: async (appId, key) => (await getEntry(appId, key))?.value ?? null,
+    getEntry,
 
     async put(appId, key, value, opts = {}) {
       const v = new Violations();
@@ -157,7 +152,7 @@ export function createKvStore(sql: Sql, limits: Partial<KvLimits> = {}): KvStore
       if (!Number.isInteger(limit) || limit < 1 || limit > L.maxListLimit) v.add("limit", `A page holds 1 to ${L.maxListLimit} keys.`);
       let after = "";
       if (opts.cursor) {
-        after = Buffer.from(opts.cursor, "base64url").toString("utf8");
+        after = typeof opts.cursor === "string" ? Buffer.from(opts.cursor, "base64url").toString("utf8") : "";
         if (after === "" || utf8(after) > L.maxKeyBytes || after.includes("\u0000")) v.add("cursor", "Invalid cursor.");
       }
       v.throwIfAny();
@@ -201,6 +196,32 @@ export function createKvStore(sql: Sql, limits: Partial<KvLimits> = {}): KvStore
         });
       }
       return removed;
+    },
+  };
+}
+
+/** A function's options object: a plain object or nothing. */
+function optionsOf(v: unknown): Record<string, unknown> {
+  if (v !== undefined && v !== null && (typeof v !== "object" || Array.isArray(v))) throw appError("validation_failed", "options must be an object");
+  return (v ?? {}) as Record<string, unknown>;
+}
+
+/**
+ * ctx.kv (docs/functions.md, "Key-value store"): get(key), put(key, value,
+ * { ttlSeconds }), delete(key), list({ prefix, limit, cursor }), on the
+ * calling application's store only; the store checks every argument.
+ */
+export function kvCapability(kv: KvStore): HostCapability {
+  return {
+    name: "kv",
+    busyCode: "unavailable",
+    failureCode: "unavailable",
+    methods: {
+      get: ({ appId }, key) => kv.get(appId, key as string),
+      put: ({ appId }, key, value, opts) => kv.put(appId, key as string, value as string, { ttlSeconds: optionsOf(opts).ttlSeconds as number | undefined }),
+      delete: ({ appId }, key) => kv.delete(appId, key as string),
+      // { entries: [{ key, size, expires_at, updated_at }], cursor }, the times as ISO strings (JSON)
+      list: ({ appId }, opts) => kv.list(appId, optionsOf(opts) as { prefix?: string; limit?: number; cursor?: string }),
     },
   };
 }

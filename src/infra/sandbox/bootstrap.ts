@@ -1,19 +1,21 @@
 // The code that runs inside every function isolate before the function's own
-// module. It evaluates to a factory taking the host's db Reference and the
-// limits; the factory installs `console`, removes `WebAssembly`, `Atomics`
-// and `SharedArrayBuffer`, and returns
-// `bind(handler)` which gives the per-invocation runner. Everything the
-// runner needs is captured here first, so a function that tampers with
-// globals or prototypes only changes its own output (the host validates that
-// output anyway). The host never hands a host object in: only the db
-// Reference (kept in this closure, unreachable from user code) and copies.
+// module. It evaluates to a factory taking the host channel's Reference and
+// the limits with the host capabilities' method names (capabilities: { db:
+// ["query", "batch"], ... }); the factory installs `console`, removes `WebAssembly`, `Atomics`
+// and `SharedArrayBuffer`, builds one frozen object per capability (ctx.db,
+// ctx.kv, ...) and returns `bind(handler)` which gives the per-invocation
+// runner. Everything the runner needs is captured here first, so a function
+// that tampers with globals or prototypes only changes its own output (the
+// host validates that output anyway). The host never hands a host object in:
+// only the channel's Reference (kept in this closure, unreachable from user
+// code) and copies.
 //
 // Code in the isolate runs only inside a call the host makes (each with a
-// time limit): a db call goes out fire-and-forget (applyIgnored) and its
+// time limit): a host call goes out fire-and-forget (applyIgnored) and its
 // answer comes back in a later host call (entry 4), never as a promise that
 // isolated-vm settles by itself. So nothing of a run can resume once the
 // host stops answering it (issue 15 point 1).
-export const BOOTSTRAP_SOURCE = String.raw`(function (dbRef, limits) {
+export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits) {
   "use strict";
   const stringify = JSON.stringify;
   const parse = JSON.parse;
@@ -63,40 +65,52 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (dbRef, limits) {
     warn: capture("warn"), error: capture("error"),
   });
 
-  // Host calls started and not yet answered. A run that ends with one still
-  // pending has left work behind: the host disposes the isolate rather than
-  // let that work resume it later, outside any run's time limit.
-  let pendingCalls = 0;
   const PromiseCtor = Promise;
-  // Resolvers of the calls waiting for their answer, by call id.
+  // [resolve, capability] of the host calls waiting for their answer, by
+  // call id. A run that ends with one still pending has left work behind:
+  // the host disposes the isolate rather than let that work resume it
+  // later, outside any run's time limit.
   const waiting = Object.create(null);
   let nextCall = 1;
-  function callDb(op, a, b) {
+  function callHost(name, method, args) {
     const id = nextCall++;
-    pendingCalls++;
-    const p = new PromiseCtor(function (resolve) { waiting[id] = resolve; });
+    const p = new PromiseCtor(function (resolve) { waiting[id] = [resolve, name]; });
     try {
-      dbRef.applyIgnored(undefined, [id, op, a, b], { arguments: { copy: true } });
+      hostRef.applyIgnored(undefined, [id, name, method, args], { arguments: { copy: true } });
     } catch (e) {
       // arguments that cannot be copied out (functions, symbols)
       delete waiting[id];
-      pendingCalls--;
       return PromiseCtor.reject(e);
     }
     return p.then(function (r) {
-        if (r && r.ok) return r.results;
-        const e = new ErrorCtor(r && r.message ? r.message : "database call failed");
-        e.code = r && r.code ? r.code : "query_error";
+        if (r && r.ok) return r.result;
+        const e = new ErrorCtor(r && r.message ? r.message : "host call failed");
+        e.code = r && r.code ? r.code : "internal_error";
         throw e;
       });
   }
-  // A run's output for the host: "L<n>:" in front when n host calls were
-  // still pending when it finished (the JSON output starts with "{").
-  function tagged(s) { return pendingCalls > 0 ? "L" + pendingCalls + ":" + s : s; }
-  const db = freeze({
-    query: function (sql, params) { return callDb("query", sql, params === undefined ? null : params); },
-    batch: function (statements, opts) { return callDb("batch", statements, !!(opts && opts.transaction)); },
-  });
+  // ctx.<name> for every capability: one function per method name.
+  const host = Object.create(null);
+  const names = keys(limits.capabilities);
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i], methods = limits.capabilities[name], api = {};
+    for (let j = 0; j < methods.length; j++) {
+      const method = methods[j];
+      api[method] = function (...args) { return callHost(name, method, args); };
+    }
+    host[name] = freeze(api);
+  }
+  // The calls still pending when a run finished, per capability (no
+  // prototype: what a function does to Object.prototype cannot hide them);
+  // undefined (left out of the output) when none.
+  function leftCalls() {
+    let left;
+    for (const id in waiting) {
+      left = left || Object.create(null);
+      left[waiting[id][1]] = (left[waiting[id][1]] || 0) + 1;
+    }
+    return left;
+  }
 
   function errorText(e) {
     try {
@@ -131,28 +145,26 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (dbRef, limits) {
   }
 
   return function bind(handler, doneRef) {
-    // Input, output and db answers cross the isolate boundary as one JSON
+    // Input, output and host answers cross the isolate boundary as one JSON
     // string each: cheaper than structured copies of the request object.
     //   entry(1, input, notify): starts a run. In a synchronous host call
     //     the isolate drains its microtasks before the call returns, so a
     //     run that does not wait on the host has finished by then. With
     //     notify, doneRef gets the output when the run finishes;
     //   entry(2): the finished run's output, or undefined when it is still
-    //     waiting (on db calls): then doneRef gets the output when it settles;
-    //   entry(4, answers): the answers of db calls, [[id, reply], ...]; the
+    //     waiting (on host calls): then doneRef gets the output when it settles;
+    //   entry(4, answers): the answers of host calls, [[id, reply], ...]; the
     //     run goes on within this call.
-    // Outputs are tagged (see tagged()).
     let out, notify = false;
     return function entry(mode, input, notifyNow) {
       if (mode === 4) {
         const answers = parse(input);
         for (let i = 0; i < answers.length; i++) {
           const id = answers[i][0];
-          const resolve = waiting[id];
-          if (resolve === undefined) continue;
+          const w = waiting[id];
+          if (w === undefined) continue;
           delete waiting[id];
-          pendingCalls--;
-          resolve(answers[i][1]);
+          w[0](answers[i][1]);
         }
         return undefined;
       }
@@ -163,25 +175,27 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (dbRef, limits) {
       const args = parse(input);
       out = undefined; notify = notifyNow === true;
       invoke(args[0], args[1]).then(stringify).then(function (s) {
-        out = tagged(s);
+        out = s;
         if (notify) doneRef.applyIgnored(undefined, [out]);
       });
       return undefined;
     };
     async function invoke(req, ctx) {
       logs = []; logChars = 0; truncated = false;
-      const context = freeze({
+      const context = {
         consumer: ctx.consumer, event: ctx.event, env: freeze(ctx.env),
-        db: db, trigger: ctx.trigger, requestId: ctx.requestId,
-      });
+        trigger: ctx.trigger, requestId: ctx.requestId,
+      };
+      for (let i = 0; i < names.length; i++) context[names[i]] = host[names[i]];
+      freeze(context);
       try {
         const result = await handler(req, context);
         let response;
         try { response = shape(result); }
-        catch (e) { return { error: "Invalid response: " + errorText(e), logs: logs, truncated: truncated }; }
-        return { response: response, logs: logs, truncated: truncated };
+        catch (e) { return { error: "Invalid response: " + errorText(e), logs: logs, truncated: truncated, left: leftCalls() }; }
+        return { response: response, logs: logs, truncated: truncated, left: leftCalls() };
       } catch (e) {
-        return { error: errorText(e), logs: logs, truncated: truncated };
+        return { error: errorText(e), logs: logs, truncated: truncated, left: leftCalls() };
       }
     }
   };

@@ -12,56 +12,21 @@
 // that starts at that very moment (seen: a thread spinning on after
 // dispose). So:
 // - code runs in an isolate only inside calls this class makes, each with
-//   a V8 time limit ending at the run's deadline: db calls leave the isolate
-//   fire-and-forget and their answers go in through such a call (see
-//   bootstrap.ts), one call at a time;
+//   a V8 time limit ending at the run's deadline: host calls (ctx.db, ctx.kv)
+//   leave the isolate fire-and-forget and their answers go in through such a
+//   call (see bootstrap.ts, host-channel.ts), one call at a time;
 // - once a run has ended (answered, timed out), its calls are never answered;
 //   a run that ended with calls pending, or makes one after it ended, gets
 //   its isolate disposed (never pooled again), and the run's AbortSignal
-//   cancels what its db calls still wait for or run on;
+//   cancels what its host calls still wait for or run on;
 // - the service's thread calls synchronously only into an isolate known to
 //   be idle (no call of ours in flight): the fast path's first call, and the
 //   heap sample that metrics read.
 import ivm from "isolated-vm";
 import { BOOTSTRAP_SOURCE } from "./bootstrap.js";
+import { hostDispatch, HostRun, type HostReply } from "./host-channel.js";
 import { deadline } from "../../kernel/deadlines.js";
-import type { LogLine, RawResponse, RunInput, SandboxLimits } from "./types.js";
-
-/** What the host side of one db call knows about the run that made it. */
-export interface DbRunContext {
-  /** Fires when the run ends (answered, timed out, stopped): the call is no longer wanted. */
-  readonly signal: AbortSignal;
-}
-
-/** Called by the isolate's db object; never rejects (errors come back as { ok: false }). */
-export type DbBridge = (op: string, a: unknown, b: unknown, run: DbRunContext) => Promise<unknown>;
-
-/** One run's host-side state: its deadline, its signal and its db calls. */
-class Run implements DbRunContext {
-  private controller: AbortController | undefined;
-  ended = false;
-  /** db calls handed to the host's database and not answered yet. */
-  active = 0;
-  /** db calls waiting for one of the run's slots (limits.dbCallsRunning). */
-  readonly waiting: Array<() => void> = [];
-  /** Answers ready to go into the isolate: [call id, reply]. */
-  outbox: Array<[number, unknown]> = [];
-
-  constructor(readonly deadlineAt: number) {}
-
-  // Made on the first db call: a run that makes none allocates nothing.
-  get signal(): AbortSignal {
-    return (this.controller ??= new AbortController()).signal;
-  }
-
-  end(): void {
-    if (this.ended) return;
-    this.ended = true;
-    this.outbox = [];
-    this.waiting.length = 0;
-    this.controller?.abort();
-  }
-}
+import type { HostCapability, LogLine, RawResponse, RunInput, SandboxLimits } from "./types.js";
 
 export class CompileError extends Error {}
 
@@ -70,6 +35,8 @@ interface RunnerOutput {
   error?: string;
   logs?: LogLine[];
   truncated?: boolean;
+  /** Host calls still pending when the run finished, per capability. */
+  left?: Record<string, number>;
 }
 
 export interface IsolateRunOutput {
@@ -79,8 +46,6 @@ export interface IsolateRunOutput {
   error?: string;
   logs: LogLine[];
   logsTruncated: boolean;
-  /** db calls the run left pending when it finished (cancelled; the isolate is disposed). */
-  leftCalls?: number;
 }
 
 const TIMEOUT_MESSAGE = "Script execution timed out.";
@@ -107,8 +72,8 @@ export class FunctionIsolate {
   busy = false;
   /** CPU time of the last fast-path run's synchronous slice on this thread, in ms (0 after a slow-path run). */
   lastSliceMs = 0;
-  /** The run in progress; undefined between runs (a db call then comes from left-over work). */
-  private current: Run | undefined;
+  /** The run in progress; undefined between runs (a host call then comes from left-over work). */
+  private current: HostRun | undefined;
   /** One async call of ours into the isolate is in flight (the slow start, or answers going in). */
   private entering = false;
   /** Something was left behind (pending calls, a call after the end, a failed call in): never reused. */
@@ -120,9 +85,7 @@ export class FunctionIsolate {
    */
   afterRun: Promise<void> | undefined;
   private afterRunDone: (() => void) | undefined;
-  private limits!: SandboxLimits;
-
-  private constructor(memoryMb: number) {
+  private constructor(memoryMb: number, private readonly appId: number) {
     this.isolate = new ivm.Isolate({ memoryLimit: memoryMb });
   }
 
@@ -130,10 +93,10 @@ export class FunctionIsolate {
    * Creates an isolate and loads the module into it. Throws CompileError with
    * the compiler's (or the top-level code's) message when the code is unusable.
    */
-  static async create(code: string, memoryMb: number, limits: SandboxLimits, db: DbBridge, evalTimeoutMs: number): Promise<FunctionIsolate> {
-    const fi = new FunctionIsolate(memoryMb);
+  static async create(code: string, memoryMb: number, limits: SandboxLimits, appId: number, capabilities: readonly HostCapability[], evalTimeoutMs: number): Promise<FunctionIsolate> {
+    const fi = new FunctionIsolate(memoryMb, appId);
     try {
-      await fi.load(code, limits, db, evalTimeoutMs);
+      await fi.load(code, limits, capabilities, evalTimeoutMs);
       return fi;
     } catch (err) {
       fi.dispose();
@@ -146,30 +109,15 @@ export class FunctionIsolate {
     return h;
   }
 
-  private async load(code: string, limits: SandboxLimits, db: DbBridge, evalTimeoutMs: number): Promise<void> {
-    this.limits = limits;
+  private async load(code: string, limits: SandboxLimits, capabilities: readonly HostCapability[], evalTimeoutMs: number): Promise<void> {
     const context = this.keep(await this.isolate.createContext());
     const factory = this.keep(await context.eval(BOOTSTRAP_SOURCE, { reference: true, timeout: evalTimeoutMs }));
-    const tooMany = {
-      ok: false,
-      code: "database_unavailable",
-      message: `too many db calls in this invocation: at most ${limits.dbCallsRunning} running and ${limits.dbCallsQueued} waiting; await them or use db.batch`,
-    };
-    const failed = { ok: false, code: "query_error", message: "The database backend failed." };
-    const call = (run: Run, id: number, op: string, a: unknown, b: unknown): void => {
-      run.active++;
-      const answer = (reply: unknown) => {
-        run.active--;
-        run.waiting.shift()?.();
-        this.answer(run, id, reply);
-      };
-      db(op, a, b, run).then(answer, () => answer(failed));
-    };
-    // A db call made by the isolate (fire-and-forget, see bootstrap.ts). It
+    const dispatch = hostDispatch(capabilities, limits, (run, id, reply) => this.answer(run, id, reply));
+    // A host call made by the isolate (fire-and-forget, see bootstrap.ts). It
     // arrives only after the call into the isolate that made it returned. A
     // run cut at its slice is run again elsewhere: its calls find the
-    // isolate disposed and never reach the database.
-    const onCall = (id: number, op: string, a: unknown, b: unknown): void => {
+    // isolate disposed and never reach their capability.
+    const onCall = (id: number, name: string, method: string, args: unknown[]): void => {
       if (this.isolate.isDisposed) return;
       const run = this.current;
       if (!run || run.ended) {
@@ -179,26 +127,25 @@ export class FunctionIsolate {
         if (!this.busy) this.dispose();
         return;
       }
-      if (run.active < limits.dbCallsRunning) call(run, id, op, a, b);
-      else if (run.waiting.length >= limits.dbCallsQueued) this.answer(run, id, tooMany);
-      else run.waiting.push(() => call(run, id, op, a, b));
+      dispatch(run, id, name, method, args);
     };
-    const dbRef = this.keep(new ivm.Reference(onCall));
+    const hostRef = this.keep(new ivm.Reference(onCall));
     const doneRef = this.keep(
       new ivm.Reference((output: string) => {
         const settle = this.settle;
-        this.settle = undefined;
-        this.fail = undefined;
+        this.settle = this.fail = undefined;
         settle?.(output);
       }),
     );
-    const limitsCopy = {
+    const setup = {
       maxLogChars: limits.maxLogChars,
       maxLogLineChars: limits.maxLogLineChars,
       maxResponseBytes: limits.maxResponseBytes,
+      // the method names per capability, from which the bootstrap builds ctx
+      capabilities: Object.fromEntries(capabilities.map((c) => [c.name, Object.keys(c.methods)])),
     };
     const bind = this.keep(
-      await factory.apply(undefined, [dbRef, new ivm.ExternalCopy(limitsCopy).copyInto({ release: true })], {
+      await factory.apply(undefined, [hostRef, new ivm.ExternalCopy(setup).copyInto({ release: true })], {
         result: { reference: true },
         timeout: evalTimeoutMs,
       }),
@@ -236,15 +183,15 @@ export class FunctionIsolate {
     this.sampleHeap(true);
   }
 
-  /** A db call's reply, for the isolate: goes in with the next call into it (dropped once the run ended). */
-  private answer(run: Run, id: number, reply: unknown): void {
+  /** A host call's reply, for the isolate: goes in with the next call into it (dropped once the run ended). */
+  private answer(run: HostRun, id: number, reply: HostReply): void {
     if (run.ended || this.isolate.isDisposed) return;
     run.outbox.push([id, reply]);
     if (!this.entering) this.sendAnswers(run);
   }
 
   /** Hands the waiting answers in: one async call, with the time the run has left. */
-  private sendAnswers(run: Run): void {
+  private sendAnswers(run: HostRun): void {
     const runner = this.runner;
     const left = run.deadlineAt - performance.now();
     // past the deadline the run's watchdog ends it
@@ -254,8 +201,15 @@ export class FunctionIsolate {
     this.enter(run, runner.apply(undefined, [4, JSON.stringify(answers)], { timeout: Math.ceil(left) }));
   }
 
+  /** Fails the run waiting for its output. */
+  private failRun(err: unknown): void {
+    const fail = this.fail;
+    this.settle = this.fail = undefined;
+    fail?.(err);
+  }
+
   /** Tracks one async call into the isolate (at most one at a time). */
-  private enter(run: Run, call: Promise<unknown>): void {
+  private enter(run: HostRun, call: Promise<unknown>): void {
     this.entering = true;
     call.then(
       () => this.entered(run),
@@ -263,24 +217,17 @@ export class FunctionIsolate {
         // timed out (the run's deadline) or killed (memory): the run fails,
         // or if it had already answered, the isolate is not used again
         this.dirty = true;
-        const fail = this.fail;
-        this.fail = undefined;
-        this.settle = undefined;
-        if (!run.ended) fail?.(err);
+        if (!run.ended) this.failRun(err);
         this.entered(run);
       },
     );
   }
 
-  private entered(run: Run): void {
+  private entered(run: HostRun): void {
     this.entering = false;
     if (this.isolate.isDisposed && !run.ended) {
       // killed inside the call's microtasks (memory limit): the call itself may still have resolved
-      const fail = this.fail;
-      this.fail = undefined;
-      this.settle = undefined;
-      fail?.(new Error("the isolate was disposed: memory limit"));
-      return;
+      return this.failRun(new Error("the isolate was disposed: memory limit"));
     }
     if (!run.ended) this.sendAnswers(run);
     else this.afterRunDone?.();
@@ -293,9 +240,9 @@ export class FunctionIsolate {
    * thread, cut after `sliceMs` (V8's own timeout): a warm async apply costs
    * the host about 4x the CPU of two synchronous calls (measured with
    * isolated-vm 7 on one core: 35-45 us against 8.5 us). A run that waits on
-   * the host (db calls) goes on in the calls that hand it the answers. A run
+   * the host (host calls) goes on in the calls that hand it the answers. A run
    * cut at its slice comes back as kind "slice": the isolate is disposed
-   * (its db calls never run) and the caller runs it again on the slow path.
+   * (its host calls never run) and the caller runs it again on the slow path.
    * Without `sliceMs` the run starts with an async apply on isolated-vm's
    * thread.
    *
@@ -306,13 +253,13 @@ export class FunctionIsolate {
   async run(input: RunInput, timeoutMs: number, sliceMs = 0): Promise<IsolateRunOutput> {
     const runner = this.runner;
     if (!runner) throw new Error("isolate not loaded");
-    const run = new Run(performance.now() + timeoutMs);
+    const run = new HostRun(this.appId, performance.now() + timeoutMs);
     this.current = run;
     let timedOut = false;
     let cancel: (() => void) | undefined;
     // V8's time limit cuts code in every call into the isolate; the host
     // deadline ends a run stuck awaiting (e.g. a never-settling promise, or
-    // a db call still running). Made only when the run waits: a run that
+    // a host call still running). Made only when the run waits: a run that
     // ends inside its synchronous slice needs no timer and no promise.
     let watchdogPromise: Promise<never> | undefined;
     const watchdog = () =>
@@ -363,23 +310,18 @@ export class FunctionIsolate {
         raw = await Promise.race([out, watchdog()]);
       }
       if (typeof raw !== "string") throw new Error("the sandbox returned no result");
-      let leftCalls = 0;
-      if (raw.charCodeAt(0) === 76 /* "L": db calls left pending, see bootstrap.ts */) {
-        const colon = raw.indexOf(":");
-        leftCalls = Number(raw.slice(1, colon)) || 1;
-        raw = raw.slice(colon + 1);
-      }
-      if (leftCalls > 0) this.dirty = true;
-      const out = JSON.parse(raw as string) as RunnerOutput;
+      const out = JSON.parse(raw) as RunnerOutput;
       const logs = Array.isArray(out.logs) ? out.logs : [];
-      if (leftCalls > 0) {
+      // Host calls left pending: cancelled, and the isolate is not used again.
+      for (const [name, n] of Object.entries(out.left ?? {})) {
+        this.dirty = true;
         logs.push({
           level: "warn",
-          message: `[pulsebase] ${leftCalls} ctx.db call${leftCalls === 1 ? " was" : "s were"} still pending when the function returned and ${leftCalls === 1 ? "was" : "were"} cancelled: await every ctx.db call`,
+          message: `[pulsebase] ${n} ctx.${name} call${n === 1 ? " was" : "s were"} still pending when the function returned and ${n === 1 ? "was" : "were"} cancelled: await every ctx.${name} call`,
         });
       }
-      if (out.error !== undefined) return { kind: "error", error: String(out.error), logs, logsTruncated: !!out.truncated, leftCalls };
-      return { kind: "ok", response: out.response, logs, logsTruncated: !!out.truncated, leftCalls };
+      if (out.error !== undefined) return { kind: "error", error: String(out.error), logs, logsTruncated: !!out.truncated };
+      return { kind: "ok", response: out.response, logs, logsTruncated: !!out.truncated };
     } catch (err) {
       const msg = messageOf(err);
       // isolated-vm disposes an isolate that passes its memory limit
@@ -396,8 +338,7 @@ export class FunctionIsolate {
       return { kind: "error", error: msg, logs: [], logsTruncated: false };
     } finally {
       cancel?.();
-      this.settle = undefined;
-      this.fail = undefined;
+      this.settle = this.fail = undefined;
       run.end();
       if (this.current === run) this.current = undefined;
       this.afterEnd();

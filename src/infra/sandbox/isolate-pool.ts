@@ -195,31 +195,17 @@ export class IsolatePool {
     return true;
   }
 
-  /** Releases every idle isolate of keys matching `match` (e.g. a deactivated version). */
-  evict(match: (key: string) => boolean): void {
-    for (const [key, s] of this.slots) {
-      if (!match(key)) continue;
-      for (const iso of s.idle) {
-        iso.dispose();
-        s.count--;
-        this.total--;
-      }
-      s.idle = [];
-      if (s.count <= 0) this.slots.delete(key);
-    }
-    this.pump();
-  }
-
   private sweep(): void {
     const cutoff = Date.now() - this.idleMs;
-    this.evictWhere((iso) => iso.lastUsed < cutoff);
+    this.evict((_, iso) => iso.lastUsed < cutoff);
   }
 
-  private evictWhere(pred: (iso: FunctionIsolate) => boolean): void {
+  /** Releases the idle isolates that `pred` picks (e.g. of a deactivated version, or idle too long). */
+  evict(pred: (key: string, iso: FunctionIsolate) => boolean): void {
     for (const [key, s] of this.slots) {
       const keep: FunctionIsolate[] = [];
       for (const iso of s.idle) {
-        if (pred(iso)) {
+        if (pred(key, iso)) {
           iso.dispose();
           s.count--;
           this.total--;

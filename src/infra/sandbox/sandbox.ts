@@ -1,16 +1,16 @@
 // The sandbox as the rest of the service sees it: run a function version with
 // inputs, check code at deploy time, release isolates of retired versions.
 // One pool of warm isolates per (version, memory limit).
-import { CompileError, FunctionIsolate, type DbBridge } from "./function-isolate.js";
+import { CompileError, FunctionIsolate } from "./function-isolate.js";
 import { IsolatePool, PoolTimeoutError } from "./isolate-pool.js";
-import { DEFAULT_SANDBOX_LIMITS, type RunInput, type RunResult, type RunTarget, type SandboxLimits } from "./types.js";
+import { DEFAULT_SANDBOX_LIMITS, type HostCapability, type RunInput, type RunResult, type RunTarget, type SandboxLimits } from "./types.js";
 
 export { CompileError };
 
 export interface SandboxOptions {
   limits?: Partial<SandboxLimits>;
-  /** The db object's host side for one application (called from inside isolates). */
-  dbBridge: (appId: number) => DbBridge;
+  /** The host APIs functions get as ctx.<name> (ctx.db, ctx.kv, ...). */
+  capabilities: readonly HostCapability[];
 }
 
 export interface Sandbox {
@@ -43,7 +43,9 @@ const CHECK_MEMORY_MB = 32;
 export function createSandbox(opts: SandboxOptions): Sandbox {
   const limits: SandboxLimits = { ...DEFAULT_SANDBOX_LIMITS, ...opts.limits };
   const pool = new IsolatePool(limits.maxIsolates, limits.isolatesPerVersion, limits.idleMs);
-  const noDb: DbBridge = async () => ({ ok: false, code: "unavailable", message: "db is not available at deploy time" });
+  const capabilities = opts.capabilities;
+  const taken = capabilities.find((c) => ["consumer", "event", "env", "trigger", "requestId"].includes(c.name));
+  if (taken) throw new Error(`ctx.${taken.name} cannot be a host capability`);
   // Pool keys whose runs left the fast path (see SandboxLimits.syncBudgetMs),
   // with the time they left it: after slowRecheckMs a version is judged
   // again (a version slow only while its data was cold gets back).
@@ -77,7 +79,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
       const deadline = started + target.timeoutMs;
       const key = `${target.versionId}:${target.memoryMb}`;
       const create = () =>
-        FunctionIsolate.create(target.code, target.memoryMb, limits, opts.dbBridge(target.appId), Math.max(1, target.timeoutMs));
+        FunctionIsolate.create(target.code, target.memoryMb, limits, target.appId, capabilities, Math.max(1, target.timeoutMs));
       let lease;
       try {
         lease = await pool.acquire(key, create, target.timeoutMs);
@@ -129,7 +131,8 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
     },
 
     async check(code, memoryMb) {
-      const iso = await FunctionIsolate.create(code, Math.max(CHECK_MEMORY_MB, memoryMb), limits, noDb, limits.compileTimeoutMs);
+      // (the module's top level has no ctx: no capability is called)
+      const iso = await FunctionIsolate.create(code, Math.max(CHECK_MEMORY_MB, memoryMb), limits, 0, capabilities, limits.compileTimeoutMs);
       iso.dispose();
     },
 

@@ -2,6 +2,7 @@
 // what comes back. Everything crossing the isolate boundary is copied (plain
 // data), never a host object.
 import { availableParallelism } from "node:os";
+import type { ErrorCode } from "../../kernel/errors.js";
 
 /** One captured console line of an invocation. */
 export interface LogLine {
@@ -49,10 +50,10 @@ export interface SandboxLimits {
   syncBudgetMs: number;
   /** How long a version stays off the fast path before it is judged again. */
   slowRecheckMs: number;
-  /** ctx.db calls of one invocation handed to the database at once; more wait (issue 15 point 2). */
-  dbCallsRunning: number;
-  /** ctx.db calls of one invocation waiting for one of those slots; more fail with database_unavailable. */
-  dbCallsQueued: number;
+  /** Calls of one invocation to one host capability handled at once; more wait (issue 15 point 2). */
+  hostCallsRunning: number;
+  /** Calls of one invocation to one host capability waiting for one of those slots; more fail with its busyCode. */
+  hostCallsQueued: number;
 }
 
 export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
@@ -68,9 +69,29 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   syncSliceMs: 10,
   syncBudgetMs: 1,
   slowRecheckMs: 60_000,
-  dbCallsRunning: 4,
-  dbCallsQueued: 100,
+  hostCallsRunning: 4,
+  hostCallsQueued: 100,
 };
+
+/** What a host capability's method knows of the call besides its arguments. */
+export interface HostCall {
+  /** The application whose function made the call. */
+  readonly appId: number;
+  /** Fires when the run ends (answered, timed out, cut): what the call still waits for or runs is no longer wanted. */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * A host API offered to functions as `ctx.<name>` (docs/functions.md, "Host capabilities"): methods get
+ * copies of the arguments (untrusted) and return JSON; calls past the per-run limits fail with
+ * `busyCode`, a method's non-catalogue error reaches the function as `failureCode`.
+ */
+export interface HostCapability {
+  readonly name: string;
+  readonly methods: Readonly<Record<string, (call: HostCall, ...args: unknown[]) => Promise<unknown>>>;
+  readonly busyCode: ErrorCode;
+  readonly failureCode: ErrorCode;
+}
 
 /** What identifies the code to run and how much it may use. */
 export interface RunTarget {
@@ -93,10 +114,8 @@ export interface RunInput {
   requestId: string;
 }
 
-export type RunOutcome = "ok" | "error" | "timeout";
-
 export interface RunResult {
-  outcome: RunOutcome;
+  outcome: "ok" | "error" | "timeout";
   response?: RawResponse;
   /** The thrown error's message (outcome "error"), or why the run was cut. */
   error?: string;

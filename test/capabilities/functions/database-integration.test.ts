@@ -13,7 +13,6 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { FunctionService as AdminFunctionService } from "../../../gen/pulsebase/admin/v1/functions_pb.js";
 import { createDatabaseModule, type DatabaseModule } from "../../../src/capabilities/database/database-module.js";
-import { functionDbFromQueryRunner } from "../../../src/capabilities/functions/database-adapter.js";
 import { changeCaptureFromDatabase } from "../../../src/capabilities/functions/events/database-capture.js";
 import type { ChangeCaptureDb } from "../../../src/capabilities/functions/events/change-capture.js";
 import { createFunctionsModule, type FunctionsModule } from "../../../src/capabilities/functions/functions-module.js";
@@ -38,7 +37,7 @@ beforeAll(async () => {
   capture = changeCaptureFromDatabase({ store: dbModule.store, pool: dbModule.pool, dataDir });
   fn = createFunctionsModule({
     sql: db.sql,
-    db: functionDbFromQueryRunner(dbModule.runner),
+    db: dbModule.runner,
     config: { resolveCacheMs: 0 },
     events: {
       nats: nc,
@@ -81,6 +80,33 @@ describe("functions with the database module", () => {
     const run = await a.runFunction({ functionId: f.id, payload: fromJson(ValueSchema, { title: "milk" }) });
     expect(run.outcome).toBe("ok");
     expect(JSON.parse(run.body)).toEqual({ rows: [[1, "milk"]], columns: ["id", "title"], refused: "forbidden_query" });
+  });
+
+  it("refuses malformed ctx.db calls with validation_failed naming the field, as /api/db does", async () => {
+    const a = admin();
+    const f = await a.createFunction({ appId: BigInt(appId), name: "bad-calls" });
+    await a.deployVersion({
+      functionId: f.id,
+      activate: true,
+      code: `export default async (req, { db }) => {
+        const out = [];
+        for (const call of [() => db.query(42), () => db.query("SELECT 1", 7), () => db.batch("SELECT 1"), () => db.batch([null]),
+                            () => db.batch([{ sql: 1 }]), () => db.batch(Array.from({ length: 101 }, () => ({ sql: "SELECT 1" }))), () => db.query("x".repeat(100001))]) {
+          try { await call(); out.push("ran"); } catch (e) { out.push([e.code, e.message]); }
+        }
+        return out;
+      }`,
+    });
+    const run = await a.runFunction({ functionId: f.id });
+    expect(run.outcome).toBe("ok");
+    const out = JSON.parse(run.body) as Array<[string, string]>;
+    expect(out.map((o) => o[0])).toEqual(Array(7).fill("validation_failed"));
+    expect(out[0]![1]).toMatch(/sql/);
+    expect(out[1]![1]).toMatch(/params/);
+    expect(out[3]![1]).toMatch(/statements/);
+    expect(out[4]![1]).toMatch(/statements\.0\.sql/);
+    expect(out[5]![1]).toMatch(/100 statements/);
+    expect(out[6]![1]).toMatch(/100000 characters/);
   });
 
   it("captures changes of the embedded database for db event triggers", async () => {

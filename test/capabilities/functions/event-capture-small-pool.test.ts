@@ -11,7 +11,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { FunctionService as AdminFunctionService } from "../../../gen/pulsebase/admin/v1/functions_pb.js";
 import { createDatabaseModule, type DatabaseModule } from "../../../src/capabilities/database/database-module.js";
-import { functionDbFromQueryRunner } from "../../../src/capabilities/functions/database-adapter.js";
 import { changeCaptureFromDatabase } from "../../../src/capabilities/functions/events/database-capture.js";
 import { createFunctionsModule, type FunctionsModule } from "../../../src/capabilities/functions/functions-module.js";
 import { createPgSql } from "../../../src/infra/storage/pg-sql.js";
@@ -35,7 +34,7 @@ beforeAll(async () => {
   dbModule = await createDatabaseModule({ dataDir, linkCacheMs: 0, engineProcesses: 1 }, { sql: small });
   fn = createFunctionsModule({
     sql: small,
-    db: functionDbFromQueryRunner(dbModule.runner),
+    db: dbModule.runner,
     config: { resolveCacheMs: 0, recorder: { flushMs: 20 } },
     events: {
       capture: changeCaptureFromDatabase({ store: dbModule.store, pool: dbModule.pool, dataDir }),

@@ -1,12 +1,16 @@
-// A small real FunctionDb for tests: one libSQL file per application in a
-// temp dir, through @libsql/client (the database module provides the real one).
+// A small real FunctionDb (ctx.db's query runner) for tests: one libSQL file
+// per application in a temp dir, through @libsql/client (the database module
+// provides the real one).
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient, type Client, type InArgs, type ResultSet } from "@libsql/client";
 import { appError } from "../../../src/kernel/errors.js";
-import type { FunctionDb, FunctionDbParams, FunctionDbResult } from "../../../src/capabilities/functions/function-db.js";
+import type { FunctionDb, FunctionDbResult } from "../../../src/capabilities/functions/function-db.js";
 import type { ChangeCaptureDb } from "../../../src/capabilities/functions/events/change-capture.js";
+
+type EngineResult = Awaited<ReturnType<FunctionDb["query"]>>[number];
+type EngineValue = EngineResult["rows"][number][number];
 
 export interface TestFunctionDb extends FunctionDb, ChangeCaptureDb {
   client(appId: number): Client;
@@ -34,30 +38,38 @@ export function createTestFunctionDb(): TestFunctionDb {
     rows_read: 0,
     rows_written: r.rowsAffected,
   });
-  const args = (p?: FunctionDbParams): InArgs => (p ?? []) as InArgs;
+  // the query runner's shape
+  const toEngine = (r: ResultSet) => {
+    const x = toResult(r);
+    return { columns: x.columns, rows: x.rows as EngineValue[][], rowsRead: 0, rowsWritten: x.rows_written };
+  };
+  const failed = (err: unknown) => ({ columns: [], rows: [], rowsRead: 0, rowsWritten: 0, error: (err as Error).message });
+  const args = (p?: unknown): InArgs => (p ?? []) as InArgs;
   return {
     unlinked,
     client,
-    async query(appId, sql, params) {
+    async query(appId, { sql, params }) {
+      // as the query runner's request-shape check
+      if (typeof sql !== "string" || sql.trim() === "") throw appError("validation_failed", "The sql field is required.", { fields: { sql: ["The sql field is required."] } });
       try {
-        return [toResult(await client(appId).execute({ sql, args: args(params) }))];
+        return [toEngine(await client(appId).execute({ sql, args: args(params) }))];
       } catch (err) {
         if (unlinked.has(appId)) throw err;
-        return [{ columns: [], rows: [], rows_read: 0, rows_written: 0, error: (err as Error).message }];
+        return [failed(err)];
       }
     },
-    async batch(appId, statements, { transaction }) {
+    async batch(appId, statements, transaction) {
       const c = client(appId);
       if (transaction) {
         const rs = await c.batch(statements.map((s) => ({ sql: s.sql, args: args(s.params) })), "write");
-        return rs.map(toResult);
+        return rs.map(toEngine);
       }
-      const out: FunctionDbResult[] = [];
+      const out: EngineResult[] = [];
       for (const s of statements) {
         try {
-          out.push(toResult(await c.execute({ sql: s.sql, args: args(s.params) })));
+          out.push(toEngine(await c.execute({ sql: s.sql, args: args(s.params) })));
         } catch (err) {
-          out.push({ columns: [], rows: [], rows_read: 0, rows_written: 0, error: (err as Error).message });
+          out.push(failed(err));
         }
       }
       return out;

@@ -12,7 +12,6 @@ import { createClient as createConnectClient, createRouterTransport } from "@con
 import { createClient as createLibsqlClient } from "@libsql/client";
 import { FunctionService as AdminFunctionService } from "../../../gen/pulsebase/admin/v1/functions_pb.js";
 import { createDatabaseModule, type DatabaseModule } from "../../../src/capabilities/database/database-module.js";
-import { functionDbFromQueryRunner } from "../../../src/capabilities/functions/database-adapter.js";
 import { CHANGE_TABLE, deleteChanges, readChanges, syncCapture, type ChangeCaptureDb, type Operation } from "../../../src/capabilities/functions/events/change-capture.js";
 import { changeCaptureFromDatabase } from "../../../src/capabilities/functions/events/database-capture.js";
 import { createLibsqlCaptureExecutor, type LibsqlCaptureExecutor } from "../../../src/capabilities/functions/events/libsql-capture.js";
@@ -114,7 +113,7 @@ async function remoteFlow(opts: { url: string; authToken: string }) {
   });
   const fn: FunctionsModule = createFunctionsModule({
     sql: db.sql,
-    db: functionDbFromQueryRunner(dbModule.runner),
+    db: dbModule.runner,
     config: { resolveCacheMs: 0, recorder: { flushMs: 20 } },
     // The PostgreSQL table transport (no NATS).
     events: { capture, config: { drainIntervalMs: 50 } },

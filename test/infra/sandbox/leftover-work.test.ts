@@ -8,8 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createDatabaseModule, type DatabaseModule } from "../../../src/capabilities/database/database-module.js";
-import { functionDbFromQueryRunner } from "../../../src/capabilities/functions/database-adapter.js";
-import { createDbBridge } from "../../../src/capabilities/functions/db-bridge.js";
+import { dbCapability } from "../../../src/capabilities/functions/function-db.js";
 import { createSandbox, type Sandbox } from "../../../src/infra/sandbox/sandbox.js";
 import type { RunInput, RunTarget } from "../../../src/infra/sandbox/types.js";
 import { createApp } from "../../capabilities/functions/fixtures.js";
@@ -30,8 +29,7 @@ beforeAll(async () => {
   // link stays cached, so a run's calls reach the engine queue in the order
   // it made them (each would otherwise first look the link up).
   dbModule = await createDatabaseModule({ dataDir, linkCacheMs: 600_000, engineProcesses: 1, limits: { queryTimeoutMs: 5000, abandonGraceMs: 200 } }, { sql: db.sql });
-  const fdb = functionDbFromQueryRunner(dbModule.runner);
-  sandbox = createSandbox({ dbBridge: (app) => createDbBridge(fdb, app), limits: { dbCallsRunning: 2, dbCallsQueued: 3 } });
+  sandbox = createSandbox({ capabilities: [dbCapability(dbModule.runner)], limits: { hostCallsRunning: 2, hostCallsQueued: 3 } });
   appId = await createApp(db.sql);
   const team = await db.sql.query<{ team_id: number }>("SELECT team_id FROM apps WHERE id = $1", [appId]);
   const linked = await dbModule.manager.create({ teamId: Number(team.rows[0]!.team_id), name: "main" });

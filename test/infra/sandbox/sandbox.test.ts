@@ -3,12 +3,12 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { createSandbox, CompileError } from "../../../src/infra/sandbox/sandbox.js";
 import type { RunInput, RunTarget } from "../../../src/infra/sandbox/types.js";
-import { createDbBridge } from "../../../src/capabilities/functions/db-bridge.js";
+import { dbCapability } from "../../../src/capabilities/functions/function-db.js";
 import { createTestFunctionDb } from "../../capabilities/functions/libsql-function-db.js";
 
 const fdb = createTestFunctionDb();
 const sandbox = createSandbox({
-  dbBridge: (appId) => createDbBridge(fdb, appId),
+  capabilities: [dbCapability(fdb)],
   limits: { maxIsolates: 16, isolatesPerVersion: 4, maxResponseBytes: 64 * 1024, maxLogChars: 2000, maxLogLineChars: 500 },
 });
 afterAll(() => {
@@ -178,7 +178,7 @@ describe("sandbox", () => {
 
 describe("isolate pool bounds", () => {
   it("serves many versions through a small process-wide bound and releases idle isolates", async () => {
-    const small = createSandbox({ dbBridge: (appId) => createDbBridge(fdb, appId), limits: { maxIsolates: 2, isolatesPerVersion: 2, idleMs: 100 } });
+    const small = createSandbox({ capabilities: [dbCapability(fdb)], limits: { maxIsolates: 2, isolatesPerVersion: 2, idleMs: 100 } });
     try {
       const versions = Array.from({ length: 5 }, (_, v) => ({ versionId: 1000 + v, appId: 1, code: `export default async (req) => { await null; return ${v} * 100 + req.body; }`, memoryMb: 16, timeoutMs: 5000 }));
       const runs = versions.flatMap((t, v) => Array.from({ length: 4 }, (_, i) => small.run(t, input({ req: { body: i } })).then((r) => [v, i, r] as const)));

@@ -5,12 +5,12 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { createSandbox } from "../../../src/infra/sandbox/sandbox.js";
 import type { RunInput, RunTarget } from "../../../src/infra/sandbox/types.js";
-import { createDbBridge } from "../../../src/capabilities/functions/db-bridge.js";
+import { dbCapability } from "../../../src/capabilities/functions/function-db.js";
 import { createTestFunctionDb } from "../../capabilities/functions/libsql-function-db.js";
 
 const fdb = createTestFunctionDb();
 const sandbox = createSandbox({
-  dbBridge: (appId) => createDbBridge(fdb, appId),
+  capabilities: [dbCapability(fdb)],
   limits: { maxIsolates: 16, isolatesPerVersion: 2, syncSliceMs: 10, syncBudgetMs: 1 },
 });
 afterAll(() => {
@@ -96,7 +96,7 @@ describe("the synchronous slice", () => {
   });
 
   it("judges a slow version again after slowRecheckMs", async () => {
-    const quick = createSandbox({ dbBridge: (appId) => createDbBridge(fdb, appId), limits: { syncSliceMs: 10, syncBudgetMs: 1, slowRecheckMs: 300 } });
+    const quick = createSandbox({ capabilities: [dbCapability(fdb)], limits: { syncSliceMs: 10, syncBudgetMs: 1, slowRecheckMs: 300 } });
     try {
       const t = target(`export default () => { let x = 0; const end = Date.now() + 4; while (Date.now() < end) x++; return 1; }`);
       for (let i = 0; i < 6; i++) await quick.run(t, input());
