@@ -83,7 +83,7 @@ export interface Config {
    * (PULSEBASE_WORKER_METRICS_PORT); 0 serves none.
    */
   workerMetricsPort: number;
-  /** Linked databases' engine scheduling (issue 15 point 2; docs/database.md). */
+  /** Linked databases' engine scheduling (docs/database.md). */
   db: {
     /** Engine processes (PULSEBASE_DB_ENGINE_PROCESSES). */
     engineProcesses: number;
@@ -103,7 +103,7 @@ export interface Config {
     /** Waiting for one of those (PULSEBASE_FN_DB_CALLS_QUEUED). */
     queued: number;
   };
-  /** Functions' limits and schedule timing (issue 19; docs/functions.md). */
+  /** Functions' limits and schedule timing (docs/functions.md). */
   functions: {
     /** PULSEBASE_FUNCTION_PUBLIC_PER_MINUTE: calls of one public or signed trigger per minute (all processes). */
     publicTriggerPerMinute: number;

@@ -33,20 +33,20 @@ export const catalogue = {
   internal_error: { grpc: Code.Internal, http: 500, message: "Internal error." },
   unavailable: { grpc: Code.Unavailable, http: 503, message: "Service temporarily unavailable." },
   timeout: { grpc: Code.DeadlineExceeded, http: 504, message: "The operation timed out." },
-  // database (platform-api.md section 7)
+  // database (docs/database.md)
   database_not_linked: { grpc: Code.FailedPrecondition, http: 403, message: "The application has no linked database." },
   forbidden_query: { grpc: Code.PermissionDenied, http: 403, message: "The statement is not allowed." },
   database_unavailable: { grpc: Code.Unavailable, http: 503, message: "The linked database is not active." },
   query_error: { grpc: Code.Internal, http: 500, message: "The database backend failed." },
   query_too_large: { grpc: Code.ResourceExhausted, http: 400, message: "The query needed more memory than the database engine allows." },
-  // functions (platform-api.md section 7)
+  // functions (docs/functions.md)
   plan_required: { grpc: Code.FailedPrecondition, http: 402, message: "The application's plan does not include functions." },
   function_error: { grpc: Code.Internal, http: 500, message: "The function failed." },
   no_active_version: { grpc: Code.Unavailable, http: 503, message: "The function has no active version." },
   function_timeout: { grpc: Code.DeadlineExceeded, http: 504, message: "The function exceeded its timeout." },
   // An application's stored data (ctx.kv) at its quota.
   quota_exceeded: { grpc: Code.ResourceExhausted, http: 403, message: "The application's storage quota is used up." },
-  // --- CMS interface (upper-case codes, cms-api.md section 7) ---
+  // --- CMS interface (upper-case codes, docs/cms.md) ---
   MISSING_APP_KEY: { grpc: Code.InvalidArgument, http: 400, message: "The X-App-Key header is required." },
   INVALID_APP_KEY: { grpc: Code.InvalidArgument, http: 400, message: "No application for this key." },
   INVALID_FILTER: { grpc: Code.InvalidArgument, http: 400, message: "Invalid filter." },

@@ -24,7 +24,7 @@ import { TokenService } from "../capabilities/identity/tokens.js";
 import { ChangeBus } from "../infra/cluster/change-bus.js";
 import { NatsLink } from "../infra/nats/nats-link.js";
 
-/** 4 MiB (DECISIONS 12): the largest file part a device may send. */
+/** 4 MiB (docs/devices.md, "Limits"): the largest file part a device may send. */
 export const MAX_FILE_BYTES = 4 * 1024 * 1024;
 
 export interface Deps {

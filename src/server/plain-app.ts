@@ -1,4 +1,4 @@
-// The plain-HTTP listener exists only to refuse (DECISIONS 1): CMS GET/HEAD
+// The plain-HTTP listener exists only to refuse: CMS GET/HEAD
 // requests are redirected (308) to HTTPS, every other /api/ request is 401,
 // a gRPC call (HTTP/2 with prior knowledge, h2c) gets UNAUTHENTICATED.
 // Health probes answer here too, for load balancers. Redirects point at the

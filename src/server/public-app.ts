@@ -95,7 +95,7 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
     trustProxy: opts.trustedProxies.length ? opts.trustedProxies : false,
     // The router refuses malformed URL encoding and over-long path segments
     // before any hook runs, in Fastify's own format: answer them in the
-    // interface's envelope with X-Request-Id (DECISIONS 2, 5). An over-long
+    // interface's envelope with X-Request-Id (docs/devices.md, "Errors and what to retry"). An over-long
     // segment names nothing that exists (slugs, UUIDs and ids are shorter).
     frameworkErrors: (err, req, reply) => {
       observeUnrouted(reply);

@@ -1,5 +1,5 @@
 // Three (then four) real server processes on one PostgreSQL and a private
-// nats-server the test stops and starts (issue 16, point 1). A CMS change
+// nats-server the test stops and starts. A CMS change
 // made through one server is served by every server within the documented
 // bound (README, Scale-out: 1 s) whether NATS is up, down or restarting, and
 // a server started while NATS is unreachable takes part like the others

@@ -1,5 +1,5 @@
 // Three real server processes on one PostgreSQL and a private nats-server
-// (issue 16, points 2 and 3): the CMS daily allowance holds across servers
+// (docs/cms.md): the CMS daily allowance holds across servers
 // (never more counted requests than the plan allows, whichever server
 // answers), and a revocation (DeleteConsumer, RotateAppKey), a plan change
 // or a function activation made through one server applies on every server

@@ -72,7 +72,7 @@ it("answers B at its normal latency while A runs six runaway queries at once", a
   const before = await bLatencies(15);
   const flood = Array.from({ length: 6 }, () => query(tokenA, RUNAWAY).then(async (r) => ({ status: r.status, body: await r.json() })));
   await new Promise((r) => setTimeout(r, 150)); // A's queries hold their share now
-  // the operator sees A's share and queue on /metrics (issue 16 point 6)
+  // the operator sees A's share and queue on /metrics
   const metrics = await (await fetch(`${s.adminUrl}/metrics`)).text();
   expect(metrics).toContain(`pulsebase_engine_app_requests{app="${appA}",state="in_flight"} 1`);
   expect(metrics).toContain(`pulsebase_engine_app_requests{app="${appA}",state="queued"} 5`);

@@ -1,4 +1,4 @@
-// ctx.kv through the whole server (issue 19 point 4): functions deployed over
+// ctx.kv through the whole server (docs/functions.md): functions deployed over
 // the operator API and called over /api/fn/{slug} store, read, expire, list
 // and delete keys of their own application only; the store's limits come
 // back as errors the function catches; calls a run leaves behind are

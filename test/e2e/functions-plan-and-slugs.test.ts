@@ -2,7 +2,7 @@
 // very next /api/fn (and CMS) request of the same process (no cached plan,
 // no tokens leased under the old limit), and every slug that names no enabled HTTP
 // trigger (unknown, disabled, malformed) is 404 `not_found` in the platform
-// envelope (DECISIONS 5) for every method.
+// envelope for every method.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { createModules } from "../../src/server/modules.js";

@@ -1,5 +1,5 @@
 // Schedule triggers across several real server processes on one PostgreSQL
-// (issue 19 point 5): a schedule every second runs each tick exactly once
+// (docs/functions.md, "Schedules"): a schedule every second runs each tick exactly once
 // however many processes poll, with its run history; after every process
 // was stopped for a while, the missed ticks are skipped (one "skipped" run
 // recording how many) or run once (the newest missed tick), per trigger;

@@ -1,4 +1,4 @@
-// HTTP triggers a third party can call (issue 19 point 6), through the whole
+// HTTP triggers a third party can call (docs/functions.md), through the whole
 // server over real sockets: a public trigger without a token (ctx.consumer
 // null) and its rate limits, a signed trigger (Stripe-style header over the
 // raw body: accepted, then refused for a bad signature, a stale timestamp, a

@@ -1,4 +1,4 @@
-// Errors you can debug and versions you can read (issue 19 point 7), through
+// Errors you can debug and versions you can read (docs/functions.md), through
 // the whole server and the CLI in a child process: every version's code and
 // SHA-256 (GetVersion, `functions versions --show/--diff`), an identical
 // redeploy returning the existing version, a refused first deploy leaving no

@@ -1,4 +1,4 @@
-// The public listener under a hostile client (issue 15, point 6): HTTP/2
+// The public listener under a hostile client: HTTP/2
 // streams and header lists are limited, a token is checked before a byte of
 // the body is read, bodies share one budget per process (503 past it, one
 // application at most half of it), and a body trickled in is cut.

@@ -1,6 +1,6 @@
-// What one hostile HTTP/2 client costs the server's memory (issue 15, point
-// 6): a flood of streams, each sending 256 KiB of a declared 1 MiB body,
-// without a token and with one. The server runs as its own process (its RSS
+// What one hostile HTTP/2 client costs the server's memory: a flood of
+// streams, each sending 256 KiB of a declared 1 MiB body, without a token
+// and with one. The server runs as its own process (its RSS
 // is what is measured); the growth must stay bounded by the stream limit and
 // the body budget, not by how many streams the client opens. Each test has a
 // fresh server (memory a flood leaves behind would hide the next one's).

@@ -1,5 +1,5 @@
 // Behind a TLS-terminating proxy: X-Forwarded-Proto and X-Forwarded-Host
-// count only from the configured proxy addresses (DECISIONS 1), and then only
+// count only from the configured proxy addresses, and then only
 // their rightmost value (the one the proxy itself wrote). Redirects to HTTPS
 // point at PULSEBASE_PUBLIC_URL, never at a Host the client chose.
 import { request } from "node:http";

@@ -47,7 +47,7 @@ describe("observability settings", () => {
   });
 });
 
-describe("tenant fairness settings (issue 15)", () => {
+describe("tenant fairness settings", () => {
   it("defaults to a fair share of the engines and bounded queues; each is settable", () => {
     const c = loadConfig({});
     expect(c.db).toEqual({ engineProcesses: 2, appRunning: 0, appQueued: 64, queueWaitMs: 2000, remoteAppRunning: 8 });

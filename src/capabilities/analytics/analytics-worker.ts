@@ -11,8 +11,7 @@
 // dead-lettered after the queue's maxAttempts.
 import { applyBatches, pruneProcessedBatches, type ApplyOutcome } from "./apply-batch.js";
 import { decodePayload, type BatchPayload } from "./batch-payload.js";
-import { sqlState } from "../../infra/storage/pg-errors.js";
-import type { Sql } from "../../infra/storage/sql.js";
+import { storageFailure, type Sql } from "../../infra/storage/sql.js";
 import { PermanentError, type Queue, type QueueMessage } from "../../infra/queue/queue.js";
 
 export interface WorkerLogger {
@@ -59,10 +58,10 @@ export function startWorkers(deps: WorkerDeps): Workers {
   let scheduled = false;
 
   const classify = (err: unknown, p: Pending): unknown => {
-    const state = sqlState(err) ?? "";
     // Data exceptions and integrity violations fail the same way every time.
-    if (state.startsWith("22") || state.startsWith("23")) {
-      return new PermanentError(`batch refused by the database (${state}): ${(err as Error).message}`);
+    const failure = storageFailure(err);
+    if (failure?.kind === "refused") {
+      return new PermanentError(`batch refused by the database (${failure.code}): ${(err as Error).message}`);
     }
     deps.logger?.warn({ err, batchId: p.payload.batchId, attempt: p.attempt }, "analytics batch failed, will retry");
     return err;

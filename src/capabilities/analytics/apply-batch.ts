@@ -3,8 +3,7 @@
 // inserted first, so a redelivered (or replayed, or re-published) batch finds
 // its record and changes nothing; the effects of every fresh batch commit
 // together with their records. A batch is never split across transactions.
-import type { Sql } from "../../infra/storage/sql.js";
-import { isRetryableTxFailure, sqlState } from "../../infra/storage/pg-errors.js";
+import { storageFailure, type Sql } from "../../infra/storage/sql.js";
 import { backoffMs, sleep } from "../../kernel/retry.js";
 import { applyBreadcrumbs, applyEvents, applyLogs, stamp, type Stamped } from "./analytics-store.js";
 import type { BatchPayload, BreadcrumbRow, EventRow, LogRow } from "./batch-payload.js";
@@ -63,9 +62,7 @@ export async function withTxRetry<T>(fn: () => Promise<T>, attempts = 4): Promis
     try {
       return await fn();
     } catch (err) {
-      const state = sqlState(err);
-      const race = state === "40P01" || state === "40001";
-      if (i >= attempts || (!race && !isRetryableTxFailure(err))) throw err;
+      if (i >= attempts || storageFailure(err)?.kind !== "retry") throw err;
       await sleep(backoffMs({ baseBackoffMs: 10, maxBackoffMs: 40, jitter: 0.5 }, i));
     }
   }

@@ -14,7 +14,7 @@ export const limits = {
   stackTraceMax: 262_144,
   /** Serialised JSON size of a log context. */
   contextBytesMax: 65_536,
-  /** 4 MiB (DECISIONS 12). */
+  /** 4 MiB (docs/devices.md, "Limits"). */
   fileBytesMax: 4 * 1024 * 1024,
   idempotencyKeyMax: 255,
 } as const;

@@ -15,8 +15,7 @@ import {
 } from "../../../gen/pulsebase/cms/v1/content_pb.js";
 import { REST_FAST_PATH, type FastAnswer, type FastRequest, type RestFastPaths } from "../../transport/http/fast-path.js";
 import { appError } from "../../kernel/errors.js";
-import { sqlState } from "../../infra/storage/pg-errors.js";
-import type { Sql } from "../../infra/storage/sql.js";
+import { storageFailure, type Sql } from "../../infra/storage/sql.js";
 import type { AppResolver, CmsApp } from "./app-resolver.js";
 import type { ContentTypeDef } from "./content-type-def.js";
 import { buildListQuery } from "./entry-query.js";
@@ -67,7 +66,7 @@ function toMessage(data: JsonValue, meta?: Meta | Omit<Meta, "$typeName">): Cont
 
 /**
  * Relation UUIDs of entries a reader may not see (unpublished, deleted, of
- * another type) left out, as populate leaves them out (DECISIONS 30): null
+ * another type) left out, as populate leaves them out: null
  * for a single relation, dropped from a multi one. Mutates and returns `out`.
  */
 function hideUnpublished(out: JsonObject, fields: ContentTypeDef["fields"], visible: ReadonlySet<string>): JsonObject {
@@ -254,7 +253,7 @@ export function createContentServiceImpl(
         return fn(tx);
       });
     } catch (err) {
-      if (sqlState(err) === "57014") throw appError("QUERY_TIMEOUT", undefined, { cause: err });
+      if (storageFailure(err)?.kind === "timeout") throw appError("QUERY_TIMEOUT", undefined, { cause: err });
       throw err;
     }
   }

@@ -1,4 +1,4 @@
-// The field type table of cms-api.md section 2: what each type may be used
+// The CMS field types (docs/cms.md): what each type may be used
 // for, and how a value of that type is validated and normalised for storage.
 import { parseIsoTime } from "../../kernel/iso-time.js";
 

@@ -1,4 +1,4 @@
-// Which read requests count against the plan (cms-api.md section 8), as a
+// Which read requests count against the plan (docs/cms.md, "Caching, metering and limits"), as a
 // pure function of the request shape. Requests that are not counted are the
 // ones served from the response cache.
 //

@@ -1,5 +1,5 @@
 // Parses and validates the raw query-string parameters of the read API
-// (cms-api.md section 4, DECISIONS 24, 27-29) into a typed query. Checks run
+// (docs/cms.md, "Read API behaviour where the spec is silent") into a typed query. Checks run
 // in this order: pagination, parameter lengths, q, filters, sort.
 import { appError } from "../../kernel/errors.js";
 import type { ContentTypeDef } from "./content-type-def.js";

@@ -12,8 +12,3 @@ export function roleOf(name: string): Role {
 export function roleName(r: Role): RoleName | undefined {
   return r === Role.VIEWER ? "viewer" : r === Role.DEVELOPER ? "developer" : r === Role.OWNER ? "owner" : undefined;
 }
-
-/** Viewer < developer < owner < admin; the enum's numbers are in that order. */
-export function atLeast(have: Role, need: Role): boolean {
-  return have >= need;
-}

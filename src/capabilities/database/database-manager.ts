@@ -6,8 +6,8 @@ import { join } from "node:path";
 import { appError, Violations } from "../../kernel/errors.js";
 import type { DatabaseStatus } from "./database-status.js";
 import type { DatabaseKind, DatabaseRecord, DatabaseStore } from "./database-store.js";
-import type { EnginePool } from "./engine-pool.js";
-import type { RemoteExecutor } from "./remote-executor.js";
+import type { EnginePool } from "../../infra/libsql/engine-pool.js";
+import type { RemoteExecutor } from "../../infra/libsql/remote-executor.js";
 import { checkRemote, provisionEmbedded, removeEmbedded } from "./provisioner.js";
 
 export interface DatabaseManagerDeps {

@@ -3,8 +3,8 @@
 // connection's settings and limits (PRAGMA assignments, writable_schema), or
 // write the service's _pulsebase_* capture tables. Word matching on the
 // folded text, as the device guard does (sql-guard.ts).
-import { findHostFunction, foldForMatching, type GuardVerdict } from "./sql-guard.js";
-import type { Token } from "./sql-tokenizer.js";
+import { findHostFunction, foldForMatching, type GuardVerdict } from "../../infra/libsql/sql-guard.js";
+import type { Token } from "../../infra/libsql/sql-tokenizer.js";
 
 const NEVER = new Set(["attach", "detach", "load_extension"]);
 

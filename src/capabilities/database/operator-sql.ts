@@ -10,13 +10,13 @@ import { withTimeout } from "../../kernel/deadlines.js";
 import { appError, Violations } from "../../kernel/errors.js";
 import { DEFAULT_DATABASE_LIMITS, type DatabaseLimits } from "./database-config.js";
 import type { DatabaseStore } from "./database-store.js";
-import { EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "./engine-pool.js";
-import type { EngineResult, EngineStatement } from "./engine-protocol.js";
+import { EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "../../infra/libsql/engine-pool.js";
+import type { EngineResult, EngineStatement } from "../../infra/libsql/engine-protocol.js";
 import { checkOperatorStatement } from "./operator-sql-guard.js";
-import type { RemoteExecutor } from "./remote-executor.js";
-import { firstWord } from "./sql-guard.js";
-import { splitStatements, type SplitStatement } from "./sql-splitter.js";
-import { tokenize } from "./sql-tokenizer.js";
+import type { RemoteExecutor } from "../../infra/libsql/remote-executor.js";
+import { firstWord } from "../../infra/libsql/sql-guard.js";
+import { splitStatements, type SplitStatement } from "../../infra/libsql/sql-splitter.js";
+import { tokenize } from "../../infra/libsql/sql-tokenizer.js";
 
 export interface OperatorSqlDeps {
   store: DatabaseStore;

@@ -9,7 +9,7 @@ import {
   type QueryResponse,
 } from "../../../gen/pulsebase/platform/v1/database_pb.js";
 import { consumerOf, requestIdOf } from "../../kernel/principal.js";
-import type { EngineResult } from "./engine-protocol.js";
+import type { EngineResult } from "../../infra/libsql/engine-protocol.js";
 import { rowToListValue, valueToJson } from "./proto-values.js";
 import type { QueryRunner } from "./query-runner.js";
 import { REST_JSON_PATH, type RestJsonPaths } from "../../transport/http/fast-path.js";

@@ -3,7 +3,7 @@
 // reflective JSON path.
 import { create } from "@bufbuild/protobuf";
 import { ListValueSchema, NullValue, ValueSchema, type ListValue, type Value } from "@bufbuild/protobuf/wkt";
-import type { EngineValue } from "./engine-protocol.js";
+import type { EngineValue } from "../../infra/libsql/engine-protocol.js";
 
 export function valueToJson(v: Value | undefined): unknown {
   if (!v) return undefined;

@@ -1,26 +1,26 @@
 // The /api/db/query and /api/db/batch logic, transport-free. Checks run in
-// the order of DECISIONS 20: request shape (422), linked database (403
+// this order (docs/database.md): request shape (422), linked database (403
 // database_not_linked), guard (403 forbidden_query), status (503
 // database_unavailable); then the statements run on the database's
 // executor (embedded: the engine pool; remote: @libsql/client). Both are
 // shared by every application, so both are scheduled per application
 // (fair-queue.ts): a bounded share running, a bounded queue and a bounded
-// wait, 503 database_unavailable past them (issue 15 point 2).
+// wait, 503 database_unavailable past them (docs/database.md, "Scheduling").
 import { join } from "node:path";
 import { withTimeout } from "../../kernel/deadlines.js";
 import { appError, Violations } from "../../kernel/errors.js";
 import { TtlCache } from "../../kernel/ttl-cache.js";
 import { DEFAULT_DATABASE_LIMITS, type DatabaseLimits } from "./database-config.js";
 import type { DatabaseStore, LinkedDatabase } from "./database-store.js";
-import { EngineBusyError, EngineCancelledError, EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "./engine-pool.js";
-import { FairQueue, type FairJob, type RefusalReason } from "./fair-queue.js";
-import type { EngineResult, EngineStatement } from "./engine-protocol.js";
-import type { PointReader, PointShape } from "./point-reader.js";
-import type { RemoteExecutor } from "./remote-executor.js";
-import { analyse, ANALYSE_INLINE_CHARS, CACHED_SQL_CHARS, cachedAnalysis, remember, type Analysis } from "./sql-analysis.js";
-import { analyseOffThread } from "./sql-analysis-pool.js";
-import type { GuardVerdict } from "./sql-guard.js";
-import { bindParams, toArg, type JsonParams, type RemoteBinding } from "./sql-params.js";
+import { EngineBusyError, EngineCancelledError, EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "../../infra/libsql/engine-pool.js";
+import { FairQueue, type FairJob, type RefusalReason } from "../../infra/libsql/fair-queue.js";
+import type { EngineResult, EngineStatement } from "../../infra/libsql/engine-protocol.js";
+import type { PointReader, PointShape } from "../../infra/libsql/point-reader.js";
+import type { RemoteExecutor } from "../../infra/libsql/remote-executor.js";
+import { analyse, ANALYSE_INLINE_CHARS, CACHED_SQL_CHARS, cachedAnalysis, remember, type Analysis } from "../../infra/libsql/sql-analysis.js";
+import { analyseOffThread } from "../../infra/libsql/sql-analysis-pool.js";
+import type { GuardVerdict } from "../../infra/libsql/sql-guard.js";
+import { bindParams, toArg, type JsonParams, type RemoteBinding } from "../../infra/libsql/sql-params.js";
 
 export interface StatementInput {
   sql: string;
@@ -213,7 +213,7 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
     return out;
   }
 
-  /** The checks after the link is known, in the order of DECISIONS 20. */
+  /** The checks after the link is known, in the order of the file comment. */
   function admit(db: Linked | undefined, planned: Planned[]): asserts db is Linked {
     if (!db) throw appError("database_not_linked");
     for (const p of planned) {

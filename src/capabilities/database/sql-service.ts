@@ -5,7 +5,7 @@ import { ListValueSchema } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { SqlResultSchema, SqlService, type TableInfo } from "../../../gen/pulsebase/admin/v1/sql_pb.js";
 import { appError } from "../../kernel/errors.js";
-import type { EngineResult } from "./engine-protocol.js";
+import type { EngineResult } from "../../infra/libsql/engine-protocol.js";
 import type { OperatorSql } from "./operator-sql.js";
 
 const rowsOf = (r: EngineResult) => r.rows.map((row) => fromJson(ListValueSchema, row as JsonValue[]));

@@ -20,7 +20,7 @@ import {
   type Trigger,
 } from "../../../gen/pulsebase/admin/v1/functions_pb.js";
 import { appError, errorDetail, Violations } from "../../kernel/errors.js";
-import type { PlanLimits } from "../identity/plan.js";
+import type { PlanLimits } from "../identity/index.js";
 import type { Sandbox } from "../../infra/sandbox/sandbox.js";
 import { CompileError } from "../../infra/sandbox/function-isolate.js";
 import type { Sql } from "../../infra/storage/sql.js";

@@ -2,7 +2,6 @@
 import type { SandboxLimits } from "../../infra/sandbox/types.js";
 import type { RecorderOptions } from "./invocation-recorder.js";
 import type { KvLimits } from "./kv-store.js";
-import type { SchedulerOptions } from "./scheduler.js";
 
 export interface FunctionsConfig {
   /** When on, an application whose plan has functionsEnabled=false gets 402 plan_required. */
@@ -27,6 +26,19 @@ export interface FunctionsConfig {
   maxSchedulesPerApp: number;
   scheduler: Partial<SchedulerOptions>;
   kv: Partial<KvLimits>;
+}
+
+export interface SchedulerOptions {
+  /** How often each process looks for due ticks. */
+  pollMs: number;
+  /** A tick later than this is missed (handled by the trigger's missed-tick policy). */
+  graceMs: number;
+  /** Scheduled runs one process runs at once; past it, it claims nothing (another process may). */
+  maxConcurrent: number;
+  /** Run history older than this is deleted (checked hourly); 0 keeps it. */
+  retentionDays: number;
+  /** A run still "running" after this long belonged to a process that stopped: it is marked failed. */
+  abandonAfterMs: number;
 }
 
 export const DEFAULT_FUNCTIONS_CONFIG: FunctionsConfig = {

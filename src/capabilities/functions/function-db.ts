@@ -6,10 +6,10 @@
 // forbidden_query, database_unavailable, query_error, validation_failed);
 // statement-level errors come back in the result's `error`, as on /api/db.
 // Each call carries its run's signal down to the database, so what an ended
-// run left waiting or running is cancelled (issue 15 point 1).
+// run left waiting or running is cancelled.
 import { appError } from "../../kernel/errors.js";
 import type { HostCapability } from "../../infra/sandbox/types.js";
-import type { QueryRunner } from "../database/query-runner.js";
+import type { QueryRunner } from "../database/index.js";
 
 /** One result per executed statement, the same shape as /api/db/query results. */
 export interface FunctionDbResult {

@@ -34,7 +34,7 @@ export type UserErrorLog = (fields: Record<string, unknown>, message: string) =>
  * The error's name, message and stack. The sandbox reports "Name: message"
  * today (and "Uncaught <value>" for a thrown non-error, or why a run was
  * cut); a result that carries `errorStack` (the sandbox's source-mapped
- * stack, issue 19 part B) has it passed on.
+ * stack) has it passed on.
  */
 export function errorDetailOf(result: Pick<RunResult, "error"> & { errorName?: string; errorStack?: string }, outcome: string): { name: string; message: string; stack: string } {
   const text = result.error ?? "";
@@ -77,7 +77,7 @@ export interface RunRequest {
 
 const CODE_CACHE_MAX = 512;
 const appBucket = (appId: number) => `app:${appId}`;
-/** 404 not_found, the platform's code for anything absent (DECISIONS 5): unknown, disabled or malformed slugs alike. */
+/** 404 not_found, the platform's code for anything absent: unknown, disabled or malformed slugs alike. */
 const NO_SUCH_SLUG = "No enabled HTTP trigger matches this slug.";
 const RESOLVE_CACHE_MAX = 10_000;
 /** Token-less calls: the same answer for an unknown app key, an unknown slug and a consumer-mode trigger (nothing to probe). */

@@ -2,7 +2,7 @@
 // statement (set-based), so it runs the same on PostgreSQL and PGlite.
 import { createHash } from "node:crypto";
 import type { Sql } from "../../infra/storage/sql.js";
-import { normalisePlan, type PlanLimits } from "../identity/plan.js";
+import { normalisePlan, type PlanLimits } from "../identity/index.js";
 
 export interface FunctionRow {
   id: number;

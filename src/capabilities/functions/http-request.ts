@@ -1,6 +1,6 @@
 // Builds the `req` object a function sees from the raw HTTP request the
 // gateway passes through: method, slug, query, headers (without credentials
-// and the internal namespace, DECISIONS 22), body parsed by content type,
+// and the internal namespace), body parsed by content type,
 // and the raw body.
 import { isUtf8 } from "node:buffer";
 import { validationError } from "../../kernel/errors.js";

@@ -1,4 +1,4 @@
-// Turns what a function returned into the HTTP response (DECISIONS 21, 22a).
+// Turns what a function returned into the HTTP response (docs/functions.md, "Response shaping").
 // The raw shape comes out of the isolate as plain copied data; everything is
 // validated here on the host: status range, header names and values, the
 // headers a function may not set, and the body size.
@@ -17,7 +17,7 @@ export type ShapeResult =
 /**
  * Headers a function cannot set: hop-by-hop and framing headers (the server
  * owns the connection and the body length), cookies (the platform uses no
- * cookies), CORS (configured on the server, DECISIONS 34), the request id,
+ * cookies), CORS (configured on the server), the request id,
  * the service's internal namespace, and what acts on the whole origin every
  * application shares rather than on this one answer: Clear-Site-Data (would
  * wipe other applications' browser storage), Service-Worker-Allowed (would

@@ -15,20 +15,8 @@ import { randomUUID } from "node:crypto";
 import { errorDetail } from "../../kernel/errors.js";
 import type { Sql } from "../../infra/storage/sql.js";
 import { parseSchedule } from "./cron-schedule.js";
+import type { SchedulerOptions } from "./config.js";
 import type { FunctionRuntime } from "./function-runtime.js";
-
-export interface SchedulerOptions {
-  /** How often each process looks for due ticks. */
-  pollMs: number;
-  /** A tick later than this is missed (handled by the trigger's missed-tick policy). */
-  graceMs: number;
-  /** Scheduled runs one process runs at once; past it, it claims nothing (another process may). */
-  maxConcurrent: number;
-  /** Run history older than this is deleted (checked hourly); 0 keeps it. */
-  retentionDays: number;
-  /** A run still "running" after this long belonged to a process that stopped: it is marked failed. */
-  abandonAfterMs: number;
-}
 
 export const DEFAULT_SCHEDULER_OPTIONS: SchedulerOptions = {
   pollMs: 500,

@@ -64,7 +64,7 @@ export function createConsumerServiceImpl({ store, tokens, auth, limiter }: Cons
 
     async updateConsumer(req, ctx) {
       const me = consumerOf(ctx);
-      // Another consumer's id is answered like a missing one (DECISIONS 5).
+      // Another consumer's id is answered like a missing one.
       if (req.id !== BigInt(me.consumerId)) throw appError("not_found", "Consumer not found.");
       const v = new Violations();
       checkOptionalString(v, "user_id", req.userId);

@@ -1,5 +1,5 @@
 // GET /api/consumer/token mints a token from the public app key (as the spec
-// says), so it is rate-limited (DECISIONS 36):
+// says), so it is rate-limited:
 // - per client address, every attempt (failed ones included): what a caller
 //   probing keys or ids can do is charged to the caller only;
 // - per consumer, keyed on (application, normalised consumer id) and charged

@@ -14,7 +14,7 @@
 // time limit): a host call goes out fire-and-forget (applyIgnored) and its
 // answer comes back in a later host call (entry 4), never as a promise that
 // isolated-vm settles by itself. So nothing of a run can resume once the
-// host stops answering it (issue 15 point 1).
+// host stops answering it.
 export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits) {
   "use strict";
   const stringify = JSON.stringify;
@@ -130,7 +130,7 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits) {
         for (let i = 0; i < ks.length && i < 200; i++) headers[i] = [ks[i], StringCtor(h[ks[i]])];
       }
       body = result.body;
-      // Only a shaped string body is sent as text (DECISIONS 21).
+      // Only a shaped string body is sent as text (docs/functions.md, "Response shaping").
       if (typeof body === "string") text = true;
     } else {
       body = result;

@@ -4,7 +4,7 @@
 // wall-clock timeout apply to exactly one run. Every isolated-vm handle it
 // creates is released in dispose() (or in finally when setup fails).
 //
-// A run must not outlive itself (issue 15 point 1). Any synchronous call
+// A run must not outlive itself. Any synchronous call
 // into an isolate from the service's thread (applySync,
 // getHeapStatisticsSync) waits while code of that isolate runs, and code an
 // isolate resumes on its own (isolated-vm settling a promise it awaited)

@@ -50,7 +50,7 @@ export interface SandboxLimits {
   syncBudgetMs: number;
   /** How long a version stays off the fast path before it is judged again. */
   slowRecheckMs: number;
-  /** Calls of one invocation to one host capability handled at once; more wait (issue 15 point 2). */
+  /** Calls of one invocation to one host capability handled at once; more wait. */
   hostCallsRunning: number;
   /** Calls of one invocation to one host capability waiting for one of those slots; more fail with its busyCode. */
   hostCallsQueued: number;

@@ -1,13 +1,25 @@
-// Translates PostgreSQL / PGlite driver errors into catalogue errors.
+// Translates PostgreSQL / PGlite driver errors into catalogue errors, and
+// records what a failure means to its caller (sql.ts, storageFailure).
 import { ConnectError } from "@connectrpc/connect";
 import { appError } from "../../kernel/errors.js";
+import { markStorageFailure, type StorageFailure } from "./sql.js";
 
 const connectionCodes = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH"]);
 
 export function translatePgError(err: unknown): ConnectError {
   if (err instanceof ConnectError) return err;
-  const e = err as { code?: string; message?: string };
-  const code = e?.code ?? "";
+  const code = (err as { code?: string } | undefined)?.code ?? "";
+  const kind: StorageFailure["kind"] | undefined =
+    code === "40001" || code === "40P01" ? "retry"
+    : code === "57014" ? "timeout"
+    : code.startsWith("22") || code.startsWith("23") ? "refused"
+    : undefined;
+  const translated = toCatalogue(err, code);
+  return kind ? markStorageFailure(translated, { kind, code }) : translated;
+}
+
+function toCatalogue(err: unknown, code: string): ConnectError {
+  const e = err as { message?: string } | undefined;
   if (code === "23505") return appError("conflict", undefined, { cause: err });
   if (code === "23503") return appError("not_found", "A referenced record does not exist.", { cause: err });
   if (code === "57014") return appError("timeout", "The database statement timed out.", { cause: err });
@@ -47,27 +59,11 @@ export function isConnectionLoss(err: unknown): boolean {
   return sessionEnded.has(code) || code === "ECONNRESET" || code === "EPIPE" || code.startsWith("08") || connectionLostText.test(e?.message ?? "");
 }
 
-// Transaction failures known to have committed nothing (marked by the pg
-// transaction path), as opposed to a connection lost during COMMIT.
-const rolledBack = new WeakSet<object>();
-
-/** Marks a translated transaction failure as "nothing was committed, run it again". */
-export function markRetryableTx(err: ConnectError): ConnectError {
-  rolledBack.add(err);
-  return err;
-}
-
 /**
- * True for a transaction that failed because its connection was lost BEFORE
+ * Marks a transaction that failed because its connection was lost BEFORE
  * COMMIT was sent: the server rolled it back, so running the same
  * transaction again on a fresh connection cannot apply it twice.
  */
-export function isRetryableTxFailure(err: unknown): boolean {
-  return typeof err === "object" && err !== null && rolledBack.has(err);
-}
-
-/** SQLSTATE of a translated or raw driver error, for callers that branch on it. */
-export function sqlState(err: unknown): string | undefined {
-  const raw = err instanceof ConnectError ? err.cause : err;
-  return (raw as { code?: string } | undefined)?.code;
+export function markRetryableTx(err: ConnectError): ConnectError {
+  return markStorageFailure(err, { kind: "retry", code: (err.cause as { code?: string } | undefined)?.code ?? "" });
 }

@@ -27,3 +27,31 @@ export interface Sql {
   /** The pool's connection limit (node-postgres); unset when there is no pool (PGlite, a transaction's connection). */
   readonly maxConnections?: number;
 }
+
+/**
+ * What a failed statement means to its caller, decided where the driver's
+ * error is translated (pg-errors.ts), so callers never read driver codes:
+ * - "retry": nothing was committed (deadlock, serialization failure, or the
+ *   connection was lost before COMMIT); running it again is safe.
+ * - "refused": the database refused the data itself (a data exception or an
+ *   integrity violation); the same statement fails the same way again.
+ * - "timeout": the statement ran past its statement_timeout.
+ */
+export interface StorageFailure {
+  kind: "retry" | "refused" | "timeout";
+  /** The driver's code (SQLSTATE), for messages only. */
+  code: string;
+}
+
+const failures = new WeakMap<object, StorageFailure>();
+
+/** Records what a translated error means (pg-errors.ts, pg-sql.ts). */
+export function markStorageFailure<E extends object>(err: E, failure: StorageFailure): E {
+  failures.set(err, failure);
+  return err;
+}
+
+/** What a failed Sql call means, when the storage layer knows. */
+export function storageFailure(err: unknown): StorageFailure | undefined {
+  return typeof err === "object" && err !== null ? failures.get(err) : undefined;
+}

@@ -1,8 +1,7 @@
-// One envelope writer per interface. Platform (platform-api.md section 7,
-// DECISIONS 5): { error, message }, and 422 { message, errors } (with the
-// error code too when it is not validation_failed). CMS
-// (cms-api.md section 7): { error: { status, code, message } }, the 429 without
-// a code (DECISIONS 25).
+// One envelope writer per interface. Platform (docs/devices.md, "Errors and
+// what to retry"): { error, message }, and 422 { message, errors } (with the
+// error code too when it is not validation_failed). CMS (docs/cms.md):
+// { error: { status, code, message } }, the 429 without a code.
 import type { FastifyReply } from "fastify";
 import type { ConnectError } from "@connectrpc/connect";
 import { catalogue, errorDetail, httpStatusOf, isServerFault, toAppError } from "../../kernel/errors.js";

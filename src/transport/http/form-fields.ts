@@ -1,5 +1,5 @@
 // Builds a nested object from form field names in the bracket convention
-// (DECISIONS 7): events[0][name], events[0][metadata][screen], logs[2][file].
+// (docs/devices.md): events[0][name], events[0][metadata][screen], logs[2][file].
 // Numeric keys make arrays; a gap or a mix of numeric and named keys is a
 // validation error on that field.
 import type { Violations } from "../../kernel/errors.js";

@@ -1,7 +1,7 @@
 // The REST transcoding gateway: registers one Fastify route per entry of the
 // route table, turns path, query and body (JSON or multipart) into the request
 // message, calls the service implementation in process, and writes the
-// response message as the spec's JSON (or the interface's error envelope).
+// response message as the documented JSON (or the interface's error envelope).
 import { create, type DescMessage, type Message } from "@bufbuild/protobuf";
 import { createContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
@@ -27,7 +27,7 @@ export interface GatewayOptions {
   impls: Map<string, AnyImpl>;
   /** The principal at once when it is known (cached), else a promise of it. */
   authenticate(authorization: string | undefined): ConsumerPrincipal | Promise<ConsumerPrincipal>;
-  /** Largest file part (DECISIONS 12: 4 MiB). */
+  /** Largest file part (4 MiB, docs/devices.md). */
   maxFileBytes: number;
   /** Largest request (all parts together). */
   bodyLimitBytes: number;
@@ -344,7 +344,7 @@ async function requestMessage(route: RestRoute, schema: DescMessage, req: Fastif
   for (const p of route.pathParams) fields[p] = params[p];
   const msg = decodeRest(schema, fields, v);
   if (!v.empty) {
-    // A malformed path id names nothing that exists (DECISIONS 5: 404).
+    // A malformed path id names nothing that exists (404).
     if (route.pathParams.some((p) => p in v.fields)) throw appError("not_found");
     v.throwIfAny();
   }
@@ -352,8 +352,8 @@ async function requestMessage(route: RestRoute, schema: DescMessage, req: Fastif
 }
 
 /**
- * Fastify does not parse GET bodies; the spec's GET /api/consumer/token sends
- * JSON in one (DECISIONS 3), so read it here.
+ * Fastify does not parse GET bodies; the documented GET /api/consumer/token (docs/devices.md) sends
+ * JSON in one, so read it here.
  */
 async function readGetBody(req: FastifyRequest, reply: FastifyReply, opts: GatewayOptions): Promise<unknown> {
   // (an HTTP/2 GET without a declared length has no body worth reading)

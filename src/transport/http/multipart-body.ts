@@ -13,7 +13,7 @@ import { FormBuilder } from "./form-fields.js";
 import type { UploadedFile } from "./rest-json.js";
 
 export interface MultipartLimits {
-  /** Largest file part (DECISIONS 12: 4 MiB); a larger one is 422 on its field. */
+  /** Largest file part (4 MiB, docs/devices.md); a larger one is 422 on its field. */
   maxFileBytes: number;
   /** Largest request (all parts together): 413 beyond. */
   bodyLimitBytes: number;

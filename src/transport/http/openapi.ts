@@ -218,7 +218,7 @@ function errorResponses(r: RestRoute, errorResponse: (description: string) => un
   return out;
 }
 
-/** GET {media_base_url}/<APP_KEY>/cms/media/<file_id> (cms-api.md rule 3: clients use the <field>_url values). */
+/** GET {media_base_url}/<APP_KEY>/cms/media/<file_id> (docs/cms.md: clients use the <field>_url values). */
 function mediaPath(mediaBaseUrl: string): Record<string, unknown> {
   const cmsError = (description: string) => ({ description, content: { "application/json": { schema: { $ref: "#/components/schemas/CmsError" } } } });
   return {

@@ -1,6 +1,6 @@
-// Converts between the REST JSON of the spec and protobuf messages, driven by
+// Converts between the documented REST JSON (README.md) and protobuf messages, driven by
 // the message descriptors. Differences from canonical proto3 JSON, on purpose:
-// field names are the proto names (snake_case, as the spec spells them) unless
+// field names are the proto names (snake_case, as the API documents them) unless
 // a json_name was set explicitly; int64 is a JSON number when safe; unset
 // message fields are left out unless marked rest_null; decoding collects
 // per-field errors with dotted paths ("sessions.0.started_at") for the 422.

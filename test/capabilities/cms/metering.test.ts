@@ -1,4 +1,4 @@
-// The metering table of cms-api.md section 8, rule by rule.
+// The metering rules of docs/cms.md, rule by rule.
 import { describe, expect, it } from "vitest";
 import { isCounted, type Endpoint } from "../../../src/capabilities/cms/metering.js";
 

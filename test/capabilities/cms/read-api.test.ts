@@ -1,5 +1,5 @@
 // The read API end to end through Connect: every endpoint, parameter,
-// operator, limit and error code of cms-api.md, against real PostgreSQL.
+// operator, limit and error code of docs/cms.md, against real PostgreSQL.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { codeOf, createApp, createFixture, field, MEDIA_BASE, reader, rows, type Fixture, type Reader, type TestApp } from "./cms-fixture.js";

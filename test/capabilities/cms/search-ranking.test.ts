@@ -1,5 +1,5 @@
 // Search relevance: whole-word matches before word prefixes before
-// substrings (DECISIONS 32), HTML stripped from rich text, sort overrides
+// substrings, HTML stripped from rich text, sort overrides
 // relevance, filters apply on top.
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { JsonObject } from "@bufbuild/protobuf";

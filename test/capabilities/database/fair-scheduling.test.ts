@@ -1,4 +1,4 @@
-// The engine pool shared by every application (issue 15 point 2): each
+// The engine pool shared by every application (docs/database.md, "Scheduling"): each
 // application runs at most its share of the engine processes at once, waits
 // in its own bounded queue with a bounded wait, is served round robin with
 // the others, and what a cancelled caller (an ended function run) left

@@ -11,9 +11,9 @@ import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DatabaseKind } from "../../../gen/pulsebase/admin/v1/database_pb.js";
-import type { EngineStatement } from "../../../src/capabilities/database/engine-protocol.js";
-import { PointReader, pointReadShape } from "../../../src/capabilities/database/point-reader.js";
-import { splitStatements } from "../../../src/capabilities/database/sql-splitter.js";
+import type { EngineStatement } from "../../../src/infra/libsql/engine-protocol.js";
+import { PointReader, pointReadShape } from "../../../src/infra/libsql/point-reader.js";
+import { splitStatements } from "../../../src/infra/libsql/sql-splitter.js";
 import { failure } from "./errors.js";
 import { createHarness, rowsOf, type Harness } from "./harness.js";
 

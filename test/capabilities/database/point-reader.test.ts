@@ -9,10 +9,10 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { DatabaseSync } from "node:sqlite";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { bindable } from "../../../src/capabilities/database/engine-values.js";
-import { classifyPoint, type PointShape } from "../../../src/capabilities/database/point-plan.js";
-import { PointReader, pointReadShape } from "../../../src/capabilities/database/point-reader.js";
-import { splitStatements } from "../../../src/capabilities/database/sql-splitter.js";
+import { bindable } from "../../../src/infra/libsql/engine-values.js";
+import { classifyPoint, type PointShape } from "../../../src/infra/libsql/point-plan.js";
+import { PointReader, pointReadShape } from "../../../src/infra/libsql/point-reader.js";
+import { splitStatements } from "../../../src/infra/libsql/sql-splitter.js";
 import { failure } from "./errors.js";
 import { createHarness, rowsOf, type Harness } from "./harness.js";
 

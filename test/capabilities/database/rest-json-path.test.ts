@@ -2,7 +2,7 @@
 // be exactly what the gateway's generic encoding of the same results gives.
 import { describe, expect, it } from "vitest";
 import { QueryResponseSchema } from "../../../gen/pulsebase/platform/v1/database_pb.js";
-import type { EngineResult } from "../../../src/capabilities/database/engine-protocol.js";
+import type { EngineResult } from "../../../src/infra/libsql/engine-protocol.js";
 import { response, restResultsJson } from "../../../src/capabilities/database/platform-service.js";
 import { encodeRest } from "../../../src/transport/http/rest-json.js";
 

@@ -4,9 +4,9 @@
 // service thread is not held while it is done, and the answers are the same.
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkStatement } from "../../../src/capabilities/database/sql-guard.js";
-import { paramSlots } from "../../../src/capabilities/database/sql-params.js";
-import { splitStatements } from "../../../src/capabilities/database/sql-splitter.js";
+import { checkStatement } from "../../../src/infra/libsql/sql-guard.js";
+import { paramSlots } from "../../../src/infra/libsql/sql-params.js";
+import { splitStatements } from "../../../src/infra/libsql/sql-splitter.js";
 import { failure } from "./errors.js";
 import { createHarness, rowsOf, type Harness } from "./harness.js";
 

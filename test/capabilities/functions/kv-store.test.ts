@@ -1,4 +1,4 @@
-// The per-application key-value store behind ctx.kv (issue 19 point 4), on
+// The per-application key-value store behind ctx.kv (docs/functions.md), on
 // real PostgreSQL and on PGlite: get/put/delete, list by prefix in pages,
 // TTL expiry and the sweep, the per-application quota under concurrent
 // writes, hostile keys and prefixes, and one application never seeing or

@@ -1,4 +1,4 @@
-// What a function's answer may carry (issue 15, point 8): answers to a token
+// What a function's answer may carry (docs/functions.md, "Response shaping"): answers to a token
 // are never cacheable by a shared cache, headers acting on the origin every
 // application shares are dropped, and statuses without a body go without one.
 import { describe, expect, it } from "vitest";

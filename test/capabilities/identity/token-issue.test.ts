@@ -1,4 +1,4 @@
-// GET /api/consumer/token under a hostile caller (issue 15, point 7): wrong
+// GET /api/consumer/token under a hostile caller: wrong
 // keys cannot lock a consumer's token refresh, `0123` is consumer 123's
 // bucket, failed attempts are charged to the caller's address, and in lenient
 // mode one address cannot mint tokens for (and so read) consumer after

@@ -1,4 +1,4 @@
-// A run must not outlive itself (issue 15 point 1), with ctx.db on the real
+// A run must not outlive itself, with ctx.db on the real
 // database module (engine processes, the query runner): work a run leaves
 // behind never resumes, its isolate is never reused, its db calls are
 // cancelled when it ends, nothing of it runs past its deadline, and the

@@ -9,7 +9,7 @@ import { Code } from "@connectrpc/connect";
 import pg from "pg";
 import { createPgSql } from "../../../src/infra/storage/pg-sql.js";
 import { errorDetail } from "../../../src/kernel/errors.js";
-import { isRetryableTxFailure } from "../../../src/infra/storage/pg-errors.js";
+import { storageFailure } from "../../../src/infra/storage/sql.js";
 import { TEST_DATABASE_URL } from "../../helpers/db.js";
 import { until } from "../../helpers/until.js";
 
@@ -68,7 +68,7 @@ describe("PostgreSQL connection lost while checked out", () => {
     const err = await outcome;
     expectUnavailable(err);
     // Nothing was committed: safe to run the transaction again.
-    expect(isRetryableTxFailure(err)).toBe(true);
+    expect(storageFailure(err)?.kind).toBe("retry");
     expect((await sql.query<{ one: number }>("SELECT 1 AS one")).rows[0]!.one).toBe(1);
     await sql.close();
   });
@@ -85,7 +85,7 @@ describe("PostgreSQL connection lost while checked out", () => {
     expect(await terminate(name)).toBe(1);
     const err = await outcome;
     expectUnavailable(err);
-    expect(isRetryableTxFailure(err)).toBe(true);
+    expect(storageFailure(err)?.kind).toBe("retry");
     // Both connections of the pool can be used again (the dead one was discarded).
     const both = await Promise.all([
       sql.transaction((t) => t.query<{ n: number }>("SELECT 1 AS n, pg_sleep(0.05)")),
@@ -132,7 +132,7 @@ describe("PostgreSQL connection lost while checked out", () => {
     const err = await outcome;
     expectUnavailable(err);
     expect((err as Error).message).toContain(COMMIT_UNKNOWN_MESSAGE);
-    expect(isRetryableTxFailure(err)).toBe(false);
+    expect(storageFailure(err)?.kind).not.toBe("retry");
     expect((await sql.query<{ one: number }>("SELECT 1 AS one")).rows[0]!.one).toBe(1);
     await sql.close();
   });

@@ -8,10 +8,9 @@
 // service (another client of a remote database).
 import { join } from "node:path";
 import { appError } from "../../../kernel/errors.js";
-import { DEFAULT_DATABASE_LIMITS } from "../../database/database-config.js";
-import type { DatabaseStore, LinkedDatabase } from "../../database/database-store.js";
-import type { EnginePool } from "../../database/engine-pool.js";
-import type { EngineValue } from "../../database/engine-protocol.js";
+import { DEFAULT_DATABASE_LIMITS, type DatabaseStore, type LinkedDatabase } from "../../database/index.js";
+import type { EnginePool } from "../../../infra/libsql/engine-pool.js";
+import type { EngineValue } from "../../../infra/libsql/engine-protocol.js";
 import type { FunctionDbResult, FunctionDbStatement } from "../function-db.js";
 import type { ChangeCaptureDb } from "./change-capture.js";
 import { createLibsqlCaptureExecutor, type LibsqlCaptureExecutor } from "./libsql-capture.js";

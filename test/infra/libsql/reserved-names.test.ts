@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { checkStatement } from "../../../src/capabilities/database/sql-guard.js";
-import { tokenize } from "../../../src/capabilities/database/sql-tokenizer.js";
+import { checkStatement } from "../../../src/infra/libsql/sql-guard.js";
+import { tokenize } from "../../../src/infra/libsql/sql-tokenizer.js";
 
 describe("service-owned names", () => {
   it.each([

@@ -3,7 +3,7 @@
 // application), served round robin, one request per turn, and never more
 // than `running` requests of one owner at once. So an application that
 // floods its queue with runaway statements holds at most its own share; the
-// others keep theirs and are served in turn (issue 15 point 2). The queue
+// others keep theirs and are served in turn (docs/database.md, "Scheduling"). The queue
 // decides when a request may start; its user decides where it runs.
 //
 // A request that cannot start in time is refused rather than left waiting:

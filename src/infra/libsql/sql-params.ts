@@ -8,7 +8,7 @@
 // NNN, a named parameter (:a, @a, $a) takes the next index the first time
 // it appears and the same index afterwards.
 //
-// Request params (DECISIONS 17):
+// Request params (docs/database.md):
 //  - array: positional. When one sql string holds several statements, the
 //    values are consumed in order, each statement taking as many as its
 //    highest index.

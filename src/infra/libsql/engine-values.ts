@@ -1,6 +1,6 @@
 // Value handling shared by the engine processes and the in-process point
 // reader: how arguments are bound and how row values are encoded and sized
-// (DECISIONS 18). Imported by engine-process.ts under Node's type stripping,
+// (docs/database.md). Imported by engine-process.ts under Node's type stripping,
 // so erasable syntax only and no runtime imports.
 import type { EngineValue } from "./engine-protocol.js";
 

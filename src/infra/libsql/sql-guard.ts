@@ -1,5 +1,5 @@
-// The statement guard (platform-api.md section 4 "SQL rules", DECISIONS 15,
-// 16, 19). Two independent checks, both must pass:
+// The statement guard (docs/database.md, "Hostile tenants"). Two independent
+// checks, both must pass:
 //  1. the first tokens are an allowed prefix, compared token by token
 //     (ASCII case-insensitive, only white space between the words);
 //  2. no blocked keyword appears anywhere as a whole word, literals and
@@ -153,16 +153,6 @@ export function findBlockedKeyword(sql: string): string | undefined {
 export function findHostFunction(sql: string): string | undefined {
   const text = foldForMatching(sql);
   for (const m of text.matchAll(wordRe)) if (hostFunctions.has(m[0])) return m[0].toUpperCase();
-  return undefined;
-}
-
-/**
- * Tables and triggers named _pulsebase_* belong to the service (function
- * event-trigger capture): devices may not read, change or drop them.
- */
-export function findReservedName(sql: string): string | undefined {
-  const text = foldForMatching(sql);
-  for (const m of text.matchAll(wordRe)) if (m[0].startsWith("_pulsebase_")) return m[0];
   return undefined;
 }
 

@@ -1,8 +1,8 @@
 // The statement guard, splitter and parameter binding, without a database.
 import { describe, expect, it } from "vitest";
-import { checkStatement, findBlockedKeyword } from "../../../src/capabilities/database/sql-guard.js";
-import { bindParams, paramSlots, type ParamSlots } from "../../../src/capabilities/database/sql-params.js";
-import { splitStatements } from "../../../src/capabilities/database/sql-splitter.js";
+import { checkStatement, findBlockedKeyword } from "../../../src/infra/libsql/sql-guard.js";
+import { bindParams, paramSlots, type ParamSlots } from "../../../src/infra/libsql/sql-params.js";
+import { splitStatements } from "../../../src/infra/libsql/sql-splitter.js";
 
 /** Guard verdict for every statement of a sql string: true when all pass. */
 function allowed(sql: string): boolean {

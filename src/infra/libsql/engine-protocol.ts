@@ -1,6 +1,6 @@
 // Messages between the service and its engine processes (engine-process.ts).
 // One JSON message per line over the pipe on fd 3: arguments are numbers, strings or null; result
-// values are already encoded for the response (DECISIONS 18).
+// values are already encoded for the response (docs/database.md).
 import type { PointShape, PointVerdict } from "./point-plan.js";
 
 export type EngineValue = number | string | null;

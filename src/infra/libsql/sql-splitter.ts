@@ -1,6 +1,6 @@
 // Splits one sql string into statements at top-level ";" tokens (never
 // inside literals, quoted identifiers or comments). Pieces made only of
-// white space and comments are dropped (DECISIONS 14).
+// white space and comments are dropped.
 // (runtime imports name the .ts file: the SQL analysis worker loads this under Node's type stripping)
 import { rebase, tokenize, type Token } from "./sql-tokenizer.ts";
 
