@@ -8,7 +8,7 @@ import type { Config } from "../kernel/config.js";
 import type { Sql } from "../infra/storage/sql.js";
 import { ObservedLogController } from "./access-log.js";
 import { buildAdminApp } from "./admin-app.js";
-import { createConsole, type ConsoleParts } from "../capabilities/console/console-module.js";
+import { createConsoleModule, type ConsoleModule } from "../capabilities/console/console-module.js";
 import { createLogger, withErrorSerializers } from "../infra/logging/logger.js";
 import { createMetrics, registerChangeBusMetrics, registerMetricsRoute, registerModuleGauges, registerNatsMetrics, registerPgPoolMetrics, type Metrics } from "./metrics.js";
 import type { PulsebaseModule } from "../kernel/module.js";
@@ -54,7 +54,7 @@ export interface Shared {
 export interface Pulsebase {
   config: Config;
   /** Operator accounts, roles and the audit log (src/capabilities/console). */
-  console: ConsoleParts;
+  console: ConsoleModule;
   shared: Shared;
   public: FastifyInstance;
   admin: FastifyInstance;
@@ -73,7 +73,7 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
   const metrics = createMetrics();
   const observed = (listener: string) =>
     new ObservedLogController({ listener, metrics: metrics.http, accessLog: config.accessLog ? logger.child({ listener }) : undefined });
-  const consoleParts = createConsole({
+  const consoleParts = createConsoleModule({
     sql: deps.sql,
     logger,
     operatorToken: deps.operatorToken,
@@ -124,14 +124,14 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     logger,
     logController: observed("admin"),
     operatorToken: deps.operatorToken,
-    services: [...modules.flatMap((m) => m.admin ?? []), consoleParts.service],
+    services: [...modules, consoleParts].flatMap((m) => m.admin ?? []),
     bodyLimitBytes: config.bodyLimitBytes,
     ready,
     authInterceptor: consoleParts.interceptor,
     trustedProxies: config.trustedProxies,
     extraRoutes: [
       (app) => registerMetricsRoute(app, metrics, { metricsToken: config.metricsToken, operatorToken: deps.operatorToken }),
-      (app) => consoleParts.routes(app),
+      (app) => consoleParts.adminRoutes(app),
     ],
   });
   const redirectBase = () => config.publicUrl ?? `https://localhost:${(publicApp.server.address() as AddressInfo | null)?.port ?? config.httpsPort}`;

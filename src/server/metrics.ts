@@ -8,10 +8,9 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics, type MetricValueWithName } from "prom-client";
 import type { FastifyInstance } from "fastify";
 import { sendError } from "../transport/http/envelopes.js";
-import { bearerToken } from "../capabilities/identity/tokens.js";
 import { withTimeout } from "../kernel/deadlines.js";
 import { appError } from "../kernel/errors.js";
-import { sameToken } from "./operator-token.js";
+import { bearerToken, sameToken } from "../kernel/principal.js";
 import type { EngineMetricsSource, IsolateStats, ModuleGauges, QueueStatsSource } from "../kernel/module.js";
 
 export type { QueueStatsSource };
