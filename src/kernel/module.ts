@@ -135,8 +135,6 @@ export interface PulsebaseModule {
   /** Raw routes on the public listener (media files, ...). */
   routes?: RawRoute[];
   gauges?: ModuleGauges;
-  /** Host APIs offered to functions, by name (the sandbox's host channel gives them their type). */
-  hostCapabilities?: Readonly<Record<string, unknown>>;
   start?(): Promise<void>;
   stop?(): Promise<void>;
 }
