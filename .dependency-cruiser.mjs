@@ -2,16 +2,6 @@
 // in .ci/run. Each layer imports only the layers below it:
 //   kernel <- infra <- capabilities <- transport <- server
 // gen/ (generated from proto/) may be imported from kernel upwards.
-import { existsSync, readFileSync } from "node:fs";
-
-// TEMPORARY: the violations in parts other branches are rewriting (module
-// definitions, bearer tokens, the NATS link's sleep) when the rules came in.
-// Those exact imports are ignored and folder cycles only warn (the tool
-// cannot ignore single folder cycles); anything else fails. Delete the file
-// (.dependency-cruiser-known-violations.json) once those branches are merged.
-const knownFile = ".dependency-cruiser-known-violations.json";
-const knownViolations = existsSync(knownFile) ? JSON.parse(readFileSync(knownFile, "utf8")) : [];
-
 // A capability's interface: what other capabilities and the transport may
 // import (its module definition and the types it hands out).
 const capabilityInterface = "^src/capabilities/[^/]+/(index|[^/]+-module)[.]ts$";
@@ -71,14 +61,13 @@ export default {
     {
       name: "no-folder-cycles",
       comment: "No folder depends on itself through others (capabilities, infrastructure pieces and layers form a graph without cycles).",
-      severity: knownViolations.length > 0 ? "warn" : "error",
+      severity: "error",
       scope: "folder",
       from: { path: "^src/" },
       to: { circular: true },
     },
   ],
   options: {
-    knownViolations,
     doNotFollow: { path: "node_modules" },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: "tsconfig.json" },

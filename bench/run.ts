@@ -16,7 +16,7 @@ import { cmsLargeScenarios } from "./scenarios/cms-large.js";
 import { observabilityScenarios } from "./scenarios/observability.js";
 import { kvScenarios } from "./scenarios/kv.js";
 import { randomBytes } from "node:crypto";
-import { deleteStreamsWithPrefix } from "../src/infra/nats/nats-streams.js";
+import { deleteStreamsWithPrefix } from "../test/helpers/nats-streams.js";
 import type { DescService } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import type { LoadResult } from "../src/server/h2-load.js";

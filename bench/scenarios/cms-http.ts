@@ -5,7 +5,7 @@
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createCms } from "../../src/capabilities/cms/index.js";
+import { createCmsModule } from "../../src/capabilities/cms/cms-module.js";
 import { createPgSql } from "../../src/infra/storage/pg-sql.js";
 import { h1Load, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
@@ -15,7 +15,7 @@ export async function cmsScenarios(ctx: BenchContext): Promise<Row[]> {
   const { appId, appKey } = await ctx.newConsumer("cms");
   // Seed straight into the server's schema (one INSERT ... SELECT).
   const sql = createPgSql({ connectionString: ctx.databaseUrl, schema: ctx.schema, max: 2 });
-  const cms = createCms({ sql, config: { mediaBaseUrl: ctx.https, mediaDir: await mkdtemp(join(tmpdir(), "bench-media-")) } });
+  const cms = createCmsModule({ sql, config: { mediaBaseUrl: ctx.https, mediaDir: await mkdtemp(join(tmpdir(), "bench-media-")) } });
   await seedArticles(sql, cms, Number(appId), 10_000, { authors: 50 });
   const { rows: ids } = await sql.query<{ id: string }>(
     `SELECT e.id FROM cms_entries e JOIN cms_content_types t ON t.id = e.content_type_id WHERE t.app_id = $1 AND t.slug = 'article' ORDER BY e.id LIMIT 1`,

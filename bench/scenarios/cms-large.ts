@@ -4,7 +4,7 @@
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createCms } from "../../src/capabilities/cms/index.js";
+import { createCmsModule } from "../../src/capabilities/cms/cms-module.js";
 import { createPgSql } from "../../src/infra/storage/pg-sql.js";
 import { seqLoad, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
@@ -13,7 +13,7 @@ import { seedArticles } from "./cms-seed.js";
 export async function cmsLargeScenarios(ctx: BenchContext): Promise<Row[]> {
   const { appId, appKey } = await ctx.newConsumer("cms-large");
   const sql = createPgSql({ connectionString: ctx.databaseUrl, schema: ctx.schema, max: 2 });
-  const cms = createCms({ sql, config: { mediaBaseUrl: ctx.https, mediaDir: await mkdtemp(join(tmpdir(), "bench-media-")) } });
+  const cms = createCmsModule({ sql, config: { mediaBaseUrl: ctx.https, mediaDir: await mkdtemp(join(tmpdir(), "bench-media-")) } });
   const t0 = performance.now();
   await seedArticles(sql, cms, Number(appId), 1_000_000);
   await sql.query("ANALYZE cms_entries");

@@ -4,7 +4,7 @@
 import { create } from "@bufbuild/protobuf";
 import { createHandlerContext } from "@connectrpc/connect";
 import { CmsService, CreateContentTypeRequestSchema } from "../../gen/pulsebase/admin/v1/cms_pb.js";
-import type { Cms } from "../../src/capabilities/cms/index.js";
+import type { Cms } from "../../src/capabilities/cms/cms-module.js";
 import { searchTextExpr } from "../../src/capabilities/cms/sql-expr.js";
 import type { Sql } from "../../src/infra/storage/sql.js";
 

@@ -30,7 +30,7 @@ import {
   ListEntriesRequestSchema,
   SearchEntriesRequestSchema,
 } from "../../gen/pulsebase/cms/v1/content_pb.js";
-import { createCms, type Cms } from "../../src/capabilities/cms/index.js";
+import { createCmsModule, type Cms } from "../../src/capabilities/cms/cms-module.js";
 import { migrate } from "../../src/infra/storage/migrate.js";
 import { createPgSql } from "../../src/infra/storage/pg-sql.js";
 import { createScratchSchema, dropScratchSchema } from "../../src/infra/storage/scratch-schema.js";
@@ -92,7 +92,7 @@ export async function setupCmsBench(env: CmsBenchEnv = {}, opts: CmsBenchOptions
   }
   await migrate(sql);
   const mediaDir = await mkdtemp(join(tmpdir(), "pb-bench-cms-"));
-  const cms = createCms({ sql, config: { mediaBaseUrl: "https://media.bench", mediaDir } });
+  const cms = createCmsModule({ sql, config: { mediaBaseUrl: "https://media.bench", mediaDir } });
   const team = Number((await sql.query<{ id: number }>("INSERT INTO teams (name) VALUES ('bench') RETURNING id")).rows[0]!.id);
   const appKey = `ak_${randomBytes(12).toString("hex")}`;
   const appId = Number(

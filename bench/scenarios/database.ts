@@ -30,6 +30,7 @@ import {
   StatementSchema,
 } from "../../gen/pulsebase/platform/v1/database_pb.js";
 import { createDatabaseModule, type DatabaseModule } from "../../src/capabilities/database/database-module.js";
+import { createDatabaseServiceImpl } from "../../src/capabilities/database/platform-service.js";
 import { jsonToValue } from "../../src/capabilities/database/proto-values.js";
 import { kConsumer, kRequestId, type ConsumerPrincipal } from "../../src/kernel/principal.js";
 import { migrate } from "../../src/infra/storage/migrate.js";
@@ -94,7 +95,7 @@ export async function setupDatabaseBench(env: DatabaseBenchEnv = {}): Promise<Da
   seed.close();
   const principal: ConsumerPrincipal = { consumerId: 1, appId, appKey: "bench", userId: "u", deviceId: "d" };
   return {
-    service: module.platform,
+    service: createDatabaseServiceImpl({ runner: module.runner }),
     module,
     principal,
     filePath,
@@ -111,7 +112,7 @@ export async function setupDatabaseBench(env: DatabaseBenchEnv = {}): Promise<Da
       });
     },
     async close() {
-      await module.close();
+      await module.stop();
       await sql.close();
       await dropSchema();
       await rm(dataDir, { recursive: true, force: true });

@@ -1,14 +1,131 @@
-// What a capability contributes to the server: Connect services for the
-// device (public) and operator (admin) listeners, extra raw routes, and
-// background work that starts and stops with the process.
+// What a capability contributes to the server, in one definition: Connect
+// services for the device (public) and operator (admin) listeners with their
+// REST fast paths, raw GET routes, gauges, and background work that starts
+// and stops with the process. Protocol-free: the transport (src/transport)
+// turns fast paths, raw routes and kNotModified into HTTP.
 import type { DescService } from "@bufbuild/protobuf";
-import type { FastifyInstance } from "fastify";
-import type { Registry } from "prom-client";
-import type { AnyImpl } from "../transport/http/gateway.js";
+import { createContextKey, type ServiceImpl } from "@connectrpc/connect";
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyImpl = Record<string, (req: any, ctx: any) => any>;
+
+export type RequestHeaders = Readonly<Record<string, string | string[] | undefined>>;
+
+/** A REST GET request as a fast path sees it. */
+export interface FastRequest {
+  /** path variables, by proto field name */
+  params: Readonly<Record<string, string>>;
+  /** The raw query (routes with rest_raw_query: what the generic path puts in that field), else empty. */
+  query: Readonly<Record<string, string>>;
+  headers: RequestHeaders;
+}
+
+export interface FastAnswer {
+  /** The response message; the very same object for the same cached response (the transport keeps its encoding with it). */
+  message: object;
+  /** Response headers, as the service would set them on ctx.responseHeader (lower-case names). */
+  headers: readonly (readonly [string, string])[];
+  /** If-None-Match matched the ETag: 304 without a body. */
+  notModified: boolean;
+}
+
+/**
+ * Answers a REST GET from memory, synchronously, or returns undefined and the
+ * generic path runs as if it had not been asked: no side effect unless it
+ * answers, and exactly what the generic path would answer.
+ */
+export type RestFastPath = (req: FastRequest) => FastAnswer | undefined;
+
+export interface JsonRequest {
+  /** The parsed JSON body: a plain object. */
+  body: Record<string, unknown>;
+  appId: number;
+  requestId: string;
+}
+
+/**
+ * Answers a token-authenticated REST POST with a JSON body as its REST JSON
+ * text, byte for byte what the generic path would; undefined (or a promise
+ * of it) sends the request down the generic path. What it throws is written
+ * like the generic path's errors.
+ */
+export type RestJsonPath = (req: JsonRequest) => string | undefined | Promise<string | undefined>;
+
+/**
+ * Set by a handler whose answer's ETag matched If-None-Match: REST answers
+ * 304 without a body; Connect and gRPC answer the message as usual.
+ */
+export const kNotModified = createContextKey(false, { description: "pulsebase.notModified" });
 
 export interface ServiceBinding {
   service: DescService;
   impl: AnyImpl;
+  /** REST GET fast paths, by method local name. */
+  fastPaths?: Readonly<Record<string, RestFastPath>>;
+  /** REST POST JSON paths, by method local name. */
+  jsonPaths?: Readonly<Record<string, RestJsonPath>>;
+}
+
+/** Binds an implementation to its service; connect-es checks that it is one of that service. */
+export function binding<S extends DescService>(
+  service: S,
+  impl: ServiceImpl<S>,
+  paths?: { fastPaths?: Partial<Record<keyof ServiceImpl<S>, RestFastPath>>; jsonPaths?: Partial<Record<keyof ServiceImpl<S>, RestJsonPath>> },
+): ServiceBinding {
+  return { service, impl: impl as unknown as AnyImpl, ...(paths as Pick<ServiceBinding, "fastPaths" | "jsonPaths">) };
+}
+
+/** A raw answer (files), written as is. */
+export interface RawAnswer {
+  status: number;
+  headers: Readonly<Record<string, string>>;
+  body?: NodeJS.ReadableStream | Uint8Array | string;
+}
+
+/** A route of the public listener outside the services (media files); what it throws is written in `iface`'s envelope. */
+export interface RawRoute {
+  method: "GET" | "POST";
+  /** With :params, e.g. /media/:appKey/cms/media/:fileId */
+  path: string;
+  iface: "platform" | "cms";
+  handle(req: { params: Readonly<Record<string, string>>; headers: RequestHeaders }): Promise<RawAnswer>;
+}
+
+/** A durable queue's gauges (pulsebase_queue_*). */
+export interface QueueStatsSource {
+  readonly backend: string;
+  stats(): Promise<{ lag: number; inFlight: number; deadLetters: number }>;
+}
+
+export interface IsolateStats {
+  total: number;
+  idle: number;
+  keys: number;
+  waiting: number;
+  heapBytes: number;
+}
+
+/** The engine pool's and the remote executor's scheduling state (pulsebase_engine_*, pulsebase_remote_db_*). */
+export interface EngineMetricsSource {
+  engines(): {
+    processes: number;
+    busy: number;
+    starting: number;
+    queued: number;
+    running: number;
+    owners: Array<{ owner: number | string; queued: number; running: number }>;
+    refused: Record<string, number>;
+    restarts: Record<string, number>;
+  };
+  remote(): { queued: number; running: number; refused: Record<string, number> };
+}
+
+/** What the server reads at each scrape (src/server/metrics.ts). */
+export interface ModuleGauges {
+  /** By queue label (analytics, function-events). */
+  queues?: Record<string, QueueStatsSource>;
+  isolates?: () => IsolateStats;
+  engines?: EngineMetricsSource;
 }
 
 export interface PulsebaseModule {
@@ -16,13 +133,8 @@ export interface PulsebaseModule {
   device?: ServiceBinding[];
   admin?: ServiceBinding[];
   /** Raw routes on the public listener (media files, ...). */
-  publicRoutes?(app: FastifyInstance): Promise<void> | void;
+  routes?: RawRoute[];
+  gauges?: ModuleGauges;
   start?(): Promise<void>;
   stop?(): Promise<void>;
-  /** Adds the module's scrape-time gauges (queue lag, pool sizes) to the server's registry. */
-  registerMetrics?(registry: Registry): void;
-}
-
-export function binding<S extends DescService>(service: S, impl: unknown): ServiceBinding {
-  return { service, impl: impl as AnyImpl };
 }

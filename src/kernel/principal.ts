@@ -1,6 +1,7 @@
 // Who is calling. The transports (REST gateway, Connect interceptors)
 // authenticate the request and put the principal into the handler context;
 // service implementations only read it.
+import { timingSafeEqual } from "node:crypto";
 import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import { appError } from "./errors.js";
 
@@ -33,3 +34,17 @@ export function requestIdOf(ctx: HandlerContext): string {
 
 /** The client's address (after trusted-proxy resolution), for per-address limits. */
 export const kClientAddress = createContextKey<string>("", { description: "client address" });
+
+/** Compares a presented secret (token, CSRF value) in constant time. */
+export function sameToken(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** Extracts the token of an `Authorization: Bearer <token>` header. */
+export function bearerToken(header: string | null | undefined): string | undefined {
+  if (!header) return undefined;
+  const m = /^Bearer\s+([A-Za-z0-9._~+/=-]+)\s*$/i.exec(header);
+  return m?.[1];
+}

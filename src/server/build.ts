@@ -1,28 +1,25 @@
 // The app factory: build(config, deps) wires stores, services and the three
 // listeners; listen() binds them. Tests build on random ports and drive the
 // result over real sockets or fastify.inject.
-import { join } from "node:path";
 import type { FastifyInstance } from "fastify";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
 import type { Config } from "../kernel/config.js";
-import { createIdentityModule } from "../capabilities/identity/identity-module.js";
 import type { Sql } from "../infra/storage/sql.js";
 import { ObservedLogController } from "./access-log.js";
 import { buildAdminApp } from "./admin-app.js";
-import { createConsole, type ConsoleParts } from "../capabilities/console/console-module.js";
+import { createConsoleModule, type ConsoleModule } from "../capabilities/console/console-module.js";
 import { createLogger, withErrorSerializers } from "../infra/logging/logger.js";
-import { createMetrics, registerChangeBusMetrics, registerMetricsRoute, registerNatsMetrics, registerPgPoolMetrics, type Metrics } from "./metrics.js";
+import { createMetrics, registerChangeBusMetrics, registerMetricsRoute, registerModuleGauges, registerNatsMetrics, registerPgPoolMetrics, type Metrics } from "./metrics.js";
 import type { PulsebaseModule } from "../kernel/module.js";
 import { buildPlainApp } from "./plain-app.js";
 import { buildPublicApp } from "./public-app.js";
 import type { TlsMaterial } from "./tls.js";
 import type { SigningKey } from "../capabilities/identity/token-keys.js";
-import { Authenticator } from "../capabilities/identity/authenticator.js";
-import { IdentityStore } from "../capabilities/identity/identity-store.js";
-import { TokenService } from "../capabilities/identity/tokens.js";
+import { createIdentityModule } from "../capabilities/identity/identity-module.js";
 import { ChangeBus } from "../infra/cluster/change-bus.js";
-import { NatsLink } from "../infra/nats/nats-link.js";
+import type { NatsLink } from "../infra/nats/nats-link.js";
+import { openNats } from "./open-storage.js";
 
 /** 4 MiB (docs/devices.md, "Limits"): the largest file part a device may send. */
 export const MAX_FILE_BYTES = 4 * 1024 * 1024;
@@ -33,7 +30,7 @@ export interface Deps {
   operatorToken: string;
   tls?: TlsMaterial;
   logger?: Logger;
-  /** Extra capability modules, given the shared parts. */
+  /** The capability modules besides identity (modules.ts), given the shared parts. */
   modules?: (shared: Shared) => Promise<PulsebaseModule[]> | PulsebaseModule[];
 }
 
@@ -42,9 +39,6 @@ export interface Shared {
   config: Config;
   sql: Sql;
   logger: Logger;
-  identity: IdentityStore;
-  auth: Authenticator;
-  tokens: TokenService;
   /**
    * The process's one NATS connection (NATS_URL set), shared by every user:
    * the analytics queue, the function-event transport, the change bus.
@@ -60,7 +54,7 @@ export interface Shared {
 export interface Pulsebase {
   config: Config;
   /** Operator accounts, roles and the audit log (src/capabilities/console). */
-  console: ConsoleParts;
+  console: ConsoleModule;
   shared: Shared;
   public: FastifyInstance;
   admin: FastifyInstance;
@@ -79,27 +73,14 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
   const metrics = createMetrics();
   const observed = (listener: string) =>
     new ObservedLogController({ listener, metrics: metrics.http, accessLog: config.accessLog ? logger.child({ listener }) : undefined });
-  const consoleParts = createConsole({
+  const consoleParts = createConsoleModule({
     sql: deps.sql,
     logger,
     operatorToken: deps.operatorToken,
     config: config.console,
     mediaBaseUrl: config.mediaBaseUrl ?? `https://localhost:${config.httpsPort}`,
   });
-  const identity = new IdentityStore(deps.sql);
-  const tokens = new TokenService(deps.signingKeys, config.tokenTtlSeconds);
-  const auth = new Authenticator(identity, tokens);
-  // Opened in the background and retried until NATS answers: a server
-  // started while NATS is down serves what does not need it and joins later.
-  const nats = config.natsUrl
-    ? new NatsLink({
-        servers: config.natsUrl,
-        name: "pulsebase-server",
-        onRetry: (err, attempt) => {
-          if (attempt === 1 || attempt % 30 === 0) logger.warn({ err, attempt }, "NATS unreachable, retrying");
-        },
-      })
-    : undefined;
+  const nats = openNats(config, logger, "pulsebase-server");
   const changes = new ChangeBus({
     sql: deps.sql,
     nats,
@@ -107,18 +88,14 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     pollMs: config.changePollMs,
     onError: (err) => logger.warn({ err }, "change bus: PostgreSQL or NATS failed (retrying)"),
   });
-  // Revoked tokens: a deleted consumer, or every consumer of an app whose key
-  // changed (or of which a change may have been missed).
-  changes.subscribe("consumer", (c) => (c.itemId === undefined ? auth.forgetApp(c.appId) : auth.forgetConsumer(c.itemId)));
-  changes.subscribe("app", (c) => auth.forgetApp(c.appId));
-  const shared: Shared = { config, sql: deps.sql, logger, identity, auth, tokens, nats, changes };
-  const modules = [createIdentityModule(shared), ...((await deps.modules?.(shared)) ?? [])];
+  const shared: Shared = { config, sql: deps.sql, logger, nats, changes };
+  const identity = createIdentityModule({ sql: deps.sql, signingKeys: deps.signingKeys, tokenTtlSeconds: config.tokenTtlSeconds, changes });
+  const modules = [identity, ...((await deps.modules?.(shared)) ?? [])];
 
   // Readiness: the storage answers (/readyz and grpc.health.v1 on both listeners).
   const ready = async () => {
     await deps.sql.query("SELECT 1");
   };
-  const authenticate = (h: string | undefined) => auth.known(h) ?? auth.fromAuthorization(h);
   const publicLog = observed("public");
   const { app: publicApp } = await buildPublicApp({
     logger,
@@ -139,22 +116,22 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     mediaBaseUrl: config.mediaBaseUrl ?? `https://localhost:${config.httpsPort}`,
     corsOrigins: config.corsOrigins,
     services: modules.flatMap((m) => m.device ?? []),
-    authenticate,
+    authenticate: identity.authenticate,
     ready,
-    extraRoutes: modules.flatMap((m) => (m.publicRoutes ? [m.publicRoutes.bind(m)] : [])),
+    routes: modules.flatMap((m) => m.routes ?? []),
   });
   const admin = await buildAdminApp({
     logger,
     logController: observed("admin"),
     operatorToken: deps.operatorToken,
-    services: [...modules.flatMap((m) => m.admin ?? []), consoleParts.service],
+    services: [...modules, consoleParts].flatMap((m) => m.admin ?? []),
     bodyLimitBytes: config.bodyLimitBytes,
     ready,
     authInterceptor: consoleParts.interceptor,
     trustedProxies: config.trustedProxies,
     extraRoutes: [
       (app) => registerMetricsRoute(app, metrics, { metricsToken: config.metricsToken, operatorToken: deps.operatorToken }),
-      (app) => consoleParts.routes(app),
+      (app) => consoleParts.adminRoutes(app),
     ],
   });
   const redirectBase = () => config.publicUrl ?? `https://localhost:${(publicApp.server.address() as AddressInfo | null)?.port ?? config.httpsPort}`;
@@ -163,7 +140,9 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
   if (poolStats) registerPgPoolMetrics(metrics.registry, poolStats);
   if (nats) registerNatsMetrics(metrics.registry, nats);
   registerChangeBusMetrics(metrics.registry, changes);
-  for (const m of modules) m.registerMetrics?.(metrics.registry);
+  for (const m of modules) {
+    if (m.gauges) registerModuleGauges(metrics.registry, m.gauges, (what) => (err) => logger.warn({ err }, `metrics: ${what} statistics unavailable`));
+  }
   // The access log and request metrics read Fastify internals: a Fastify
   // that no longer matches fails here, not by silently labelling every
   // request "(unmatched)". (Readies the public app: nothing is added to it later.)
@@ -204,8 +183,4 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
       await nats?.close();
     },
   };
-}
-
-export function dataPath(config: Config, ...parts: string[]): string {
-  return join(config.dataDir, ...parts);
 }

@@ -8,10 +8,12 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics, type MetricValueWithName } from "prom-client";
 import type { FastifyInstance } from "fastify";
 import { sendError } from "../transport/http/envelopes.js";
-import { bearerToken } from "../capabilities/identity/tokens.js";
 import { withTimeout } from "../kernel/deadlines.js";
 import { appError } from "../kernel/errors.js";
-import { sameToken } from "./operator-token.js";
+import { bearerToken, sameToken } from "../kernel/principal.js";
+import type { EngineMetricsSource, IsolateStats, ModuleGauges, QueueStatsSource } from "../kernel/module.js";
+
+export type { QueueStatsSource };
 
 /** Request latency buckets, in seconds: a PK read answers well under a millisecond. */
 export const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -163,11 +165,6 @@ export function createMetrics(): Metrics {
 /** Scrape-time reads must not hang a scrape on a dead backend. */
 const COLLECT_TIMEOUT_MS = 2000;
 
-export interface QueueStatsSource {
-  readonly backend: string;
-  stats(): Promise<{ lag: number; inFlight: number; deadLetters: number }>;
-}
-
 /**
  * One read shared by the gauges of a scrape: the registry asks every metric
  * at once, so the first gauge's collect() starts the read and the others
@@ -277,14 +274,6 @@ export function registerPgPoolMetrics(registry: Registry, stats: () => PoolStats
   });
 }
 
-export interface IsolateStats {
-  total: number;
-  idle: number;
-  keys: number;
-  waiting: number;
-  heapBytes: number;
-}
-
 /** pulsebase_isolates* of the functions sandbox's pool of warm isolates. */
 export function registerIsolateMetrics(registry: Registry, stats: () => IsolateStats): void {
   // One read per scrape shared by the gauges (the heap sum walks every isolate).
@@ -312,21 +301,6 @@ export function registerIsolateMetrics(registry: Registry, stats: () => IsolateS
   gauge("pulsebase_isolate_waiting_calls", "Invocations waiting for a free isolate.", (s) => s.waiting);
   gauge("pulsebase_isolate_versions", "Function versions with at least one isolate.", (s) => s.keys);
   gauge("pulsebase_isolate_heap_bytes", "Heap used by the sandbox's isolates, as sampled when each was last idle (a scrape never calls into an isolate).", (s) => s.heapBytes);
-}
-
-/** What registerEngineMetrics reads: the engine pool's and the remote executor's scheduling state. */
-export interface EngineMetricsSource {
-  engines(): {
-    processes: number;
-    busy: number;
-    starting: number;
-    queued: number;
-    running: number;
-    owners: Array<{ owner: number | string; queued: number; running: number }>;
-    refused: Record<string, number>;
-    restarts: Record<string, number>;
-  };
-  remote(): { queued: number; running: number; refused: Record<string, number> };
 }
 
 /**
@@ -476,4 +450,11 @@ export function registerChangeBusMetrics(registry: Registry, bus: { secondsSince
       if (age !== undefined) this.set(age);
     },
   });
+}
+
+/** The gauges a capability module describes (src/kernel/module.ts). */
+export function registerModuleGauges(registry: Registry, gauges: ModuleGauges, onError: (what: string) => (err: unknown) => void): void {
+  for (const [name, q] of Object.entries(gauges.queues ?? {})) registerQueueMetrics(registry, name, q, onError(`${name} queue`));
+  if (gauges.isolates) registerIsolateMetrics(registry, gauges.isolates);
+  if (gauges.engines) registerEngineMetrics(registry, gauges.engines);
 }

@@ -1,5 +1,6 @@
-// Opens the PostgreSQL backend: a pg pool when DATABASE_URL is set, else the
-// embedded PGlite in the data directory. Migrations run on open; while
+// Opens the process's backends. NATS: one connection per process (NATS_URL
+// set), handed to every user. PostgreSQL: a pg pool when DATABASE_URL is set,
+// else the embedded PGlite in the data directory. Migrations run on open; while
 // PostgreSQL is unreachable (starting, restarting, failing over) opening
 // waits for it instead of exiting.
 import { join } from "node:path";
@@ -11,6 +12,8 @@ import { createPgSql } from "../infra/storage/pg-sql.js";
 import { createPgliteSql } from "../infra/storage/pglite-sql.js";
 import type { Sql } from "../infra/storage/sql.js";
 import { backoffMs, sleep } from "../kernel/retry.js";
+import type { Logger } from "pino";
+import { NatsLink } from "../infra/nats/nats-link.js";
 
 /** Told about each failed attempt to reach PostgreSQL at start-up. */
 export type StorageRetryListener = (err: unknown, attempt: number, retryInMs: number) => void;
@@ -50,4 +53,19 @@ export async function openStorage(
   }
   await migrate(sql);
   return sql;
+}
+
+/**
+ * The process's one NATS connection. Opened in the background and retried until NATS answers: a process
+ * started while NATS is down serves what does not need it and joins later.
+ */
+export function openNats(config: Config, logger: Logger, name: string): NatsLink | undefined {
+  if (!config.natsUrl) return undefined;
+  return new NatsLink({
+    servers: config.natsUrl,
+    name,
+    onRetry: (err, attempt) => {
+      if (attempt === 1 || attempt % 30 === 0) logger.warn({ err, attempt }, "NATS unreachable, retrying");
+    },
+  });
 }

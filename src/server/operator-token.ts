@@ -1,6 +1,6 @@
 // The operator token protecting the admin listener: configured, or generated
 // into the data directory on first start of the embedded default.
-import { randomBytes, timingSafeEqual } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { mkdir, readFile } from "node:fs/promises";
 import { writeFileOnce } from "../kernel/write-once.js";
 import { dirname, join } from "node:path";
@@ -34,10 +34,4 @@ export async function loadOrCreateOperatorToken(configured: string | undefined, 
     return { token: theirs, created: false, file };
   }
   return { token, created: true, file };
-}
-
-export function sameToken(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
 }

@@ -19,13 +19,13 @@ import { connectBodyGate } from "../transport/http/connect-body-gate.js";
 import { sendError } from "../transport/http/envelopes.js";
 import { forwardedValue, isHost, ProxyTrust } from "../transport/http/forwarded.js";
 import { answerClientError, ifaceOf, installErrorHandlers, installJsonParser, notFoundHandler } from "../transport/http/fastify-errors.js";
-import { registerGateway, type AnyImpl } from "../transport/http/gateway.js";
+import { registerGateway, registerRawRoute } from "../transport/http/gateway.js";
 import { buildOpenApi } from "../transport/http/openapi.js";
 import { grpcMessageEncoding } from "../transport/connect/grpc-message.js";
 import { RouteTable } from "../transport/http/route-table.js";
 import { appError } from "../kernel/errors.js";
 import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../kernel/principal.js";
-import type { ServiceBinding } from "../kernel/module.js";
+import type { RawRoute, ServiceBinding } from "../kernel/module.js";
 import type { TlsMaterial } from "./tls.js";
 
 export interface PublicAppOptions {
@@ -51,7 +51,8 @@ export interface PublicAppOptions {
   /** The principal at once when it is known (cached), else a promise of it. */
   authenticate(h: string | undefined): ConsumerPrincipal | Promise<ConsumerPrincipal>;
   ready(): Promise<void>;
-  extraRoutes?: ((app: FastifyInstance) => Promise<void> | void)[];
+  /** The modules' raw routes (media files). */
+  routes?: RawRoute[];
 }
 
 const REQUEST_ID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -162,16 +163,16 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
   app.removeContentTypeParser("text/plain");
 
   const table = new RouteTable();
-  const impls = new Map<string, AnyImpl>();
+  const bindings = new Map<string, ServiceBinding>();
   for (const s of opts.services) {
     table.addService(s.service);
-    impls.set(s.service.typeName, s.impl);
+    bindings.set(s.service.typeName, s);
   }
   installErrorHandlers(app, table);
   const notFound = notFoundHandler(table);
   await registerGateway(app, {
     table,
-    impls,
+    bindings,
     authenticate: opts.authenticate,
     maxFileBytes: opts.maxFileBytes,
     bodyLimitBytes: opts.bodyLimitBytes,
@@ -190,7 +191,7 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
       return sendError(reply, "platform", err);
     }
   });
-  for (const r of opts.extraRoutes ?? []) await r(app);
+  for (const r of opts.routes ?? []) registerRawRoute(app, r);
 
   // The Connect plugin installs its own parsers (application/json included);
   // it may only do so in a scope without ours.

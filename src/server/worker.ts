@@ -10,9 +10,9 @@ import { loadConfigOrExit, type Config } from "../kernel/config.js";
 import { DEFAULT_EVENT_WORKER_CONFIG, functionEventQueue, functionEventStreams } from "../capabilities/functions/events/event-worker.js";
 import type { Sql } from "../infra/storage/sql.js";
 import { startWorkers } from "../capabilities/analytics/analytics-worker.js";
-import { openStorage } from "./open-storage.js";
+import { openNats, openStorage } from "./open-storage.js";
 import { analyticsQueue } from "../capabilities/analytics/analytics-module.js";
-import { NatsLink } from "../infra/nats/nats-link.js";
+import type { NatsLink } from "../infra/nats/nats-link.js";
 
 async function serveMetrics(config: Config, sql: Sql, nats: NatsLink | undefined, sources: { analytics: QueueStatsSource; events: QueueStatsSource }, warn: (what: string) => (err: unknown) => void): Promise<FastifyInstance> {
   const metrics = createMetrics();
@@ -36,16 +36,8 @@ async function main(): Promise<void> {
   const logger = createLogger(config.logLevel);
   const sql = await openStorage(config, "worker", (err, attempt, retryInMs) =>
     logger.warn({ err, attempt, retryInMs }, "PostgreSQL unavailable at start-up, retrying"));
-  // The process's one NATS connection, opened in the background and retried until NATS answers.
-  const nats = config.natsUrl
-    ? new NatsLink({
-        servers: config.natsUrl,
-        name: "pulsebase-worker",
-        onRetry: (err, attempt) => {
-          if (attempt === 1 || attempt % 30 === 0) logger.warn({ err, attempt }, "NATS unreachable, retrying");
-        },
-      })
-    : undefined;
+  // The process's one NATS connection, handed to the analytics queue and the function-event queue.
+  const nats = openNats(config, logger, "pulsebase-worker");
   const queue = analyticsQueue(sql, nats, config.natsNamespace);
   // Read for its gauges only (the servers deliver the events); until NATS is up they say pulsebase_queue_stats_up 0.
   const events = functionEventQueue(sql, nats, { ...DEFAULT_EVENT_WORKER_CONFIG, ...functionEventStreams(config.natsNamespace) });

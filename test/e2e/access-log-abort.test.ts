@@ -28,17 +28,17 @@ beforeAll(async () => {
   s = await startTestServer({
     logger: pino({ level: "info" }, sink),
     // A test-only slow route on the public listener (a handler still working when the client leaves).
-    modules: () => [{
-      name: "slow",
-      publicRoutes(app) {
-        const slow = async () => {
+    modules: () => {
+      const slow = {
+        path: "/test/slow",
+        iface: "platform",
+        async handle() {
           await new Promise((r) => setTimeout(r, SLOW_MS));
-          return { done: true };
-        };
-        app.get("/test/slow", slow);
-        app.post("/test/slow", slow);
-      },
-    }],
+          return { status: 200, headers: { "content-type": "application/json; charset=utf-8" }, body: JSON.stringify({ done: true }) };
+        },
+      } as const;
+      return [{ name: "slow", routes: [{ ...slow, method: "GET" }, { ...slow, method: "POST" }] }];
+    },
   });
 });
 afterAll(() => s?.close());

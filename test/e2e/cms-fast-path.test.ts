@@ -1,9 +1,12 @@
 // Cached CMS reads over REST are answered by the gateway's synchronous fast
-// path (src/transport/http/fast-path.ts) once the response is cached: the same bytes
+// path (RestFastPath, src/kernel/module.ts) once the response is cached: the same bytes
 // and headers as the generic path, 304 on If-None-Match, every request
 // metered, the per-second limit applied, and a change visible at once.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import { CmsService } from "../../gen/pulsebase/admin/v1/cms_pb.js";
+import { ContentService } from "../../gen/pulsebase/cms/v1/content_pb.js";
 import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestResponse, type TestServer } from "../helpers/server.js";
 
@@ -96,6 +99,17 @@ describe("CMS REST fast path", () => {
       expect(await res.text()).toBe("");
     }
     expect((await get("/api/v1/post", { "if-none-match": '"other"' })).status).toBe(200);
+  });
+
+  it("answers Connect clients with the message on a matching If-None-Match, no private header", async () => {
+    const { get, appKey } = await setup();
+    const etag = (await get("/api/v1/post")).headers.get("etag")!;
+    const content = createClient(ContentService, createConnectTransport({ baseUrl: s.httpsUrl, httpVersion: "2", nodeOptions: { rejectUnauthorized: false } }));
+    let headers = new Headers();
+    const res = await content.listEntries({ contentType: "post" }, { headers: { "x-app-key": appKey, "if-none-match": etag }, onHeader: (h) => (headers = h) });
+    expect(res.data?.kind.case).toBe("listValue");
+    expect(headers.get("etag")).toBe(etag);
+    expect(headers.get("x-pulsebase-not-modified")).toBeNull();
   });
 
   it("meters every request, cached ones as included", async () => {

@@ -15,7 +15,7 @@ import { loadOrCreateTls } from "../../src/server/tls.js";
 import { loadConfig, type Config } from "../../src/kernel/config.js";
 import { loadOrCreateKeys } from "../../src/capabilities/identity/token-keys.js";
 import { createTestDb, type TestDb } from "./db.js";
-import { deleteStreamsWithPrefix } from "../../src/infra/nats/nats-streams.js";
+import { deleteStreamsWithPrefix } from "./nats-streams.js";
 
 /** A fetch Response whose json() is loosely typed, for terse assertions. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

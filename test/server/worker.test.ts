@@ -19,7 +19,7 @@ import { DEFAULT_ACK_WAIT_MS } from "../../src/infra/queue/queue.js";
 import { spawnServer, type ChildServer } from "../helpers/child-server.js";
 import { databaseUrlFor, metricValue, spawnWorker, type ChildWorker } from "../helpers/child-worker.js";
 import { createTestDb, TEST_NATS_URL, type TestDb } from "../helpers/db.js";
-import { deleteStreamsWithPrefix } from "../../src/infra/nats/nats-streams.js";
+import { deleteStreamsWithPrefix } from "../helpers/nats-streams.js";
 import { until } from "../helpers/until.js";
 
 const OPERATOR = "op_worker_test_token_0123456789";

@@ -1,4 +1,4 @@
-// Analytics as a server module: the device RPCs (single and batch endpoints)
+// The analytics capability's module definition: the device RPCs (single and batch endpoints)
 // on the public listener, the operator read API on the admin listener, the
 // batch queue (JetStream with NATS_URL, else the embedded table) and the
 // batch workers, which run in this process unless turned off.
@@ -7,7 +7,6 @@ import type { Logger } from "pino";
 import { AnalyticsService as AdminAnalyticsService } from "../../../gen/pulsebase/admin/v1/analytics_pb.js";
 import { AnalyticsService } from "../../../gen/pulsebase/platform/v1/analytics_pb.js";
 import { binding, type PulsebaseModule } from "../../kernel/module.js";
-import { registerQueueMetrics } from "../../server/metrics.js";
 import { createDirBlobStore } from "../../infra/blobs/dir-blob-store.js";
 import { createQueue } from "../../infra/queue/create-queue.js";
 import type { Sql } from "../../infra/storage/sql.js";
@@ -40,9 +39,7 @@ export function createAnalyticsModule(deps: AnalyticsModuleDeps): PulsebaseModul
     name: "analytics",
     device: [binding(AnalyticsService, createAnalyticsServiceImpl({ sql: deps.sql, queue, blobs }))],
     admin: [binding(AdminAnalyticsService, createAdminAnalyticsServiceImpl({ sql: deps.sql, queue, blobs }))],
-    registerMetrics(registry) {
-      registerQueueMetrics(registry, "analytics", queue, (err) => deps.logger.warn({ err }, "metrics: analytics queue statistics unavailable"));
-    },
+    gauges: { queues: { analytics: queue } },
     async start() {
       if (deps.workers) workers = startWorkers({ sql: deps.sql, queue, logger: deps.logger });
     },

@@ -13,7 +13,7 @@ import {
   type ContentService,
   type Meta,
 } from "../../../gen/pulsebase/cms/v1/content_pb.js";
-import { REST_FAST_PATH, type FastAnswer, type FastRequest, type RestFastPaths } from "../../transport/http/fast-path.js";
+import { kNotModified, type FastAnswer, type FastRequest, type RestFastPath } from "../../kernel/module.js";
 import { appError } from "../../kernel/errors.js";
 import { storageFailure, type Sql } from "../../infra/storage/sql.js";
 import type { AppResolver, CmsApp } from "./app-resolver.js";
@@ -29,8 +29,6 @@ import type { UsageMeter } from "./usage-meter.js";
 
 export const CACHE_CONTROL_PUBLIC = "public, max-age=3600";
 export const CACHE_CONTROL_SEARCH = "no-cache, no-store";
-/** Set on a response when If-None-Match matched its ETag: the gateway answers 304. */
-export const NOT_MODIFIED_HEADER = "x-pulsebase-not-modified";
 
 export interface ContentServiceDeps {
   sql: Sql;
@@ -178,7 +176,7 @@ function cachedResponse(data: JsonValue, meta: Omit<Meta, "$typeName"> | undefin
 
 export function createContentServiceImpl(
   deps: ContentServiceDeps,
-): ServiceImpl<typeof ContentService> & { [REST_FAST_PATH]: RestFastPaths } {
+): ServiceImpl<typeof ContentService> {
   const { sql, apps, cache, meter, limiter, quota } = deps;
   const timeoutMs = deps.queryTimeoutMs ?? 5000;
 
@@ -219,7 +217,7 @@ export function createContentServiceImpl(
 
   function respond(ctx: HandlerContext, r: CachedResponse): ContentResponse {
     for (const [k, v] of r.headers) ctx.responseHeader.set(k, v);
-    if (matchesIfNoneMatch(ctx.requestHeader.get("if-none-match"), r.etag)) ctx.responseHeader.set(NOT_MODIFIED_HEADER, "1");
+    if (matchesIfNoneMatch(ctx.requestHeader.get("if-none-match"), r.etag)) ctx.values.set(kNotModified, true);
     return r.message;
   }
 
@@ -282,47 +280,7 @@ export function createContentServiceImpl(
     return { data: rows.map(render), meta };
   }
 
-  // The REST fast path (src/transport/http/fast-path.ts): a request whose answer is
-  // already in the response cache is served synchronously, without the
-  // request message, the handler context or a promise. It answers only when
-  // every check of begin() would pass without waiting (app key cached, a rate
-  // limit token at hand, read state loaded, content type published, a shape
-  // included in the plan, the response cached); anything else (errors,
-  // misses, lookups) goes through the generic path, which does all checks in
-  // their documented order. It spends its token and meters the request only
-  // when it answers, so nothing is counted twice.
-  function fastHit(req: FastRequest, endpoint: Endpoint, slug: string | undefined, extra: string): FastAnswer | undefined {
-    const raw = req.headers["x-app-key"];
-    if (typeof raw !== "string") return undefined;
-    const app = apps.peek(raw.trim());
-    if (!app) return undefined;
-    const slot = cache.slot(app.id);
-    const state = slot.ready;
-    if (!state) return undefined;
-    if (slug !== undefined) {
-      const def = state.bySlug.get(slug);
-      if (!def || !state.published.get(def.id) || isCounted(endpoint, req.query, def)) return undefined;
-      slug = def.slug;
-    }
-    const hit = slot.responses.get(responseKey(endpoint, slug ?? "", extra, req.query));
-    if (!hit || !limiter.tryTake(String(app.id), app.requestsPerSecond)) return undefined;
-    meter.record(app.id, false);
-    const inm = req.headers["if-none-match"];
-    return { message: hit.message, headers: hit.headers, notModified: matchesIfNoneMatch(Array.isArray(inm) ? inm.join(", ") : inm, hit.etag) };
-  }
-
-  const fastPaths: RestFastPaths = {
-    listSchemas: (req) => fastHit(req, "schemas", undefined, ""),
-    getSchema: (req) => fastHit(req, "schema", req.params["content_type"] ?? "", ""),
-    listEntries: (req) => fastHit(req, "list", req.params["content_type"] ?? "", ""),
-    getEntry: (req) => {
-      const uuid = (req.params["uuid"] ?? "").toLowerCase();
-      return UUID_RE.test(uuid) ? fastHit(req, "show", req.params["content_type"] ?? "", uuid) : undefined;
-    },
-  };
-
   return {
-    [REST_FAST_PATH]: fastPaths,
     async listSchemas(_req, ctx) {
       const b = await begin(ctx, "schemas", undefined, {});
       return cached(ctx, b, responseKey("schemas", "", "", {}), async () => {
@@ -442,4 +400,47 @@ export function createContentServiceImpl(
       else if (typeof v === "string") out[f.name] = get(v) ?? null;
     }
   }
+}
+
+/** The REST fast paths of the content API, by method. */
+export function createContentFastPaths(deps: Pick<ContentServiceDeps, "apps" | "cache" | "meter" | "limiter">): Record<"listSchemas" | "getSchema" | "listEntries" | "getEntry", RestFastPath> {
+  const { apps, cache, meter, limiter } = deps;
+  // The REST fast path (RestFastPath, src/kernel/module.ts): a request whose answer is
+  // already in the response cache is served synchronously, without the
+  // request message, the handler context or a promise. It answers only when
+  // every check of begin() would pass without waiting (app key cached, a rate
+  // limit token at hand, read state loaded, content type published, a shape
+  // included in the plan, the response cached); anything else (errors,
+  // misses, lookups) goes through the generic path, which does all checks in
+  // their documented order. It spends its token and meters the request only
+  // when it answers, so nothing is counted twice.
+  function fastHit(req: FastRequest, endpoint: Endpoint, slug: string | undefined, extra: string): FastAnswer | undefined {
+    const raw = req.headers["x-app-key"];
+    if (typeof raw !== "string") return undefined;
+    const app = apps.peek(raw.trim());
+    if (!app) return undefined;
+    const slot = cache.slot(app.id);
+    const state = slot.ready;
+    if (!state) return undefined;
+    if (slug !== undefined) {
+      const def = state.bySlug.get(slug);
+      if (!def || !state.published.get(def.id) || isCounted(endpoint, req.query, def)) return undefined;
+      slug = def.slug;
+    }
+    const hit = slot.responses.get(responseKey(endpoint, slug ?? "", extra, req.query));
+    if (!hit || !limiter.tryTake(String(app.id), app.requestsPerSecond)) return undefined;
+    meter.record(app.id, false);
+    const inm = req.headers["if-none-match"];
+    return { message: hit.message, headers: hit.headers, notModified: matchesIfNoneMatch(Array.isArray(inm) ? inm.join(", ") : inm, hit.etag) };
+  }
+
+  return {
+    listSchemas: (req) => fastHit(req, "schemas", undefined, ""),
+    getSchema: (req) => fastHit(req, "schema", req.params["content_type"] ?? "", ""),
+    listEntries: (req) => fastHit(req, "list", req.params["content_type"] ?? "", ""),
+    getEntry: (req) => {
+      const uuid = (req.params["uuid"] ?? "").toLowerCase();
+      return UUID_RE.test(uuid) ? fastHit(req, "show", req.params["content_type"] ?? "", uuid) : undefined;
+    },
+  };
 }

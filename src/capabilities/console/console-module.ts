@@ -1,11 +1,12 @@
-// The console's server side, wired once per server: the access interceptor
-// for every admin method, the AccountService, the built front end at /.
+// The console capability's module definition, wired once per server: the
+// AccountService, the access interceptor for every admin method, the built
+// front end at / of the admin listener.
 import type { Interceptor } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { AccountService } from "../../../gen/pulsebase/admin/v1/account_pb.js";
 import type { ConsoleConfig } from "../../kernel/config.js";
-import { binding, type ServiceBinding } from "../../kernel/module.js";
+import { binding, type PulsebaseModule } from "../../kernel/module.js";
 import type { Sql } from "../../infra/storage/sql.js";
 import { accessInterceptor } from "./access.js";
 import { createAccountServiceImpl } from "./account-service.js";
@@ -16,18 +17,20 @@ import { roleOf } from "./roles.js";
 import { ScopeResolver } from "./scope-resolver.js";
 import { registerConsole } from "./static-console.js";
 
-export interface ConsoleParts {
+export interface ConsoleModule extends PulsebaseModule {
   accounts: AccountStore;
   audit: AuditStore;
+  /** Guards every admin service (roles, sessions, audit). */
   interceptor: Interceptor;
-  service: ServiceBinding;
-  routes(app: FastifyInstance): Promise<void>;
+  /** The front end on the admin listener. */
+  adminRoutes(app: FastifyInstance): Promise<void>;
 }
 
-export function createConsole(opts: { sql: Sql; logger: Logger; operatorToken: string; config: ConsoleConfig; mediaBaseUrl: string }): ConsoleParts {
+export function createConsoleModule(opts: { sql: Sql; logger: Logger; operatorToken: string; config: ConsoleConfig; mediaBaseUrl: string }): ConsoleModule {
   const accounts = new AccountStore(opts.sql);
   const audit = new AuditStore(opts.sql);
   return {
+    name: "console",
     accounts,
     audit,
     interceptor: accessInterceptor({
@@ -38,8 +41,8 @@ export function createConsole(opts: { sql: Sql; logger: Logger; operatorToken: s
       scopes: new ScopeResolver(opts.sql),
       logger: opts.logger,
     }),
-    service: binding(AccountService, createAccountServiceImpl({ accounts, audit, limiter: new LoginLimiter({ ...DEFAULT_LOGIN_LIMITS, perAddressPerMinute: opts.config.loginAttemptsPerMinute }), sessionTtlHours: opts.config.sessionTtlHours, mediaBaseUrl: opts.mediaBaseUrl })),
-    routes: (app) => registerConsole(app),
+    admin: [binding(AccountService, createAccountServiceImpl({ accounts, audit, limiter: new LoginLimiter({ ...DEFAULT_LOGIN_LIMITS, perAddressPerMinute: opts.config.loginAttemptsPerMinute }), sessionTtlHours: opts.config.sessionTtlHours, mediaBaseUrl: opts.mediaBaseUrl }))],
+    adminRoutes: (app) => registerConsole(app),
   };
 }
 

@@ -1,41 +1,37 @@
-// Wires the capability: one engine pool and remote executor per process,
-// the store on the service's SQL, the query runner and both ServiceImpls.
-// `close()` must run at shutdown (it stops the engine processes).
+// The database capability's module definition: one engine pool and remote
+// executor per process, the store on the service's SQL, the query runner,
+// the device service (with its REST JSON paths) and the operator services.
+// `stop()` must run at shutdown (it stops the engine processes).
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import type { ServiceImpl } from "@connectrpc/connect";
-import type { DatabaseService as AdminDatabaseService } from "../../../gen/pulsebase/admin/v1/database_pb.js";
-import type { DatabaseService } from "../../../gen/pulsebase/platform/v1/database_pb.js";
+import { DatabaseService as AdminDatabaseService } from "../../../gen/pulsebase/admin/v1/database_pb.js";
+import { DatabaseService } from "../../../gen/pulsebase/platform/v1/database_pb.js";
+import { SqlService } from "../../../gen/pulsebase/admin/v1/sql_pb.js";
+import type { ChangeBus } from "../../infra/cluster/change-bus.js";
 import type { Sql } from "../../infra/storage/sql.js";
+import { binding, type PulsebaseModule } from "../../kernel/module.js";
 import { createDatabaseAdminServiceImpl } from "./admin-service.js";
 import { DEFAULT_DATABASE_LIMITS, type DatabaseConfig } from "./database-config.js";
 import { createDatabaseManager, type DatabaseManager } from "./database-manager.js";
 import { createDatabaseStore, type DatabaseStore } from "./database-store.js";
 import { EnginePool } from "../../infra/libsql/engine-pool.js";
-import { createDatabaseServiceImpl } from "./platform-service.js";
+import { createDatabaseJsonPaths, createDatabaseServiceImpl } from "./platform-service.js";
 import { PointReader } from "../../infra/libsql/point-reader.js";
 import { createQueryRunner, type QueryRunner } from "./query-runner.js";
 import { RemoteExecutor } from "../../infra/libsql/remote-executor.js";
 import { createOperatorSql } from "./operator-sql.js";
 import { createSqlServiceImpl } from "./sql-service.js";
-import type { SqlService } from "../../../gen/pulsebase/admin/v1/sql_pb.js";
 
-export interface DatabaseModule {
+export interface DatabaseModule extends PulsebaseModule {
   store: DatabaseStore;
   manager: DatabaseManager;
   runner: QueryRunner;
   pool: EnginePool;
-  /** pulsebase.platform.v1.DatabaseService (device API, /api/db/*). */
-  platform: ServiceImpl<typeof DatabaseService>;
-  /** pulsebase.admin.v1.DatabaseService (operator API). */
-  admin: ServiceImpl<typeof AdminDatabaseService>;
-  /** pulsebase.admin.v1.SqlService (operator SQL, operator-sql.ts). */
-  sqlAdmin: ServiceImpl<typeof SqlService>;
-  close(): Promise<void>;
+  stop(): Promise<void>;
 }
 
-/** `onChange`: a link, status or deletion changed through this process (the server tells the other processes). */
-export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: Sql; onChange?: () => void }): Promise<DatabaseModule> {
+/** `changes`: links, statuses and deletions go out to, and come in from, the other processes. */
+export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: Sql; changes?: ChangeBus }): Promise<DatabaseModule> {
   await mkdir(config.dataDir, { recursive: true });
   const limits = { ...DEFAULT_DATABASE_LIMITS, ...config.limits };
   const store = createDatabaseStore(deps.sql);
@@ -77,18 +73,23 @@ export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: 
     remoteCheckTimeoutMs: config.remoteCheckTimeoutMs,
     onChange: () => {
       runner.invalidate();
-      deps.onChange?.();
+      void deps.changes?.publish("database", 0);
     },
   });
+  deps.changes?.subscribe("database", () => runner.invalidate());
   return {
+    name: "database",
     store,
     manager,
     runner,
     pool,
-    platform: createDatabaseServiceImpl({ runner }),
-    admin: createDatabaseAdminServiceImpl({ manager }),
-    sqlAdmin: createSqlServiceImpl({ operator: createOperatorSql({ store, pool, remote, dataDir: config.dataDir, limits }) }),
-    async close() {
+    device: [binding(DatabaseService, createDatabaseServiceImpl({ runner }), { jsonPaths: createDatabaseJsonPaths(runner) })],
+    admin: [
+      binding(AdminDatabaseService, createDatabaseAdminServiceImpl({ manager })),
+      binding(SqlService, createSqlServiceImpl({ operator: createOperatorSql({ store, pool, remote, dataDir: config.dataDir, limits }) })),
+    ],
+    gauges: { engines: { engines: () => pool.stats(), remote: () => runner.remoteStats() } },
+    async stop() {
       remote.close();
       reader?.closeAll();
       await pool.close();

@@ -12,7 +12,7 @@ import { consumerOf, requestIdOf } from "../../kernel/principal.js";
 import type { EngineResult } from "../../infra/libsql/engine-protocol.js";
 import { rowToListValue, valueToJson } from "./proto-values.js";
 import type { QueryRunner } from "./query-runner.js";
-import { REST_JSON_PATH, type RestJsonPaths } from "../../transport/http/fast-path.js";
+import type { RestJsonPath } from "../../kernel/module.js";
 
 export function response(results: EngineResult[], requestId: string): QueryResponse {
   return create(QueryResponseSchema, {
@@ -52,11 +52,9 @@ function plainStatement(x: unknown): x is { sql: string; params?: unknown } {
   return typeof (x as { sql?: unknown }).sql === "string";
 }
 
-export function createDatabaseServiceImpl(deps: { runner: QueryRunner }): ServiceImpl<typeof DatabaseService> & { [REST_JSON_PATH]: RestJsonPaths } {
-  const { runner } = deps;
-  // /api/db/* without proto messages (see src/transport/http/fast-path.ts): the same
-  // runner with the same plain JSON the generic path would hand it.
-  const json: RestJsonPaths = {
+/** /api/db/* without proto messages (RestJsonPath, src/kernel/module.ts): the same runner with the same plain JSON the generic path would hand it. */
+export function createDatabaseJsonPaths(runner: QueryRunner): Record<"query" | "batch", RestJsonPath> {
+  return {
     query({ body, appId, requestId }) {
       if (!plainStatement(body)) return undefined;
       const input = { sql: body.sql, params: body.params };
@@ -72,8 +70,11 @@ export function createDatabaseServiceImpl(deps: { runner: QueryRunner }): Servic
       return restResultsJson(await runner.batch(appId, entries, transaction === true), requestId);
     },
   };
+}
+
+export function createDatabaseServiceImpl(deps: { runner: QueryRunner }): ServiceImpl<typeof DatabaseService> {
+  const { runner } = deps;
   return {
-    [REST_JSON_PATH]: json,
     async query(req, ctx) {
       const { appId } = consumerOf(ctx);
       const results = await runner.query(appId, { sql: req.sql, params: valueToJson(req.params) });

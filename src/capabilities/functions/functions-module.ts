@@ -1,9 +1,14 @@
-// Wires the functions capability: sandbox, stores, rate limiter, recorder,
-// runtime and the two Connect services. The app factory calls
-// createFunctionsModule once per process and close() on shutdown.
+// The functions capability's module definition: sandbox, stores, rate
+// limiter, recorder, runtime, the HTTP trigger on the public listener, the
+// operator API, schedules and event triggers (JetStream with NATS, else a
+// PostgreSQL table). Created once per process; stop() on shutdown flushes
+// records and releases isolates.
 import type { ServiceImpl } from "@connectrpc/connect";
-import type { FunctionService as AdminFunctionService } from "../../../gen/pulsebase/admin/v1/functions_pb.js";
-import type { FunctionService as DeviceFunctionService } from "../../../gen/pulsebase/platform/v1/functions_pb.js";
+import { FunctionService as AdminFunctionService } from "../../../gen/pulsebase/admin/v1/functions_pb.js";
+import { FunctionService as DeviceFunctionService } from "../../../gen/pulsebase/platform/v1/functions_pb.js";
+import type { ChangeBus } from "../../infra/cluster/change-bus.js";
+import { binding, type PulsebaseModule } from "../../kernel/module.js";
+import type { CmsChange as CmsAuthoringChange } from "../cms/cms-module.js";
 import { createSandbox, type Sandbox } from "../../infra/sandbox/sandbox.js";
 import type { HostCapability } from "../../infra/sandbox/types.js";
 import type { Sql } from "../../infra/storage/sql.js";
@@ -33,8 +38,8 @@ export interface FunctionsModuleDeps {
   onError?: (err: unknown) => void;
   /** A user's failed invocation (throw, timeout), logged at warn with app, function and version. */
   logUserError?: UserErrorLog;
-  /** Tells the other processes that an application's functions changed (their cached resolutions go). */
-  announce?: (appId: number) => Promise<void>;
+  /** Function changes go out to, and come in from, the other processes (kinds functions and app). */
+  changes?: ChangeBus;
   /** Event triggers; without it event triggers can be configured but never fire. */
   events?: {
     /** JetStream (a connection, or the process's link, waited for); unset = the PostgreSQL table transport (embedded default). */
@@ -45,7 +50,7 @@ export interface FunctionsModuleDeps {
   };
 }
 
-export interface FunctionsModule {
+export interface FunctionsModule extends PulsebaseModule {
   /** pulsebase.platform.v1.FunctionService (device API, HTTP trigger). */
   invokeService: ServiceImpl<typeof DeviceFunctionService>;
   /** pulsebase.admin.v1.FunctionService (operator API). */
@@ -75,9 +80,18 @@ export interface FunctionsModule {
    * old limit are not spent under the new one.
    */
   planChanged(appId: number): void;
+  /** A CMS entry changed (cms triggers). */
+  onCmsChange(appId: number, c: CmsAuthoringChange): Promise<void>;
   /** Stops the event worker, flushes invocation records and releases every isolate. */
   close(): Promise<void>;
 }
+
+/**
+ * CMS authoring operations onto the trigger operations: created is insert,
+ * deleted is delete; updated, published and unpublished are update (before
+ * and after show what changed, `published` included).
+ */
+const CMS_OPS = { created: "insert", updated: "update", published: "update", unpublished: "update", deleted: "delete" } as const;
 
 export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModule {
   const config: FunctionsConfig = { ...DEFAULT_FUNCTIONS_CONFIG, ...deps.config };
@@ -98,9 +112,29 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
   const events = deps.events
     ? createEventWorker({ sql: deps.sql, store, runtime, capture: deps.events.capture, nats: deps.events.nats, config: deps.events.config, onError: deps.onError })
     : undefined;
+  const changes = deps.changes;
+  changes?.subscribe("functions", () => runtime.invalidate());
+  // The plan is part of every cached resolution.
+  changes?.subscribe("app", () => runtime.planChanged());
+  const invokeService = createFunctionInvokeServiceImpl({ runtime });
+  const adminService = createAdminFunctionServiceImpl({
+    sql: deps.sql, store, sandbox, runtime, recorder, config, kv, deadLetters: events, capture: events, onError: deps.onError,
+    announce: changes && ((appId) => changes.publish("functions", appId)),
+  });
+  const close = async () => {
+    await scheduler.stop();
+    await events?.stop();
+    deps.events?.capture.close?.();
+    await recorder.close();
+    sandbox.close();
+  };
   return {
-    invokeService: createFunctionInvokeServiceImpl({ runtime }),
-    adminService: createAdminFunctionServiceImpl({ sql: deps.sql, store, sandbox, runtime, recorder, config, kv, deadLetters: events, capture: events, onError: deps.onError, announce: deps.announce }),
+    name: "functions",
+    device: [binding(DeviceFunctionService, invokeService)],
+    admin: [binding(AdminFunctionService, adminService)],
+    gauges: { isolates: () => sandbox.stats(), queues: events ? { "function-events": events.queue } : {} },
+    invokeService,
+    adminService,
     runtime,
     store,
     sandbox,
@@ -112,12 +146,13 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
     scheduler,
     emitCmsChange: (appId, change) => (events ? events.emitCmsChange(appId, change) : Promise.resolve()),
     planChanged: () => runtime.planChanged(),
-    async close() {
-      await scheduler.stop();
-      await events?.stop();
-      deps.events?.capture.close?.();
-      await recorder.close();
-      sandbox.close();
+    onCmsChange: (appId, c) =>
+      events ? events.emitCmsChange(appId, { collection: c.collection, operation: CMS_OPS[c.operation], before: c.before, after: c.after }) : Promise.resolve(),
+    async start() {
+      await events?.start();
+      scheduler.start();
     },
+    stop: close,
+    close,
   };
 }

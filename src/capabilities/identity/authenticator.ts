@@ -5,10 +5,10 @@
 // through the change bus (cluster/change-bus.ts) within its bound; the TTL
 // is only the safety net.
 import { appError } from "../../kernel/errors.js";
-import type { ConsumerPrincipal } from "../../kernel/principal.js";
+import { bearerToken, type ConsumerPrincipal } from "../../kernel/principal.js";
 import { TtlCache } from "../../kernel/ttl-cache.js";
 import type { IdentityStore } from "./identity-store.js";
-import { bearerToken, type TokenService } from "./tokens.js";
+import type { TokenService } from "./tokens.js";
 
 export class Authenticator {
   private readonly cache: TtlCache<number, ConsumerPrincipal | null>;

@@ -69,10 +69,3 @@ export class TokenService {
     }
   }
 }
-
-/** Extracts the token of an `Authorization: Bearer <token>` header. */
-export function bearerToken(header: string | null | undefined): string | undefined {
-  if (!header) return undefined;
-  const m = /^Bearer\s+([A-Za-z0-9._~+/=-]+)\s*$/i.exec(header);
-  return m?.[1];
-}

@@ -4,10 +4,8 @@
 import { getOption } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
 import { auth as authOption, Auth } from "../../../gen/pulsebase/common/v1/options_pb.js";
-import { sameToken } from "../../server/operator-token.js";
 import { appError } from "../../kernel/errors.js";
-import { kConsumer, type ConsumerPrincipal } from "../../kernel/principal.js";
-import { bearerToken } from "../../capabilities/identity/tokens.js";
+import { bearerToken, kConsumer, sameToken, type ConsumerPrincipal } from "../../kernel/principal.js";
 
 export function consumerAuthInterceptor(authenticate: (h: string | undefined) => ConsumerPrincipal | Promise<ConsumerPrincipal>): Interceptor {
   return (next) => async (req) => {

@@ -11,20 +11,17 @@ import { appError, Violations } from "../../kernel/errors.js";
 import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../../kernel/principal.js";
 import { ANONYMOUS, type BodyBudget } from "./body-budget.js";
 import { sendError } from "./envelopes.js";
-import { REST_FAST_PATH, REST_JSON_PATH, type RestFastPath, type RestFastPaths, type RestJsonPath, type RestJsonPaths } from "./fast-path.js";
 import { RestHandlerContext } from "./handler-context.js";
 import { readMultipart } from "./multipart-body.js";
 import { turnBatch, type TurnBatch } from "./turn-batch.js";
 import { decodeRest, encodeRest, isPlainObject } from "./rest-json.js";
 import type { RestRoute, RouteTable } from "./route-table.js";
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type AnyImpl = Record<string, (req: any, ctx: any) => any>;
+import { kNotModified, type RawRoute, type RestFastPath, type RestJsonPath, type ServiceBinding } from "../../kernel/module.js";
 
 export interface GatewayOptions {
   table: RouteTable;
-  /** Service implementations by service type name. */
-  impls: Map<string, AnyImpl>;
+  /** Service bindings (implementation and fast paths) by service type name. */
+  bindings: Map<string, ServiceBinding>;
   /** The principal at once when it is known (cached), else a promise of it. */
   authenticate(authorization: string | undefined): ConsumerPrincipal | Promise<ConsumerPrincipal>;
   /** Largest file part (4 MiB, docs/devices.md). */
@@ -51,8 +48,7 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
   const passthrough: RestRoute[] = [];
   const multipartRoutes: RestRoute[] = [];
   for (const route of opts.table.routes) {
-    const impl = opts.impls.get(route.service.typeName);
-    const fn = impl?.[route.method.localName];
+    const fn = opts.bindings.get(route.service.typeName)?.impl[route.method.localName];
     if (!fn) throw new Error(`no implementation for ${route.service.typeName}.${route.method.name}`);
     if (route.passthrough) {
       passthrough.push(route);
@@ -80,7 +76,7 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: opts.bodyLimitBytes }, (_req, body, done) => done(null, body));
     for (const route of passthrough) {
-      const impl = opts.impls.get(route.service.typeName)!;
+      const { impl } = opts.bindings.get(route.service.typeName)!;
       scope.route({ method: route.verb, url: route.path, ...bodyGate(route, opts), handler: passthroughHandler(route, impl[route.method.localName]!.bind(impl)) });
     }
   });
@@ -88,15 +84,11 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
 
 /** Registers a transcoded route (its implementation was checked by registerGateway). */
 function addRoute(app: FastifyInstance, route: RestRoute, opts: GatewayOptions, later: TurnBatch): void {
-  const impl = opts.impls.get(route.service.typeName)!;
+  const { impl, fastPaths, jsonPaths } = opts.bindings.get(route.service.typeName)!;
   const generic = messageHandler(route, impl[route.method.localName]!.bind(impl), opts);
   // A fast path skips the gateway's consumer authentication: only for routes without it.
-  const fast = route.verb === "GET" && route.auth !== Auth.CONSUMER_UNSPECIFIED
-    ? (impl as { [REST_FAST_PATH]?: RestFastPaths })[REST_FAST_PATH]?.[route.method.localName]
-    : undefined;
-  const json = route.verb === "POST" && route.auth === Auth.CONSUMER_UNSPECIFIED && route.body === "*"
-    ? (impl as { [REST_JSON_PATH]?: RestJsonPaths })[REST_JSON_PATH]?.[route.method.localName]
-    : undefined;
+  const fast = route.verb === "GET" && route.auth !== Auth.CONSUMER_UNSPECIFIED ? fastPaths?.[route.method.localName] : undefined;
+  const json = route.verb === "POST" && route.auth === Auth.CONSUMER_UNSPECIFIED && route.body === "*" ? jsonPaths?.[route.method.localName] : undefined;
   const handler = fast ? fastHandler(route, fast, generic, later) : json ? jsonHandler(route, json, generic, later) : generic.handler;
   app.route({ method: route.verb, url: route.path, ...bodyGate(route, opts), handler });
 }
@@ -195,12 +187,8 @@ function messageHandler(route: RestRoute, call: Call, opts: GatewayOptions) {
         const res = (await call(msg, ctx)) as object;
         const body = encode(res);
         const set = ctx.setHeaders;
-        if (set) {
-          const notModified = set.get("x-pulsebase-not-modified");
-          set.delete("x-pulsebase-not-modified");
-          copyHeaders(reply, set);
-          if (notModified) return reply.code(304).send();
-        }
+        if (set) copyHeaders(reply, set);
+        if (ctx.values.get(kNotModified)) return reply.code(304).send();
         return reply.code(route.status).type("application/json; charset=utf-8").send(body);
       } catch (err) {
         return sendError(reply, route.iface, err);
@@ -210,7 +198,7 @@ function messageHandler(route: RestRoute, call: Call, opts: GatewayOptions) {
 }
 
 /**
- * A GET route whose service has a synchronous fast path (see fast-path.ts):
+ * A GET route whose service has a synchronous fast path (RestFastPath, src/kernel/module.ts):
  * asked first, for requests without a body (a GET body or a multipart
  * content type is the generic path's business); the generic handler runs
  * when it does not answer. Writes what the generic path would write for the
@@ -236,7 +224,7 @@ function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<t
 
 /**
  * A POST route whose service answers plain JSON bodies without proto
- * messages (see fast-path.ts): authenticated like the generic path, then
+ * messages (RestJsonPath, src/kernel/module.ts): authenticated like the generic path, then
  * asked; the generic handler runs when it does not answer.
  */
 function jsonHandler(route: RestRoute, json: RestJsonPath, generic: ReturnType<typeof messageHandler>, later: TurnBatch) {
@@ -416,4 +404,21 @@ function passthroughHandler(route: RestRoute, call: (req: Message, ctx: RestHand
       return sendError(reply, route.iface, err);
     }
   };
+}
+
+/** A module's raw route (src/kernel/module.ts): its answer as is, what it throws in its interface's envelope. */
+export function registerRawRoute(app: FastifyInstance, route: RawRoute): void {
+  app.route({
+    method: route.method,
+    url: route.path,
+    handler: async function rawRoute(req, reply) {
+      try {
+        const res = await route.handle({ params: req.params as Record<string, string>, headers: req.headers });
+        reply.headers(res.headers).code(res.status);
+        return res.body !== undefined ? reply.send(res.body) : reply.send();
+      } catch (err) {
+        return sendError(reply, route.iface, err);
+      }
+    },
+  });
 }

@@ -6,7 +6,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { ConnectError, createClient, createRouterTransport } from "@connectrpc/connect";
 import { CmsService } from "../../../gen/pulsebase/admin/v1/cms_pb.js";
 import { ContentService } from "../../../gen/pulsebase/cms/v1/content_pb.js";
-import { createCms } from "../../../src/capabilities/cms/index.js";
+import { createCmsModule } from "../../../src/capabilities/cms/cms-module.js";
 import { errorDetail } from "../../../src/kernel/errors.js";
 import { codeOf, createApp, createFixture, field, MEDIA_BASE, reader, type Fixture } from "./cms-fixture.js";
 
@@ -95,8 +95,8 @@ describe("cache invalidation", () => {
 describe("two processes", () => {
   it("a change in one process reaches the other's cache through broadcastInvalidation", async () => {
     const { app, appId } = await setup();
-    const other = createCms({ sql: fx.sql, config: { mediaBaseUrl: MEDIA_BASE, mediaDir: fx.mediaDir } });
-    const writer = createCms({
+    const other = createCmsModule({ sql: fx.sql, config: { mediaBaseUrl: MEDIA_BASE, mediaDir: fx.mediaDir } });
+    const writer = createCmsModule({
       sql: fx.sql,
       config: { mediaBaseUrl: MEDIA_BASE, mediaDir: fx.mediaDir },
       broadcastInvalidation: (id) => other.invalidate(id), // NATS in production

@@ -9,7 +9,7 @@ import { toJson, type JsonObject, type JsonValue, type MessageInitShape } from "
 import { createClient, createRouterTransport, ConnectError, type Client } from "@connectrpc/connect";
 import { CmsService, type ContentFieldSchema } from "../../../gen/pulsebase/admin/v1/cms_pb.js";
 import { ContentResponseSchema, ContentService, type ContentResponse } from "../../../gen/pulsebase/cms/v1/content_pb.js";
-import { createCms, type Cms, type CmsChange, type CmsConfig } from "../../../src/capabilities/cms/index.js";
+import { createCmsModule, type Cms, type CmsChange, type CmsConfig } from "../../../src/capabilities/cms/cms-module.js";
 import { errorDetail } from "../../../src/kernel/errors.js";
 import type { Sql } from "../../../src/infra/storage/sql.js";
 import { createTestDb, type TestDb } from "../../helpers/db.js";
@@ -31,7 +31,7 @@ export async function createFixture(kind: "postgres" | "pglite" = "postgres", co
   const db = await createTestDb(kind);
   const mediaDir = await mkdtemp(join(tmpdir(), "pb-cms-"));
   const changes: Fixture["changes"] = [];
-  const cms = createCms({
+  const cms = createCmsModule({
     sql: db.sql,
     config: { mediaBaseUrl: MEDIA_BASE, mediaDir, ...config },
     onChange: (appId, change) => {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { CmsService } from "../../../gen/pulsebase/admin/v1/cms_pb.js";
-import { createCms } from "../../../src/capabilities/cms/index.js";
+import { createCmsModule } from "../../../src/capabilities/cms/cms-module.js";
 import { desiredIndexes } from "../../../src/capabilities/cms/field-indexes.js";
 import type { Sql } from "../../../src/infra/storage/sql.js";
 import { createApp, createFixture, field, MEDIA_BASE, reader, type Fixture, type TestApp } from "./cms-fixture.js";
@@ -142,7 +142,7 @@ describe("index builds on PostgreSQL", () => {
     expect((await fx.admin.getContentType({ appId, slug: "big" })).indexesReady).toBe(false);
 
     // a restarted process repairs it
-    const restarted = createCms({ sql: fx.sql, config: { mediaBaseUrl: MEDIA_BASE, mediaDir: fx.mediaDir }, onIndexError: (e) => errors.push(e) });
+    const restarted = createCmsModule({ sql: fx.sql, config: { mediaBaseUrl: MEDIA_BASE, mediaDir: fx.mediaDir }, onIndexError: (e) => errors.push(e) });
     restarted.start();
     await restarted.indexes.idle();
     await restarted.stop();
@@ -161,7 +161,7 @@ describe("index builds on PostgreSQL", () => {
     const t2 = await fx.admin.createContentType({ appId: otherId, contentType: { slug: "big", name: "Big", fields: FIELDS } });
     await seed(fx.sql, other.id, t2.id, N / 4);
     const mk = () => {
-      const cms = createCms({ sql: fx.sql, config: { mediaBaseUrl: MEDIA_BASE, mediaDir: fx.mediaDir }, onIndexError: (e) => errors.push(e) });
+      const cms = createCmsModule({ sql: fx.sql, config: { mediaBaseUrl: MEDIA_BASE, mediaDir: fx.mediaDir }, onIndexError: (e) => errors.push(e) });
       return { cms, admin: createClient(CmsService, createRouterTransport((router) => router.service(CmsService, cms.adminService))) };
     };
     const p1 = mk();

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { ContentService } from "../../../gen/pulsebase/cms/v1/content_pb.js";
-import { createCms } from "../../../src/capabilities/cms/index.js";
+import { createCmsModule } from "../../../src/capabilities/cms/cms-module.js";
 import { errorDetail } from "../../../src/kernel/errors.js";
 import { seedArticles, TOPICS } from "../../../bench/scenarios/cms-seed.js";
 import { codeOf, createApp, createFixture, MEDIA_BASE, reader, type Fixture, type Reader, type TestApp } from "./cms-fixture.js";
@@ -97,7 +97,7 @@ it("shows one entry by id", async () => {
 
 it("answers QUERY_TIMEOUT when a computed query runs over the statement timeout", async () => {
   // the same data, served with a 1 ms statement timeout
-  const cms = createCms({ sql: fx.sql, config: { mediaBaseUrl: MEDIA_BASE, mediaDir: fx.mediaDir, queryTimeoutMs: 1 } });
+  const cms = createCmsModule({ sql: fx.sql, config: { mediaBaseUrl: MEDIA_BASE, mediaDir: fx.mediaDir, queryTimeoutMs: 1 } });
   const client = createClient(ContentService, createRouterTransport((router) => router.service(ContentService, cms.contentService)));
   const slow = reader(client, app.key);
   try {

@@ -7,7 +7,7 @@ import { ConnectError, createClient, createRouterTransport } from "@connectrpc/c
 import { access } from "node:fs/promises";
 import { CmsService } from "../../../gen/pulsebase/admin/v1/cms_pb.js";
 import { ContentService } from "../../../gen/pulsebase/cms/v1/content_pb.js";
-import { createCms } from "../../../src/capabilities/cms/index.js";
+import { createCmsModule } from "../../../src/capabilities/cms/cms-module.js";
 import { codeOf, createApp, createFixture, field, MEDIA_BASE, reader, rows, type Fixture } from "./cms-fixture.js";
 
 const PNG = new Uint8Array([137, 80, 78, 71, 13, 10, 26, 10]);
@@ -139,9 +139,9 @@ describe("media deletion and cached reads", () => {
   it("drops cached reads of the application in every process", async () => {
     const app = await createApp(fx.sql);
     const appId = BigInt(app.id);
-    const reading = createCms({ sql: fx.sql, config: { mediaBaseUrl: MEDIA_BASE, mediaDir: fx.mediaDir } });
+    const reading = createCmsModule({ sql: fx.sql, config: { mediaBaseUrl: MEDIA_BASE, mediaDir: fx.mediaDir } });
     const broadcasts: number[] = [];
-    const writer = createCms({
+    const writer = createCmsModule({
       sql: fx.sql,
       config: { mediaBaseUrl: MEDIA_BASE, mediaDir: fx.mediaDir },
       broadcastInvalidation: (id) => {

@@ -10,6 +10,8 @@ import { createClient, createRouterTransport, type Client } from "@connectrpc/co
 import { DatabaseService as AdminDatabaseService } from "../../../gen/pulsebase/admin/v1/database_pb.js";
 import { DatabaseService } from "../../../gen/pulsebase/platform/v1/database_pb.js";
 import { createDatabaseModule, type DatabaseModule } from "../../../src/capabilities/database/database-module.js";
+import { createDatabaseServiceImpl } from "../../../src/capabilities/database/platform-service.js";
+import { createDatabaseAdminServiceImpl } from "../../../src/capabilities/database/admin-service.js";
 import type { DatabaseLimits } from "../../../src/capabilities/database/database-config.js";
 import { jsonToValue } from "../../../src/capabilities/database/proto-values.js";
 import { kConsumer, kRequestId } from "../../../src/kernel/principal.js";
@@ -47,8 +49,8 @@ export async function createHarness(
   let requestId = "";
   const transport = createRouterTransport(
     (router) => {
-      router.service(DatabaseService, module.platform);
-      router.service(AdminDatabaseService, module.admin);
+      router.service(DatabaseService, createDatabaseServiceImpl({ runner: module.runner }));
+      router.service(AdminDatabaseService, createDatabaseAdminServiceImpl({ manager: module.manager }));
     },
     {
       router: {
@@ -107,7 +109,7 @@ export async function createHarness(
       );
     },
     async close() {
-      await module.close();
+      await module.stop();
       await testDb.drop();
       await rm(dataDir, { recursive: true, force: true });
     },

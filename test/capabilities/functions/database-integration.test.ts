@@ -53,7 +53,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await fn.close();
-  await dbModule.close();
+  await dbModule.stop();
   const jsm = await jetstreamManager(nc);
   await jsm.streams.delete(stream).catch(() => {});
   await nc.close();

@@ -50,7 +50,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await fn?.close();
-  await dbModule?.close();
+  await dbModule?.stop();
   await small?.close();
   if (dataDir) await rm(dataDir, { recursive: true, force: true });
   await db.drop();

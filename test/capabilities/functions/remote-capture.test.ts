@@ -136,7 +136,7 @@ async function remoteFlow(opts: { url: string; authToken: string }) {
       await dbModule.runner.query(appId, { sql: `DROP TABLE IF EXISTS ${table}` }).catch(() => {});
       await capture.serviceBatch(appId, [{ sql: `DELETE FROM ${CHANGE_TABLE} WHERE tbl = ?`, params: [table] }]).catch(() => {});
       await fn.close();
-      await dbModule.close();
+      await dbModule.stop();
       await rm(dataDir, { recursive: true, force: true });
       await db.drop();
     },

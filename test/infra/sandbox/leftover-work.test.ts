@@ -38,7 +38,7 @@ beforeAll(async () => {
 }, 30_000);
 afterAll(async () => {
   sandbox?.close();
-  await dbModule?.close();
+  await dbModule?.stop();
   await db?.drop();
   await rm(dataDir, { recursive: true, force: true });
 });

@@ -1,5 +1,5 @@
-// Removes the JetStream streams of a namespace (test and bench clean-up,
-// and retiring a deployment that shared a NATS cluster).
+// Removes the JetStream streams of a namespace (test and bench clean-up: each
+// test file and bench run has its own namespace on the shared NATS).
 import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 
