@@ -187,12 +187,15 @@ describe("errors and logs", () => {
     await fns.createHttpTrigger({ functionId: fn.id, slug: "quick" });
     const started = Date.now();
     const statuses: number[] = [];
+    // Paced well below the plan's invocation rate, which an unpaced loop on
+    // an idle machine reaches (a 429 that says nothing about the hog).
     while (Date.now() - started < 3500) {
       statuses.push((await s.fetch("/api/fn/quick", { method: "POST", headers: { authorization: `Bearer ${token}` } })).status);
+      await new Promise((r) => setTimeout(r, 10));
     }
     await fns.setTriggerEnabled({ triggerId: t.id, enabled: false });
     expect(statuses.length).toBeGreaterThan(10);
-    expect(statuses.every((x) => x === 200)).toBe(true);
+    expect(statuses.filter((x) => x !== 200)).toEqual([]);
     const runs = await until(async () => (await fns.listScheduleRuns({ triggerId: t.id })).runs, (r) => r.length >= 2 && r.every((x) => x.status !== "running"));
     for (const r of runs) expect(r).toMatchObject({ status: "timeout", error: expect.stringMatching(/^timed out after \d+ ms/) });
     const inv = (await fns.listInvocations({ functionId: hog.id })).invocations;

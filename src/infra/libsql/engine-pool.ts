@@ -27,7 +27,7 @@ import { closeSync, openSync, readSync } from "node:fs";
 import { setPriority } from "node:os";
 import type { Duplex } from "node:stream";
 import { fileURLToPath } from "node:url";
-import type { EngineMessage, EngineReply, EngineRequest, EngineResult, EngineSettings } from "./engine-protocol.js";
+import { lineSplitter, type EngineMessage, type EngineReply, type EngineRequest, type EngineResult, type EngineSettings } from "./engine-protocol.js";
 import { FairQueue, type FairJob, type OwnerKey, type OwnerStats, type RefusalReason } from "./fair-queue.js";
 
 const enginePath = fileURLToPath(new URL("./engine-process.ts", import.meta.url));
@@ -219,18 +219,10 @@ class Engine {
     this.channel = channel;
     this.starting = true;
     channel.setEncoding("utf8");
-    let pending: string[] = [];
+    const lines = lineSplitter();
     channel.on("data", (chunk: string) => {
       if (this.child !== child) return;
-      let from = 0;
-      for (let nl = chunk.indexOf("\n"); nl >= 0; nl = chunk.indexOf("\n", from)) {
-        pending.push(chunk.slice(from, nl));
-        const line = pending.join("");
-        pending = [];
-        from = nl + 1;
-        this.onReply(JSON.parse(line) as EngineReply);
-      }
-      if (from < chunk.length) pending.push(chunk.slice(from));
+      for (const line of lines(chunk)) this.onReply(JSON.parse(line) as EngineReply);
     });
     channel.on("error", () => {
       // a write to a process that just died; its exit handler deals with it

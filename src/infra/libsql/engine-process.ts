@@ -19,6 +19,7 @@ import { existsSync } from "node:fs";
 import { Socket } from "node:net";
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import type { EngineMessage, EngineReply, EngineRequest, EngineResult, EngineSettings } from "./engine-protocol.js";
+import { lineSplitter } from "./engine-protocol.ts";
 // a runtime import under type stripping names the .ts file itself
 import { bindable, readRows, type ReadBudget } from "./engine-values.ts";
 import { classifyPoint } from "./point-plan.ts";
@@ -341,16 +342,11 @@ function handle(m: EngineMessage): EngineReply {
 // IPC channel costs about three times more per round trip.
 const channel = new Socket({ fd: 3, readable: true, writable: true });
 channel.setEncoding("utf8");
-let pending: string[] = [];
+const lines = lineSplitter();
 channel.on("data", (chunk: string) => {
   // Replies to the messages of one chunk go back in one write.
   const replies: string[] = [];
-  let from = 0;
-  for (let nl = chunk.indexOf("\n"); nl >= 0; nl = chunk.indexOf("\n", from)) {
-    pending.push(chunk.slice(from, nl));
-    const line = pending.join("");
-    pending = [];
-    from = nl + 1;
+  for (const line of lines(chunk)) {
     let reply: EngineReply;
     const m = JSON.parse(line) as EngineMessage;
     try {
@@ -361,7 +357,6 @@ channel.on("data", (chunk: string) => {
     replies.push(`${JSON.stringify(reply)}\n`);
   }
   if (replies.length) channel.write(replies.join(""));
-  if (from < chunk.length) pending.push(chunk.slice(from));
 });
 // the service went away: nothing left to do
 channel.on("end", () => process.exit(0));

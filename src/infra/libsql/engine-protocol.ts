@@ -83,3 +83,25 @@ export interface EngineSettings {
   maxSchemaObjects: number;
   maxColumnsPerTable: number;
 }
+
+/**
+ * Splits the channel's text into messages, one JSON per line (JSON.stringify
+ * never writes a raw newline); a message cut across chunks waits for its end.
+ */
+export function lineSplitter(): (chunk: string) => string[] {
+  // Pieces are joined once per message: a 16 MiB statement arriving in many
+  // chunks is copied once, not once per chunk.
+  let pending: string[] = [];
+  return (chunk) => {
+    const lines: string[] = [];
+    let from = 0;
+    for (let nl = chunk.indexOf("\n"); nl >= 0; nl = chunk.indexOf("\n", from)) {
+      pending.push(chunk.slice(from, nl));
+      lines.push(pending.join(""));
+      pending = [];
+      from = nl + 1;
+    }
+    if (from < chunk.length) pending.push(chunk.slice(from));
+    return lines;
+  };
+}
