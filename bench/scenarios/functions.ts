@@ -15,7 +15,7 @@ import { createContextValues, type HandlerContext } from "@connectrpc/connect";
 import ivm from "isolated-vm";
 import { HttpRequestSchema } from "../../gen/pulsebase/common/v1/options_pb.js";
 import { createFunctionsModule } from "../../src/capabilities/functions/functions-module.js";
-import type { FunctionDb } from "../../src/capabilities/functions/function-db.js";
+import { dbCapability, type FunctionDb } from "../../src/capabilities/database/function-db.js";
 import { FREE_PLAN } from "../../src/capabilities/identity/plan.js";
 import { kConsumer, kRequestId } from "../../src/kernel/principal.js";
 import { migrate } from "../../src/infra/storage/migrate.js";
@@ -126,7 +126,7 @@ export async function run(options: FunctionsBenchOptions = {}): Promise<Function
     query: async () => [],
     batch: async () => [],
   };
-  const fn = createFunctionsModule({ sql, db: noDb, config: { resolveCacheMs: 1000 } });
+  const fn = createFunctionsModule({ sql, hostCapabilities: [dbCapability(noDb)], config: { resolveCacheMs: 1000 } });
   try {
     const team = await sql.query<{ id: number }>("INSERT INTO teams (name) VALUES ('bench') RETURNING id");
     const app = await sql.query<{ id: number }>(

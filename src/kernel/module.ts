@@ -5,6 +5,7 @@
 // turns fast paths, raw routes and kNotModified into HTTP.
 import type { DescService } from "@bufbuild/protobuf";
 import { createContextKey, type ServiceImpl } from "@connectrpc/connect";
+import type { HostCapability } from "./host-capability.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyImpl = Record<string, (req: any, ctx: any) => any>;
@@ -135,6 +136,8 @@ export interface PulsebaseModule {
   /** Raw routes on the public listener (media files, ...). */
   routes?: RawRoute[];
   gauges?: ModuleGauges;
+  /** Host APIs functions reach as ctx.<name> (docs/functions.md, "Host capabilities"); the server hands every module's to the functions module. */
+  hostCapabilities?: HostCapability[];
   start?(): Promise<void>;
   stop?(): Promise<void>;
 }

@@ -22,9 +22,31 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
     },
     { sql, changes },
   );
+  const analytics = createAnalyticsModule({
+    sql,
+    dataDir: config.dataDir,
+    nats,
+    natsNamespace: config.natsNamespace,
+    logger,
+    // PGlite is one process: its workers must run here.
+    workers: config.inProcessWorkers || sql.kind === "pglite",
+  });
+  const cms = createCmsModule({
+    sql,
+    changes,
+    config: {
+      mediaBaseUrl: config.mediaBaseUrl ?? `https://localhost:${config.httpsPort}`,
+      mediaDir: join(config.dataDir, "media"),
+    },
+    // functions is made below, with the host capabilities of the modules above; changes come only once the server runs.
+    onChange: (appId, change) => functions.onCmsChange(appId, change),
+    onHookError: (err) => logger.error({ err }, "cms change hook failed"),
+    onIndexError: (err, info) => logger[info.willRetry ? "warn" : "error"]({ err, ...info }, "cms per-field index build failed"),
+  });
   const functions = createFunctionsModule({
     sql,
-    db: database.runner,
+    // Every other module's ctx.<name> (ctx.db from the database module); functions add their own.
+    hostCapabilities: [database, analytics, cms].flatMap((m) => m.hostCapabilities ?? []),
     config: {
       enforcePlan: config.planEnforcement,
       sandbox: { hostCallsRunning: config.fnDbCalls.running, hostCallsQueued: config.fnDbCalls.queued },
@@ -46,26 +68,6 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
     onError: (err) => logger.error({ err }, "functions background work failed"),
     // The user's code failing is not the service failing: warn, never error.
     logUserError: (fields, message) => logger.warn(fields, message),
-  });
-  const cms = createCmsModule({
-    sql,
-    changes,
-    config: {
-      mediaBaseUrl: config.mediaBaseUrl ?? `https://localhost:${config.httpsPort}`,
-      mediaDir: join(config.dataDir, "media"),
-    },
-    onChange: (appId, change) => functions.onCmsChange(appId, change),
-    onHookError: (err) => logger.error({ err }, "cms change hook failed"),
-    onIndexError: (err, info) => logger[info.willRetry ? "warn" : "error"]({ err, ...info }, "cms per-field index build failed"),
-  });
-  const analytics = createAnalyticsModule({
-    sql,
-    dataDir: config.dataDir,
-    nats,
-    natsNamespace: config.natsNamespace,
-    logger,
-    // PGlite is one process: its workers must run here.
-    workers: config.inProcessWorkers || sql.kind === "pglite",
   });
   // Stopped in reverse: cms, functions, analytics, database (NATS after them: build.ts).
   return [database, analytics, functions, cms];

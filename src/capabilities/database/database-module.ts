@@ -1,6 +1,7 @@
 // The database capability's module definition: one engine pool and remote
 // executor per process, the store on the service's SQL, the query runner,
-// the device service (with its REST JSON paths) and the operator services.
+// the device service (with its REST JSON paths), the operator services and
+// ctx.db for functions.
 // `stop()` must run at shutdown (it stops the engine processes).
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
@@ -14,6 +15,7 @@ import { createDatabaseAdminServiceImpl } from "./admin-service.js";
 import { DEFAULT_DATABASE_LIMITS, type DatabaseConfig } from "./database-config.js";
 import { createDatabaseManager, type DatabaseManager } from "./database-manager.js";
 import { createDatabaseStore, type DatabaseStore } from "./database-store.js";
+import { dbCapability } from "./function-db.js";
 import { EnginePool } from "../../infra/libsql/engine-pool.js";
 import { createDatabaseJsonPaths, createDatabaseServiceImpl } from "./platform-service.js";
 import { PointReader } from "../../infra/libsql/point-reader.js";
@@ -89,6 +91,7 @@ export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: 
       binding(SqlService, createSqlServiceImpl({ operator: createOperatorSql({ store, pool, remote, dataDir: config.dataDir, limits }) })),
     ],
     gauges: { engines: { engines: () => pool.stats(), remote: () => runner.remoteStats() } },
+    hostCapabilities: [dbCapability(runner)],
     async stop() {
       remote.close();
       reader?.closeAll();

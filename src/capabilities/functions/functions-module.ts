@@ -10,11 +10,10 @@ import type { ChangeBus } from "../../infra/cluster/change-bus.js";
 import { binding, type PulsebaseModule } from "../../kernel/module.js";
 import type { CmsChange as CmsAuthoringChange } from "../cms/cms-module.js";
 import { createSandbox, type Sandbox } from "../../infra/sandbox/sandbox.js";
-import type { HostCapability } from "../../infra/sandbox/types.js";
+import type { HostCapability } from "../../kernel/host-capability.js";
 import type { Sql } from "../../infra/storage/sql.js";
 import { createAdminFunctionServiceImpl } from "./admin-function-service.js";
 import { DEFAULT_FUNCTIONS_CONFIG, type FunctionsConfig } from "./config.js";
-import { dbCapability, type FunctionDb } from "./function-db.js";
 import type { NatsSource } from "../../infra/nats/nats-link.js";
 import type { ChangeCaptureDb } from "./events/change-capture.js";
 import { createEventWorker, type CmsChange, type EventWorker, type EventWorkerConfig } from "./events/event-worker.js";
@@ -29,9 +28,7 @@ import type { RateLimiter } from "../../infra/rate-limit/leased-limiter.js";
 export interface FunctionsModuleDeps {
   /** The service database (PostgreSQL or PGlite) with migrations applied. */
   sql: Sql;
-  /** The application databases (src/capabilities/database), reached by functions as ctx.db. */
-  db: FunctionDb;
-  /** Further host APIs for functions, next to ctx.db and ctx.kv (docs/functions.md, "Host capabilities"). */
+  /** The other modules' host APIs (ctx.db, ...; docs/functions.md, "Host capabilities"); the sandbox adds this module's own (ctx.kv). */
   hostCapabilities?: readonly HostCapability[];
   config?: Partial<FunctionsConfig>;
   /** Called when background work (invocation records, event delivery, schedules) fails. */
@@ -97,7 +94,8 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
   const config: FunctionsConfig = { ...DEFAULT_FUNCTIONS_CONFIG, ...deps.config };
   const store = createFunctionStore(deps.sql);
   const kv = createKvStore(deps.sql, config.kv);
-  const sandbox = createSandbox({ limits: config.sandbox, capabilities: [dbCapability(deps.db), kvCapability(kv), ...(deps.hostCapabilities ?? [])] });
+  const hostCapabilities = [kvCapability(kv)];
+  const sandbox = createSandbox({ limits: config.sandbox, capabilities: [...(deps.hostCapabilities ?? []), ...hostCapabilities] });
   const limiter = createInvocationLimiter(deps.sql);
   const recorder = createInvocationRecorder(deps.sql, { ...config.recorder, onError: deps.onError });
   const runtime = createFunctionRuntime({ store, sandbox, limiter, recorder, config, logUserError: deps.logUserError });
@@ -133,6 +131,7 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
     device: [binding(DeviceFunctionService, invokeService)],
     admin: [binding(AdminFunctionService, adminService)],
     gauges: { isolates: () => sandbox.stats(), queues: events ? { "function-events": events.queue } : {} },
+    hostCapabilities,
     invokeService,
     adminService,
     runtime,

@@ -7,7 +7,7 @@
 // for another's). Put and delete are one call each to a PL/pgSQL function
 // (the lock is held for no network round trip). Expired keys are invisible at once and removed by sweep().
 import { appError, Violations } from "../../kernel/errors.js";
-import type { HostCapability } from "../../infra/sandbox/types.js";
+import type { HostCapability } from "../../kernel/host-capability.js";
 import { pageOf, readPageToken } from "../../kernel/paging.js";
 import type { Sql } from "../../infra/storage/sql.js";
 

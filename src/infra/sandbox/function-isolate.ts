@@ -26,7 +26,8 @@ import ivm from "isolated-vm";
 import { BOOTSTRAP_SOURCE } from "./bootstrap.js";
 import { hostDispatch, HostRun, type HostReply } from "./host-channel.js";
 import { deadline } from "../../kernel/deadlines.js";
-import type { HostCapability, LogLine, RawResponse, RunInput, SandboxLimits } from "./types.js";
+import type { HostCapability } from "../../kernel/host-capability.js";
+import type { LogLine, RawResponse, RunInput, SandboxLimits } from "./types.js";
 
 export class CompileError extends Error {}
 

@@ -8,7 +8,8 @@
 // running ones to stop.
 import type { ConnectError } from "@connectrpc/connect";
 import { catalogue, errorDetail } from "../../kernel/errors.js";
-import type { HostCall, HostCapability, SandboxLimits } from "./types.js";
+import type { HostCall, HostCapability } from "../../kernel/host-capability.js";
+import type { SandboxLimits } from "./types.js";
 
 /** What goes back into the isolate for one call (the isolate turns a failure into an Error with `code`). */
 export type HostReply = { ok: true; result: unknown } | { ok: false; code: string; message: string };

@@ -3,7 +3,8 @@
 // One pool of warm isolates per (version, memory limit).
 import { CompileError, FunctionIsolate } from "./function-isolate.js";
 import { IsolatePool, PoolTimeoutError } from "./isolate-pool.js";
-import { DEFAULT_SANDBOX_LIMITS, type HostCapability, type RunInput, type RunResult, type RunTarget, type SandboxLimits } from "./types.js";
+import type { HostCapability } from "../../kernel/host-capability.js";
+import { DEFAULT_SANDBOX_LIMITS, type RunInput, type RunResult, type RunTarget, type SandboxLimits } from "./types.js";
 
 export { CompileError };
 

@@ -2,7 +2,6 @@
 // what comes back. Everything crossing the isolate boundary is copied (plain
 // data), never a host object.
 import { availableParallelism } from "node:os";
-import type { ErrorCode } from "../../kernel/errors.js";
 
 /** One captured console line of an invocation. */
 export interface LogLine {
@@ -72,26 +71,6 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   hostCallsRunning: 4,
   hostCallsQueued: 100,
 };
-
-/** What a host capability's method knows of the call besides its arguments. */
-export interface HostCall {
-  /** The application whose function made the call. */
-  readonly appId: number;
-  /** Fires when the run ends (answered, timed out, cut): what the call still waits for or runs is no longer wanted. */
-  readonly signal: AbortSignal;
-}
-
-/**
- * A host API offered to functions as `ctx.<name>` (docs/functions.md, "Host capabilities"): methods get
- * copies of the arguments (untrusted) and return JSON; calls past the per-run limits fail with
- * `busyCode`, a method's non-catalogue error reaches the function as `failureCode`.
- */
-export interface HostCapability {
-  readonly name: string;
-  readonly methods: Readonly<Record<string, (call: HostCall, ...args: unknown[]) => Promise<unknown>>>;
-  readonly busyCode: ErrorCode;
-  readonly failureCode: ErrorCode;
-}
 
 /** What identifies the code to run and how much it may use. */
 export interface RunTarget {

@@ -37,7 +37,7 @@ beforeAll(async () => {
   capture = changeCaptureFromDatabase({ store: dbModule.store, pool: dbModule.pool, dataDir });
   fn = createFunctionsModule({
     sql: db.sql,
-    db: dbModule.runner,
+    hostCapabilities: dbModule.hostCapabilities,
     config: { resolveCacheMs: 0 },
     events: {
       nats: nc,

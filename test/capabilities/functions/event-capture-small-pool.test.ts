@@ -34,7 +34,7 @@ beforeAll(async () => {
   dbModule = await createDatabaseModule({ dataDir, linkCacheMs: 0, engineProcesses: 1 }, { sql: small });
   fn = createFunctionsModule({
     sql: small,
-    db: dbModule.runner,
+    hostCapabilities: dbModule.hostCapabilities,
     config: { resolveCacheMs: 0, recorder: { flushMs: 20 } },
     events: {
       capture: changeCaptureFromDatabase({ store: dbModule.store, pool: dbModule.pool, dataDir }),

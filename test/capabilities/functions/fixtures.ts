@@ -10,6 +10,7 @@ import { kConsumer, kRequestId, type ConsumerPrincipal } from "../../../src/kern
 import type { Sql } from "../../../src/infra/storage/sql.js";
 import { createFunctionsModule, type FunctionsModule, type FunctionsModuleDeps } from "../../../src/capabilities/functions/functions-module.js";
 import type { FunctionsConfig } from "../../../src/capabilities/functions/config.js";
+import { dbCapability } from "../../../src/capabilities/database/function-db.js";
 import { createTestFunctionDb, type TestFunctionDb } from "./libsql-function-db.js";
 
 export async function createApp(sql: Sql, plan: Partial<PlanLimits> = {}): Promise<number> {
@@ -46,7 +47,7 @@ export function createHarness(
   const fdb = createTestFunctionDb();
   const fn = createFunctionsModule({
     sql,
-    db: fdb,
+    hostCapabilities: [dbCapability(fdb)],
     events: events?.(fdb),
     config: { resolveCacheMs: 0, recorder: { flushMs: 20 }, sandbox: { maxIsolates: 16 }, ...config },
   });

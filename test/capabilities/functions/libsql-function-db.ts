@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient, type Client, type InArgs, type ResultSet } from "@libsql/client";
 import { appError } from "../../../src/kernel/errors.js";
-import type { FunctionDb, FunctionDbResult } from "../../../src/capabilities/functions/function-db.js";
+import type { FunctionDb, FunctionDbResult } from "../../../src/capabilities/database/function-db.js";
 import type { ChangeCaptureDb } from "../../../src/capabilities/functions/events/change-capture.js";
 
 type EngineResult = Awaited<ReturnType<FunctionDb["query"]>>[number];

@@ -113,7 +113,7 @@ async function remoteFlow(opts: { url: string; authToken: string }) {
   });
   const fn: FunctionsModule = createFunctionsModule({
     sql: db.sql,
-    db: dbModule.runner,
+    hostCapabilities: dbModule.hostCapabilities,
     config: { resolveCacheMs: 0, recorder: { flushMs: 20 } },
     // The PostgreSQL table transport (no NATS).
     events: { capture, config: { drainIntervalMs: 50 } },

@@ -5,7 +5,8 @@
 import { afterAll, expect, it } from "vitest";
 import { appError } from "../../../src/kernel/errors.js";
 import { createSandbox } from "../../../src/infra/sandbox/sandbox.js";
-import type { HostCall, HostCapability, RunInput, RunTarget } from "../../../src/infra/sandbox/types.js";
+import type { HostCall, HostCapability } from "../../../src/kernel/host-capability.js";
+import type { RunInput, RunTarget } from "../../../src/infra/sandbox/types.js";
 
 const seen: Array<{ appId: number; args: unknown[] }> = [];
 const held = { started: 0, aborted: 0, finished: 0 };

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createDatabaseModule, type DatabaseModule } from "../../../src/capabilities/database/database-module.js";
-import { dbCapability } from "../../../src/capabilities/functions/function-db.js";
+import { dbCapability } from "../../../src/capabilities/database/function-db.js";
 import { createSandbox, type Sandbox } from "../../../src/infra/sandbox/sandbox.js";
 import type { RunInput, RunTarget } from "../../../src/infra/sandbox/types.js";
 import { createApp } from "../../capabilities/functions/fixtures.js";

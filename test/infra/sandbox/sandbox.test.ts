@@ -3,7 +3,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { createSandbox, CompileError } from "../../../src/infra/sandbox/sandbox.js";
 import type { RunInput, RunTarget } from "../../../src/infra/sandbox/types.js";
-import { dbCapability } from "../../../src/capabilities/functions/function-db.js";
+import { dbCapability } from "../../../src/capabilities/database/function-db.js";
 import { createTestFunctionDb } from "../../capabilities/functions/libsql-function-db.js";
 
 const fdb = createTestFunctionDb();

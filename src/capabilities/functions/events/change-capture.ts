@@ -6,7 +6,7 @@
 // trigger is installed, so the worker re-installs periodically to follow
 // ALTER TABLE. The same SQL runs on embedded files and remote libSQL
 // servers: ChangeCaptureDb is the executor (database-capture.ts).
-import type { FunctionDbResult, FunctionDbStatement } from "../function-db.js";
+import type { FunctionDbResult, FunctionDbStatement } from "../../database/index.js";
 
 /** Privileged access to an application's libSQL database (no SQL guard). */
 export interface ChangeCaptureDb {

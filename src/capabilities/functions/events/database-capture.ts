@@ -8,10 +8,9 @@
 // service (another client of a remote database).
 import { join } from "node:path";
 import { appError } from "../../../kernel/errors.js";
-import { DEFAULT_DATABASE_LIMITS, type DatabaseStore, type LinkedDatabase } from "../../database/index.js";
+import { DEFAULT_DATABASE_LIMITS, type DatabaseStore, type FunctionDbResult, type FunctionDbStatement, type LinkedDatabase } from "../../database/index.js";
 import type { EnginePool } from "../../../infra/libsql/engine-pool.js";
 import type { EngineValue } from "../../../infra/libsql/engine-protocol.js";
-import type { FunctionDbResult, FunctionDbStatement } from "../function-db.js";
 import type { ChangeCaptureDb } from "./change-capture.js";
 import { createLibsqlCaptureExecutor, type LibsqlCaptureExecutor } from "./libsql-capture.js";
 

@@ -8,7 +8,7 @@
 // unreachable server cannot hold up the drainer. @libsql/client's "file:"
 // URLs take the same code path without a server (tests).
 import { createClient, type Client, type InArgs, type ResultSet } from "@libsql/client";
-import type { FunctionDbResult, FunctionDbStatement } from "../function-db.js";
+import type { FunctionDbResult, FunctionDbStatement } from "../../database/index.js";
 
 export interface LibsqlTarget {
   /** The database id (one client per id). */

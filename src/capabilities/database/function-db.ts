@@ -1,15 +1,14 @@
-// ctx.db: a function's own libSQL database (docs/functions.md), as a host
-// capability of the sandbox, run by the database module's query runner
-// (src/capabilities/database): the same checks as /api/db (linked database,
-// guard, status), results in the /api/db JSON shape (rows_read,
-// rows_written). Refusals are catalogue errors (database_not_linked,
+// ctx.db: a function's own libSQL database (docs/functions.md), the database
+// module's host capability, run by its query runner: the same checks as
+// /api/db (linked database, guard, status), results in the /api/db JSON shape
+// (rows_read, rows_written). Refusals are catalogue errors (database_not_linked,
 // forbidden_query, database_unavailable, query_error, validation_failed);
 // statement-level errors come back in the result's `error`, as on /api/db.
 // Each call carries its run's signal down to the database, so what an ended
 // run left waiting or running is cancelled.
 import { appError } from "../../kernel/errors.js";
-import type { HostCapability } from "../../infra/sandbox/types.js";
-import type { QueryRunner } from "../database/index.js";
+import type { HostCapability } from "../../kernel/host-capability.js";
+import type { QueryRunner } from "./query-runner.js";
 
 /** One result per executed statement, the same shape as /api/db/query results. */
 export interface FunctionDbResult {

@@ -1,0 +1,24 @@
+// A host API offered to functions (docs/functions.md, "Host capabilities"):
+// declared by the capability that owns it in its module definition, carried
+// by the sandbox's host channel (src/infra/sandbox/host-channel.ts).
+import type { ErrorCode } from "./errors.js";
+
+/** What a host capability's method knows of the call besides its arguments. */
+export interface HostCall {
+  /** The application whose function made the call. */
+  readonly appId: number;
+  /** Fires when the run ends (answered, timed out, cut): what the call still waits for or runs is no longer wanted. */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * A host API offered to functions as `ctx.<name>`: methods get copies of the arguments (untrusted)
+ * and return JSON; calls past the per-run limits fail with `busyCode`, a method's non-catalogue
+ * error reaches the function as `failureCode`.
+ */
+export interface HostCapability {
+  readonly name: string;
+  readonly methods: Readonly<Record<string, (call: HostCall, ...args: unknown[]) => Promise<unknown>>>;
+  readonly busyCode: ErrorCode;
+  readonly failureCode: ErrorCode;
+}
