@@ -9,3 +9,9 @@ export async function until<T>(fn: () => Promise<T | undefined>, ms = 10_000, po
     await new Promise((r) => setTimeout(r, pollMs));
   }
 }
+
+/** Waits, if needed, until the current epoch-aligned window (a minute, an hour) has `needMs` left, so a test's takes share one window. */
+export async function withinOneWindow(windowMs: number, needMs = 3000): Promise<void> {
+  const left = windowMs - (Date.now() % windowMs);
+  if (left < needMs) await new Promise((r) => setTimeout(r, left + 5));
+}

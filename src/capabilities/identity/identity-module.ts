@@ -30,13 +30,16 @@ export function createIdentityModule(deps: { sql: Sql; signingKeys: SigningKey[]
   // changed (or of which a change may have been missed).
   deps.changes.subscribe("consumer", (c) => (c.itemId === undefined ? auth.forgetApp(c.appId) : auth.forgetConsumer(c.itemId)));
   deps.changes.subscribe("app", (c) => auth.forgetApp(c.appId));
+  const limiter = new TokenIssueLimiter(deps.sql);
   return {
     name: "identity",
     authenticate: (h) => auth.known(h) ?? auth.fromAuthorization(h),
     device: [
-      binding(ConsumerService, createConsumerServiceImpl({ store, tokens, auth, limiter: new TokenIssueLimiter() })),
+      binding(ConsumerService, createConsumerServiceImpl({ store, tokens, auth, limiter })),
       binding(SessionService, createSessionServiceImpl({ store })),
     ],
     admin: [binding(IdentityService, createAdminIdentityServiceImpl({ store, auth, changes: deps.changes }))],
+    start: async () => limiter.start(),
+    stop: () => limiter.stop(),
   };
 }

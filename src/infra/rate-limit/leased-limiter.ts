@@ -39,7 +39,7 @@ export interface RateLimiter {
   tryTake(key: string, limit: number): boolean;
   /** The key's limit changed: its unspent lease goes back now. */
   forget(key: string): void;
-  /** Gives back leases left unspent for `leaseMs` (policies that take tokens back). */
+  /** Every `leaseMs / 2`: gives back leases left unspent for `leaseMs` (policies that take tokens back) and forgets idle keys. */
   start(): void;
   /** Gives every unspent lease back. */
   stop(): Promise<void>;
@@ -158,10 +158,11 @@ export function createLeasedLimiter(policy: Policy, opts: LeaseOptions): RateLim
     },
 
     start() {
-      if (timer || !policy.giveBack) return;
+      if (timer) return;
       timer = setInterval(() => {
         const t = now();
-        for (const [key, l] of leases) if (l.tokens > 0 && l.expiresAt <= t) retire(key, l);
+        // Also forgets idle keys, so many keys (consumers) do not pile up here.
+        for (const [key, l] of leases) if (l.expiresAt <= t && l.emptyUntil <= t && !l.claiming) retire(key, l);
       }, leaseMs / 2);
       timer.unref();
     },

@@ -15,6 +15,7 @@ import { createAdminIdentityServiceImpl } from "../../../src/capabilities/identi
 import { consumerAuthInterceptor } from "../../../src/transport/connect/interceptors.js";
 import { newKey } from "../../../src/capabilities/identity/token-keys.js";
 import { TokenIssueLimiter } from "../../../src/capabilities/identity/token-issue-limiter.js";
+import { withinOneWindow } from "../../helpers/until.js";
 
 for (const kind of ["postgres", "pglite"] as const) {
   describe(`identity services on ${kind}`, () => {
@@ -32,7 +33,7 @@ for (const kind of ["postgres", "pglite"] as const) {
       const auth = new Authenticator(store, tokens);
       const transport = createRouterTransport(
         (router) => {
-          router.service(ConsumerService, createConsumerServiceImpl({ store, tokens, auth, limiter: new TokenIssueLimiter({ perAddressPerMinute: 1000, perConsumerPerMinute: 3 }) }));
+          router.service(ConsumerService, createConsumerServiceImpl({ store, tokens, auth, limiter: new TokenIssueLimiter(db.sql, { perAddressPerMinute: 1000, perConsumerPerMinute: 3 }) }));
           router.service(SessionService, createSessionServiceImpl({ store }));
         },
         { router: { interceptors: [consumerAuthInterceptor((h) => auth.fromAuthorization(h))] } },
@@ -102,6 +103,7 @@ for (const kind of ["postgres", "pglite"] as const) {
 
     it("rate-limits token issue per consumer with a retry-after", async () => {
       const c = await reg({ deviceId: "limited" });
+      await withinOneWindow(60_000);
       for (let i = 0; i < 3; i++) await consumers.issueToken({ appKey, consumerId: String(c.id) });
       const err = await consumers.issueToken({ appKey, consumerId: String(c.id) }).catch((e) => e);
       expect(err.code).toBe(Code.ResourceExhausted);

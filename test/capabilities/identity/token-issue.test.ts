@@ -18,9 +18,12 @@ import { newKey } from "../../../src/capabilities/identity/token-keys.js";
 import { DEFAULT_TOKEN_ISSUE_LIMITS, TokenIssueLimiter } from "../../../src/capabilities/identity/token-issue-limiter.js";
 import { kClientAddress } from "../../../src/kernel/principal.js";
 import { errorDetail } from "../../../src/kernel/errors.js";
+import { withinOneWindow } from "../../helpers/until.js";
 
 let db: TestDb;
 let consumers: Client<typeof ConsumerService>;
+/** A second server process on the same database: its own limiter. */
+let consumers2: Client<typeof ConsumerService>;
 let admin: Client<typeof IdentityService>;
 
 beforeAll(async () => {
@@ -30,8 +33,7 @@ beforeAll(async () => {
   const tokens = new TokenService([{ kid: k.kid, secret: new Uint8Array(Buffer.from(k.secret, "base64url")), createdAt: k.created_at }], 3600);
   const auth = new Authenticator(store, tokens);
   // The limits the server runs with.
-  const limiter = new TokenIssueLimiter();
-  const transport = createRouterTransport(
+  const server = (limiter: TokenIssueLimiter) => createClient(ConsumerService, createRouterTransport(
     (router) => router.service(ConsumerService, createConsumerServiceImpl({ store, tokens, auth, limiter })),
     {
       router: {
@@ -41,8 +43,9 @@ beforeAll(async () => {
         }],
       },
     },
-  );
-  consumers = createClient(ConsumerService, transport);
+  ));
+  consumers = server(new TokenIssueLimiter(db.sql));
+  consumers2 = server(new TokenIssueLimiter(db.sql));
   admin = createClient(IdentityService, createRouterTransport((router) => router.service(IdentityService, createAdminIdentityServiceImpl({ store, auth }))));
 });
 afterAll(() => db.drop());
@@ -57,8 +60,8 @@ async function newApp(strict = false): Promise<{ appKey: string; id: bigint }> {
 const register = (appKey: string, deviceId: string) =>
   consumers.createConsumer({ appKey, deviceId, deviceModel: "m", userId: "u", os: "ios", country: "SE", language: "sv" });
 
-const issue = (address: string, appKey: string, consumerId: string, deviceId = "") =>
-  consumers.issueToken({ appKey, consumerId, deviceId }, { headers: { "x-test-address": address } });
+const issue = (address: string, appKey: string, consumerId: string, deviceId = "", via = consumers) =>
+  via.issueToken({ appKey, consumerId, deviceId }, { headers: { "x-test-address": address } });
 
 const statusOf = (p: Promise<unknown>) => p.then(() => 200, (e: unknown) => errorDetail(e)?.httpStatus ?? -1);
 
@@ -75,6 +78,7 @@ describe("the per-consumer limit", () => {
   it("keys 0123 and 123 on the same consumer", async () => {
     const { appKey } = await newApp();
     const c = await register(appKey, "padded");
+    await withinOneWindow(60_000);
     const n = DEFAULT_TOKEN_ISSUE_LIMITS.perConsumerPerMinute;
     for (let i = 0; i < n; i++) expect(await statusOf(issue(`10.1.0.${i}`, appKey, String(c.id)))).toBe(200);
     const padded = await issue("10.1.1.1", appKey, `00${c.id}`).catch((e: unknown) => e);
@@ -101,6 +105,7 @@ describe("lenient mode", () => {
     const { appKey } = await newApp();
     const ids: bigint[] = [];
     for (let i = 0; i < 22; i++) ids.push((await register(appKey, `walk-${i}`)).id);
+    await withinOneWindow(3_600_000);
     const max = DEFAULT_TOKEN_ISSUE_LIMITS.consumersPerAddressPerHour;
     for (const id of ids.slice(0, max)) expect(await statusOf(issue("10.3.0.1", appKey, String(id)))).toBe(200);
     const next = await issue("10.3.0.1", appKey, String(ids[max])).catch((e: unknown) => e);
@@ -125,5 +130,37 @@ describe("lenient mode", () => {
     // Without the device_id the consumer cannot be named at all.
     const c = await register(appKey, "strict-x");
     expect(await statusOf(issue("10.4.0.2", appKey, String(c.id), "wrong"))).toBe(404);
+  });
+});
+
+describe("across servers", () => {
+  it("two servers on one database together mint exactly 20 tokens a minute for one consumer", async () => {
+    const { appKey } = await newApp();
+    const c = await register(appKey, "shared");
+    await withinOneWindow(60_000);
+    const n = DEFAULT_TOKEN_ISSUE_LIMITS.perConsumerPerMinute;
+    const statuses = await Promise.all(
+      Array.from({ length: n + 10 }, (_, i) => statusOf(issue(`10.5.0.${i}`, appKey, `${i % 3 === 0 ? "0" : ""}${c.id}`, "", i % 2 ? consumers2 : consumers))),
+    );
+    expect(statuses.filter((s) => s === 200)).toHaveLength(n);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(10);
+    const refused = await issue("10.5.1.1", appKey, String(c.id), "", consumers2).catch((e: unknown) => e);
+    expect(errorDetail(refused)?.retryAfterSeconds).toBeGreaterThan(0);
+    expect(errorDetail(refused)?.retryAfterSeconds).toBeLessThanOrEqual(60);
+  });
+
+  it("in lenient mode, one address gets 20 different consumers an hour across both servers; those it was served stay served on either", async () => {
+    const { appKey } = await newApp();
+    const ids: bigint[] = [];
+    for (let i = 0; i < 22; i++) ids.push((await register(appKey, `walk2-${i}`)).id);
+    await withinOneWindow(3_600_000);
+    const max = DEFAULT_TOKEN_ISSUE_LIMITS.consumersPerAddressPerHour;
+    const statuses = await Promise.all(ids.map((id, i) => statusOf(issue("10.6.0.1", appKey, String(id), "", i % 2 ? consumers2 : consumers))));
+    expect(statuses.filter((s) => s === 200)).toHaveLength(max);
+    const served = ids.filter((_, i) => statuses[i] === 200);
+    const refused = ids.filter((_, i) => statuses[i] !== 200);
+    expect(await statusOf(issue("10.6.0.1", appKey, String(served[0]), "", consumers2))).toBe(200);
+    expect(await statusOf(issue("10.6.0.1", appKey, String(served[1]), "", consumers))).toBe(200);
+    expect(await statusOf(issue("10.6.0.1", appKey, String(refused[0]), "", consumers))).toBe(429);
   });
 });

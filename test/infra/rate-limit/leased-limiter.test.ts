@@ -47,4 +47,14 @@ describe.each(["postgres", "pglite"] as const)("leased limiter on %s", (kind) =>
     expect(await a.take({ key: wide, limit: 5 }, { key, limit: 12 })).toMatchObject({ allowed: false, key });
     expect(await allowed([a], wide, 5, 10)).toBe(5);
   });
+
+  it("started, forgets idle keys without forgetting their counts", async () => {
+    const a = createLeasedLimiter(windowPolicy(db.sql, { name: "t-idle", windowMs: 3_600_000, batch: () => 1 }), { leaseMs: 100 });
+    a.start();
+    const key = uniqueName("i");
+    expect(await allowed([a], key, 2, 2)).toBe(2);
+    await new Promise((r) => setTimeout(r, 250));
+    expect((await a.take({ key, limit: 2 })).allowed).toBe(false);
+    await a.stop();
+  });
 });
