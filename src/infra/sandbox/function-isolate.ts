@@ -24,6 +24,7 @@
 //   heap sample that metrics read.
 import ivm from "isolated-vm";
 import { BOOTSTRAP_SOURCE } from "./bootstrap.js";
+import { MAX_WEB_INPUT_BYTES, WEB_APIS_SOURCE, webHost } from "./web-apis.js";
 import { hostDispatch, HostRun, type HostReply } from "./host-channel.js";
 import { deadline } from "../../kernel/deadlines.js";
 import type { HostCapability } from "../../kernel/host-capability.js";
@@ -112,6 +113,9 @@ export class FunctionIsolate {
 
   private async load(code: string, limits: SandboxLimits, capabilities: readonly HostCapability[], evalTimeoutMs: number): Promise<void> {
     const context = this.keep(await this.isolate.createContext());
+    // URL, TextEncoder, crypto, ... (web-apis.ts): synchronous host calls, nothing left pending
+    const installWeb = this.keep(await context.eval(WEB_APIS_SOURCE, { reference: true, timeout: evalTimeoutMs }));
+    await installWeb.apply(undefined, [this.keep(new ivm.Reference(webHost)), MAX_WEB_INPUT_BYTES], { timeout: evalTimeoutMs });
     const factory = this.keep(await context.eval(BOOTSTRAP_SOURCE, { reference: true, timeout: evalTimeoutMs }));
     const dispatch = hostDispatch(capabilities, limits, (run, id, reply) => this.answer(run, id, reply));
     // A host call made by the isolate (fire-and-forget, see bootstrap.ts). It
