@@ -89,7 +89,7 @@ describe("Web APIs in deployed functions", () => {
 
   it("hashes, parses, encodes and clones like Node", async () => {
     const text = "Grüße, 世界 🚀";
-    for (const [alg, node] of [["SHA-1", "sha1"], ["SHA-256", "sha256"], ["SHA-384", "sha384"], ["SHA-512", "sha512"]]) {
+    for (const [alg, node] of <Array<[string, string]>>[["SHA-1", "sha1"], ["SHA-256", "sha256"], ["SHA-384", "sha384"], ["SHA-512", "sha512"]]) {
       expect(await tools({ op: "digest", alg, text })).toEqual({ hex: createHash(node).update(text).digest("hex") });
     }
     const u = new URL("../hooks/in?x=1&y=a+b&z=%C3%A9#top", "https://Api.Example.com:443/v1/items/");

@@ -4,9 +4,12 @@ import { createHash, createHmac } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import { createSandbox } from "../../../src/infra/sandbox/sandbox.js";
 import type { RunInput } from "../../../src/infra/sandbox/types.js";
+import type { HostCapability } from "../../../src/kernel/host-capability.js";
 
+// a host capability, so a run can wait on the host and go on in the calls that hand it the answer
+const tick: HostCapability = { name: "tick", busyCode: "unavailable", failureCode: "internal_error", methods: { async now() { return 1; } } };
 const sandbox = createSandbox({
-  capabilities: [],
+  capabilities: [tick],
   limits: { maxIsolates: 8, isolatesPerVersion: 2, maxResponseBytes: 4 * 1024 * 1024, maxLogChars: 2000, maxLogLineChars: 500 },
 });
 afterAll(() => sandbox.close());
@@ -96,6 +99,15 @@ describe("Web APIs in a function", () => {
       r.push((await crypto.subtle.digest("SHA-256", new Uint8Array(1024 * 1024))).byteLength);
       return r;`);
     expect(out).toEqual(["RangeError", "RangeError", "QuotaExceededError:22:true", "TypeMismatchError", 32]);
+  });
+
+  it("works after the run waited on the host (the isolate then runs off the service's thread)", async () => {
+    const out = await inFn(`${hex}
+      await ctx.tick.now();
+      const h = hex(await crypto.subtle.digest("SHA-256", new TextEncoder().encode("abc")));
+      await ctx.tick.now();
+      return { h, u: new URL("/x?a=1", "https://e.com").href, c: structuredClone(new Map([[1, 2]])).get(1), id: crypto.randomUUID().length };`);
+    expect(out).toEqual({ h: createHash("sha256").update("abc").digest("hex"), u: "https://e.com/x?a=1", c: 2, id: 36 });
   });
 
   it("gives random values and v4 UUIDs", async () => {
