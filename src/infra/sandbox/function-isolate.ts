@@ -24,7 +24,7 @@
 //   heap sample that metrics read.
 import ivm from "isolated-vm";
 import { BOOTSTRAP_SOURCE } from "./bootstrap.js";
-import { MAX_WEB_INPUT_BYTES, WEB_APIS_SOURCE, webHost } from "./web-apis.js";
+import { MAX_WEB_BYTES_PER_RUN, MAX_WEB_INPUT_BYTES, WEB_APIS_SOURCE, webHost, type WebBudget } from "./web-apis.js";
 import { hostDispatch, HostRun, type HostReply } from "./host-channel.js";
 import { deadline } from "../../kernel/deadlines.js";
 import type { HostCapability } from "../../kernel/host-capability.js";
@@ -86,6 +86,8 @@ export class FunctionIsolate {
    * resolves, idle or disposed.
    */
   afterRun: Promise<void> | undefined;
+  /** What the current run (or the module's top level) may still hand the host's crypto (web-apis.ts). */
+  private readonly webBudget: WebBudget = { bytes: MAX_WEB_BYTES_PER_RUN };
   private afterRunDone: (() => void) | undefined;
   private constructor(memoryMb: number, private readonly appId: number) {
     this.isolate = new ivm.Isolate({ memoryLimit: memoryMb });
@@ -115,7 +117,8 @@ export class FunctionIsolate {
     const context = this.keep(await this.isolate.createContext());
     // URL, TextEncoder, crypto, ... (web-apis.ts): synchronous host calls, nothing left pending
     const installWeb = this.keep(await context.eval(WEB_APIS_SOURCE, { reference: true, timeout: evalTimeoutMs }));
-    await installWeb.apply(undefined, [this.keep(new ivm.Reference(webHost)), MAX_WEB_INPUT_BYTES], { timeout: evalTimeoutMs });
+    const webRef = this.keep(new ivm.Reference((...args: unknown[]) => webHost(this.webBudget, ...(args as [unknown]))));
+    await installWeb.apply(undefined, [webRef, MAX_WEB_INPUT_BYTES], { timeout: evalTimeoutMs });
     const factory = this.keep(await context.eval(BOOTSTRAP_SOURCE, { reference: true, timeout: evalTimeoutMs }));
     const dispatch = hostDispatch(capabilities, limits, (run, id, reply) => this.answer(run, id, reply));
     // A host call made by the isolate (fire-and-forget, see bootstrap.ts). It
@@ -260,6 +263,7 @@ export class FunctionIsolate {
     if (!runner) throw new Error("isolate not loaded");
     const run = new HostRun(this.appId, performance.now() + timeoutMs);
     this.current = run;
+    this.webBudget.bytes = MAX_WEB_BYTES_PER_RUN;
     let timedOut = false;
     let cancel: (() => void) | undefined;
     // V8's time limit cuts code in every call into the isolate; the host

@@ -15,12 +15,24 @@ import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from
 
 /** Largest input, in bytes, of one host-backed call (a digest, a signature, random bytes). */
 export const MAX_WEB_INPUT_BYTES = 1024 * 1024;
+/** Crypto input (data, keys, signatures, random bytes) one run may hand the host in all: about 0.1 s of the host's CPU. */
+export const MAX_WEB_BYTES_PER_RUN = 64 * 1024 * 1024;
+
+/** What a run may still hand the host's crypto, in bytes; reset by the isolate at each run's start. */
+export interface WebBudget {
+  bytes: number;
+}
 
 const HASHES: Record<string, string> = { "SHA-1": "sha1", "SHA-256": "sha256", "SHA-384": "sha384", "SHA-512": "sha512" };
 const URL_PARTS = ["href", "origin", "protocol", "username", "password", "host", "hostname", "port", "pathname", "search", "hash"] as const;
 
-function bytes(v: unknown): Uint8Array {
+function charge(budget: WebBudget, n: number): void {
+  budget.bytes -= n;
+  if (budget.bytes < 0) throw new RangeError(`this run handed crypto more than ${MAX_WEB_BYTES_PER_RUN} bytes`);
+}
+function bytes(budget: WebBudget, v: unknown): Uint8Array {
   if (!(v instanceof Uint8Array) || v.byteLength > MAX_WEB_INPUT_BYTES) throw new RangeError("input too large");
+  charge(budget, v.byteLength);
   return v;
 }
 function hashName(v: unknown): string {
@@ -39,7 +51,7 @@ function urlParts(u: URL): string[] {
  * The host side, called synchronously from the isolate with copies of plain
  * values (untrusted: checked here too). Its result is copied back.
  */
-export function webHost(op: unknown, a?: unknown, b?: unknown, c?: unknown, d?: unknown): unknown {
+export function webHost(budget: WebBudget, op: unknown, a?: unknown, b?: unknown, c?: unknown, d?: unknown): unknown {
   switch (op) {
     case "url": {
       // [input, base] -> the parts, or null when it does not parse
@@ -56,20 +68,21 @@ export function webHost(op: unknown, a?: unknown, b?: unknown, c?: unknown, d?: 
     }
     case "random": {
       if (typeof a !== "number" || !(a >= 0 && a <= 65536)) throw new RangeError("invalid length");
+      charge(budget, a);
       return arrayBuffer(randomBytes(a));
     }
     case "uuid":
       return randomUUID();
     case "digest":
-      return arrayBuffer(createHash(hashName(a)).update(bytes(b)).digest());
+      return arrayBuffer(createHash(hashName(a)).update(bytes(budget, b)).digest());
     case "hmac": {
       // [hash, key, data] -> signature
-      return arrayBuffer(createHmac(hashName(a), bytes(b)).update(bytes(c)).digest());
+      return arrayBuffer(createHmac(hashName(a), bytes(budget, b)).update(bytes(budget, c)).digest());
     }
     case "verify": {
       // [hash, key, data, signature] -> whether the signature matches (compared in constant time)
-      const mac = createHmac(hashName(a), bytes(b)).update(bytes(c)).digest();
-      const sig = bytes(d);
+      const mac = createHmac(hashName(a), bytes(budget, b)).update(bytes(budget, c)).digest();
+      const sig = bytes(budget, d);
       return sig.byteLength === mac.byteLength && timingSafeEqual(sig, mac);
     }
     case "clone":

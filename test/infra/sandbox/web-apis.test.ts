@@ -110,6 +110,20 @@ describe("Web APIs in a function", () => {
     expect(out).toEqual({ h: createHash("sha256").update("abc").digest("hex"), u: "https://e.com/x?a=1", c: 2, id: 36 });
   });
 
+  it("caps what one run hands the host's crypto in all, and gives the next run its own allowance", async () => {
+    const code = `export default async function () {
+      const mib = new Uint8Array(1024 * 1024);
+      let n = 0;
+      try { for (; n < 100; n++) await crypto.subtle.digest("SHA-256", mib); } catch (e) { return { n, name: e.name, message: e.message }; }
+      return { n };
+    }`;
+    const t = { versionId: nextVersion++, appId: 1, code, memoryMb: 64, timeoutMs: 5000 };
+    for (let i = 0; i < 2; i++) {
+      const r = await sandbox.run(t, input);
+      expect(JSON.parse(r.response!.body)).toEqual({ n: 64, name: "RangeError", message: "this run handed crypto more than 67108864 bytes" });
+    }
+  });
+
   it("gives random values and v4 UUIDs", async () => {
     const out = (await inFn(`
       const a = crypto.getRandomValues(new Uint8Array(65536)), b = crypto.getRandomValues(new Uint32Array(4));
