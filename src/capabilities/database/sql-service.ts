@@ -7,6 +7,7 @@ import { SqlResultSchema, SqlService, type TableInfo } from "../../../gen/pulseb
 import { appError } from "../../kernel/errors.js";
 import type { EngineResult } from "../../infra/libsql/engine-protocol.js";
 import type { OperatorSql } from "./operator-sql.js";
+import { quoteIdent as ident } from "../../infra/libsql/sql-tokenizer.js";
 
 const rowsOf = (r: EngineResult) => r.rows.map((row) => fromJson(ListValueSchema, row as JsonValue[]));
 
@@ -18,7 +19,6 @@ function firstOk(results: EngineResult[]): EngineResult[] {
 /** SQLite string literal. */
 const lit = (s: string) => `'${s.replace(/'/g, "''")}'`;
 /** SQLite identifier. */
-const ident = (s: string) => `"${s.replace(/"/g, '""')}"`;
 
 const TABLES_SQL = `SELECT name, type, COALESCE(sql, '') FROM sqlite_schema
   WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' ORDER BY name`;

@@ -160,3 +160,6 @@ export function tokenize(s: string): Token[] {
   }
   return out;
 }
+
+/** A name as a quoted SQLite identifier ("a""b" for a"b). */
+export const quoteIdent = (s: string): string => `"${s.replace(/"/g, '""')}"`;

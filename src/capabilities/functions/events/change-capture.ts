@@ -7,6 +7,7 @@
 // ALTER TABLE. The same SQL runs on embedded files and remote libSQL
 // servers: ChangeCaptureDb is the executor (database-capture.ts).
 import type { FunctionDbResult, FunctionDbStatement } from "../../database/index.js";
+import { quoteIdent as ident } from "../../../infra/libsql/sql-tokenizer.js";
 
 /** Privileged access to an application's libSQL database (no SQL guard). */
 export interface ChangeCaptureDb {
@@ -39,7 +40,6 @@ export interface CapturedChange {
   at: string;
 }
 
-const ident = (s: string) => `"${s.replace(/"/g, '""')}"`;
 const literal = (s: string) => `'${s.replace(/'/g, "''")}'`;
 
 function checked(results: FunctionDbResult[]): FunctionDbResult[] {

@@ -9,6 +9,7 @@
 // URLs take the same code path without a server (tests).
 import { createClient, type Client, type InArgs, type ResultSet } from "@libsql/client";
 import type { FunctionDbResult, FunctionDbStatement } from "../../database/index.js";
+import { withTimeout } from "../../../kernel/deadlines.js";
 
 export interface LibsqlTarget {
   /** The database id (one client per id). */
@@ -88,20 +89,13 @@ export function createLibsqlCaptureExecutor(opts: LibsqlCaptureOptions = {}): Li
               statements.map((s) => ({ sql: s.sql, args: args(s) })),
               "write",
             );
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          // Abandon the request: a new client is made on the next call.
-          if (clients.get(db.id)?.client === client) drop(db.id);
-          reject(new Error(`the remote database did not answer within ${timeoutMs} ms`));
-        }, timeoutMs);
+      work.catch(() => {}); // abandoned on a timeout
+      const results = await withTimeout(work, timeoutMs, () => {
+        // Abandon the request: a new client is made on the next call.
+        if (clients.get(db.id)?.client === client) drop(db.id);
+        return new Error(`the remote database did not answer within ${timeoutMs} ms`);
       });
-      try {
-        return (await Promise.race([work, timeout])).map(toResult);
-      } finally {
-        clearTimeout(timer);
-        work.catch(() => {});
-      }
+      return results.map(toResult);
     },
     close() {
       for (const id of [...clients.keys()]) drop(id);
