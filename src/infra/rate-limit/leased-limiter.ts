@@ -55,7 +55,7 @@ export interface LeaseOptions {
 }
 
 /** Tokens of one key claimed under one limit and slot; a refusal is remembered until emptyUntil. */
-interface Lease { limit: number; slot: number; tokens: number; expiresAt: number; emptyUntil: number; retryAt: number; claiming?: Promise<void> }
+interface Lease { limit: number; slot: number; tokens: number; expiresAt: number; emptyUntil: number; retryAt: number; claiming?: Promise<boolean> }
 
 const ALLOWED: Verdict = { allowed: true };
 
@@ -93,18 +93,29 @@ export function createLeasedLimiter(policy: Policy, opts: LeaseOptions): RateLim
     return l;
   }
 
-  async function claim(key: string, l: Lease): Promise<void> {
+  /** True when the policy refused: nothing left for this key now. */
+  async function claim(key: string, l: Lease): Promise<boolean> {
     const r = await policy.claim(key, l.limit, l.slot, now());
     const t = now();
-    if (leases.get(key) !== l) return giveBack(key, l.slot, r.granted); // retired meanwhile
+    if (leases.get(key) !== l) {
+      giveBack(key, l.slot, r.granted); // retired meanwhile
+      return false;
+    }
     if (r.granted > 0) {
       l.tokens += r.granted;
       l.expiresAt = t + leaseMs;
-    } else {
-      l.retryAt = t + r.retryMs;
-      l.emptyUntil = t + Math.min(r.retryMs, recheckMs);
+      return false;
     }
+    l.retryAt = t + r.retryMs;
+    l.emptyUntil = t + Math.min(r.retryMs, recheckMs);
+    return true;
   }
+
+  const refusal = (key: string, l: Lease, t: number): Verdict => ({
+    allowed: false,
+    key,
+    retryAfterSeconds: Math.max(1, Math.ceil((l.retryAt - t) / 1000)),
+  });
 
   /** Undefined once the key's lease holds a token; the refusal when the policy has none left. */
   async function ready(key: string, limit: number): Promise<Verdict | undefined> {
@@ -112,12 +123,14 @@ export function createLeasedLimiter(policy: Policy, opts: LeaseOptions): RateLim
       const t = now();
       const l = current(key, limit, t);
       if (l.tokens >= 1) return undefined;
-      if (l.emptyUntil > t) return { allowed: false, key, retryAfterSeconds: Math.max(1, Math.ceil((l.retryAt - t) / 1000)) };
-      // Concurrent callers share a claim; one that finds the claimed tokens taken by the others claims again.
+      if (l.emptyUntil > t) return refusal(key, l, t);
+      // Concurrent callers share a claim; one that finds the claimed tokens
+      // taken by the others claims again, and a refused claim answers at once
+      // (whatever recheckMs says about later calls).
       l.claiming ??= claim(key, l).finally(() => {
         l.claiming = undefined;
       });
-      await l.claiming;
+      if (await l.claiming) return refusal(key, l, now());
     }
   }
 

@@ -48,6 +48,13 @@ describe.each(["postgres", "pglite"] as const)("leased limiter on %s", (kind) =>
     expect(await allowed([a], wide, 5, 10)).toBe(5);
   });
 
+  it("a refused claim answers at once, even with no refusal remembered (recheckMs 0)", async () => {
+    const a = createLeasedLimiter(windowPolicy(db.sql, { name: "t-recheck", windowMs: 3_600_000, batch: () => 1 }), { leaseMs: 60_000, recheckMs: 0 });
+    const key = uniqueName("r");
+    expect(await allowed([a], key, 1, 1)).toBe(1);
+    expect(await a.take({ key, limit: 1 })).toMatchObject({ allowed: false, key });
+  }, 5_000);
+
   it("started, forgets idle keys without forgetting their counts", async () => {
     const a = createLeasedLimiter(windowPolicy(db.sql, { name: "t-idle", windowMs: 3_600_000, batch: () => 1 }), { leaseMs: 100 });
     a.start();
