@@ -1,16 +1,38 @@
 // A port nothing listens on at the moment of asking: for child processes
 // (servers, nats-server) that must be told their port on the command line,
-// and for "nothing answers here" tests. The kernel hands out ephemeral ports
-// in turn, so another test taking the same one in between is unlikely.
+// and for "nothing answers here" tests. Chosen at random below the kernel's
+// ephemeral range (read from /proc, 32768 by default): a port from that
+// range can be taken meanwhile by any outgoing connection of a parallel test
+// (PostgreSQL, NATS, HTTP clients), and the child then fails with EADDRINUSE.
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+const ephemeralLow = (() => {
+  try {
+    return Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]) || 32768;
+  } catch {
+    return 32768;
+  }
+})();
+const LOW = 10_000;
+const handedOut = new Set<number>();
+
+const bindable = (port: number) =>
+  new Promise<boolean>((resolve) => {
     const srv = createServer();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
+    srv.once("error", () => resolve(false));
+    srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
   });
+
+export async function freePort(): Promise<number> {
+  const span = Math.max(1000, ephemeralLow - LOW);
+  for (let i = 0; i < 100; i++) {
+    const port = LOW + Math.floor(Math.random() * span);
+    if (port >= 65536 || handedOut.has(port)) continue;
+    if (await bindable(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error("no free port found below the ephemeral range");
 }
