@@ -3,7 +3,7 @@
 // the limits with the host capabilities' method names (capabilities: { db:
 // ["query", "batch"], ... }); the factory installs `console`, removes `WebAssembly`, `Atomics`
 // and `SharedArrayBuffer`, builds one frozen object per capability (ctx.db,
-// ctx.kv, ...) and returns `bind(handler)` which gives the per-invocation
+// ctx.kv, ...), installs the timers (timers.ts) and returns `bind(handler)` which gives the per-invocation
 // runner. Everything the runner needs is captured here first, so a function
 // that tampers with globals or prototypes only changes its own output (the
 // host validates that output anyway). The host never hands a host object in:
@@ -14,8 +14,11 @@
 // time limit): a host call goes out fire-and-forget (applyIgnored) and its
 // answer comes back in a later host call (entry 4), never as a promise that
 // isolated-vm settles by itself. So nothing of a run can resume once the
-// host stops answering it.
-export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits) {
+// host stops answering it. Timers (timers.ts) are the same: the host enters
+// to run them (entries 4 with `wake`, and 5).
+import { MAX_WAIT_UNTIL_PER_RUN } from "./timers.js";
+
+export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTimers, wakeRef) {
   "use strict";
   const stringify = JSON.stringify;
   const parse = JSON.parse;
@@ -64,6 +67,10 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits) {
     log: capture("log"), info: capture("info"), debug: capture("debug"),
     warn: capture("warn"), error: capture("error"),
   });
+  // setTimeout & co. (timers.ts); an exception in a callback goes to the log
+  const timers = installTimers(wakeRef, capture("error"));
+  const RangeErrorCtor = RangeError;
+  const logBackground = capture("error");
 
   const PromiseCtor = Promise;
   // [resolve, capability] of the host calls waiting for their answer, by
@@ -153,10 +160,18 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits) {
     //     notify, doneRef gets the output when the run finishes;
     //   entry(2): the finished run's output, or undefined when it is still
     //     waiting (on host calls): then doneRef gets the output when it settles;
-    //   entry(4, answers): the answers of host calls, [[id, reply], ...]; the
-    //     run goes on within this call.
+    //   entry(4, answers, wake): the answers of host calls, [[id, reply], ...]; the
+    //     run goes on within this call; with wake, then the timers due run;
+    //   entry(5): the timers due run (the host's timer rang).
+    // A run that handed work to ctx.waitUntil answers first (its output has
+    // bg: true) and goes on until that work settles; then doneRef gets the
+    // background's output ({ logs, truncated, left }).
     let out, notify = false;
-    return function entry(mode, input, notifyNow) {
+    return function entry(mode, input, notifyNow, run) {
+      if (mode === 5) {
+        timers.runDue();
+        return undefined;
+      }
       if (mode === 4) {
         const answers = parse(input);
         for (let i = 0; i < answers.length; i++) {
@@ -166,6 +181,7 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits) {
           delete waiting[id];
           w[0](answers[i][1]);
         }
+        if (notifyNow === true) timers.runDue();
         return undefined;
       }
       if (mode === 2) {
@@ -174,17 +190,40 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits) {
       }
       const args = parse(input);
       out = undefined; notify = notifyNow === true;
-      invoke(args[0], args[1]).then(stringify).then(function (s) {
-        out = s;
+      timers.reset(run);
+      const bg = [];
+      invoke(args[0], args[1], bg).then(function (o) {
+        if (bg.length === 0) {
+          o.left = leftCalls();
+          timers.reset(0);
+        } else o.bg = true;
+        out = stringify(o);
+        // the background's lines come with its own output (the limit counts both)
+        logs = [];
         if (notify) doneRef.applyIgnored(undefined, [out]);
+        if (bg.length > 0) background(bg);
       });
       return undefined;
     };
-    async function invoke(req, ctx) {
+    // Waits for every ctx.waitUntil promise, also those handed over meanwhile.
+    async function background(bg) {
+      for (let i = 0; i < bg.length; i++) await bg[i];
+      bg.closed = true;
+      timers.reset(0);
+      doneRef.applyIgnored(undefined, [stringify({ logs: logs, truncated: truncated, left: leftCalls() })]);
+    }
+    function waitUntil(bg) {
+      return function waitUntil(promise) {
+        if (bg.closed) return;
+        if (bg.length >= ${MAX_WAIT_UNTIL_PER_RUN}) throw new RangeErrorCtor("too many ctx.waitUntil calls: at most ${MAX_WAIT_UNTIL_PER_RUN} in one invocation");
+        bg[bg.length] = PromiseCtor.resolve(promise).then(undefined, function (e) { logBackground("A ctx.waitUntil promise rejected:", e); });
+      };
+    }
+    async function invoke(req, ctx, bg) {
       logs = []; logChars = 0; truncated = false;
       const context = {
         consumer: ctx.consumer, event: ctx.event, env: freeze(ctx.env),
-        trigger: ctx.trigger, requestId: ctx.requestId,
+        trigger: ctx.trigger, requestId: ctx.requestId, waitUntil: waitUntil(bg),
       };
       for (let i = 0; i < names.length; i++) context[names[i]] = host[names[i]];
       freeze(context);
@@ -192,10 +231,10 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits) {
         const result = await handler(req, context);
         let response;
         try { response = shape(result); }
-        catch (e) { return { error: "Invalid response: " + errorText(e), logs: logs, truncated: truncated, left: leftCalls() }; }
-        return { response: response, logs: logs, truncated: truncated, left: leftCalls() };
+        catch (e) { return { error: "Invalid response: " + errorText(e), logs: logs, truncated: truncated }; }
+        return { response: response, logs: logs, truncated: truncated };
       } catch (e) {
-        return { error: errorText(e), logs: logs, truncated: truncated, left: leftCalls() };
+        return { error: errorText(e), logs: logs, truncated: truncated };
       }
     }
   };

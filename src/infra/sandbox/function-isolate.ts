@@ -22,10 +22,14 @@
 // - the service's thread calls synchronously only into an isolate known to
 //   be idle (no call of ours in flight): the fast path's first call, and the
 //   heap sample that metrics read.
+// Timers and ctx.waitUntil follow the same rules (timers.ts): a due timer is
+// run by such a call, and a run whose handler handed work to ctx.waitUntil
+// answers first and ends only when that work settles or at its deadline.
 import ivm from "isolated-vm";
 import { BOOTSTRAP_SOURCE } from "./bootstrap.js";
 import { MAX_WEB_BYTES_PER_RUN, MAX_WEB_INPUT_BYTES, WEB_APIS_SOURCE, webHost, type WebBudget } from "./web-apis.js";
 import { hostDispatch, HostRun, type HostReply } from "./host-channel.js";
+import { RunWake, TIMERS_SOURCE } from "./timers.js";
 import { deadline } from "../../kernel/deadlines.js";
 import type { HostCapability } from "../../kernel/host-capability.js";
 import type { LogLine, RawResponse, RunInput, SandboxLimits } from "./types.js";
@@ -39,6 +43,18 @@ interface RunnerOutput {
   truncated?: boolean;
   /** Host calls still pending when the run finished, per capability. */
   left?: Record<string, number>;
+  /** The handler handed work to ctx.waitUntil: the run goes on, its output comes later. */
+  bg?: boolean;
+}
+
+/** What the ctx.waitUntil work of a run came to (after the response). */
+export interface BackgroundOutput {
+  kind: "ok" | "error" | "timeout";
+  /** Why the work was cut (timeout, memory). */
+  error?: string;
+  /** The lines logged after the response. */
+  logs: LogLine[];
+  logsTruncated: boolean;
 }
 
 export interface IsolateRunOutput {
@@ -48,6 +64,8 @@ export interface IsolateRunOutput {
   error?: string;
   logs: LogLine[];
   logsTruncated: boolean;
+  /** Set when the handler handed work to ctx.waitUntil: the run goes on until this settles. */
+  background?: Promise<BackgroundOutput>;
 }
 
 const TIMEOUT_MESSAGE = "Script execution timed out.";
@@ -65,7 +83,7 @@ const threadCpuUs: () => number =
 export class FunctionIsolate {
   readonly isolate: ivm.Isolate;
   private handles: Array<{ release(): void }> = [];
-  private runner: ivm.Reference<(mode: number, input?: string, notify?: boolean) => unknown> | undefined;
+  private runner: ivm.Reference<(mode: number, input?: string, notify?: boolean, run?: number) => unknown> | undefined;
   /** The run waiting for its output (fast path after the slice, and the slow path). */
   private settle: ((output: string) => void) | undefined;
   /** Fails that run: a call into the isolate timed out or hit the memory limit. */
@@ -89,6 +107,12 @@ export class FunctionIsolate {
   /** What the current run (or the module's top level) may still hand the host's crypto (web-apis.ts). */
   private readonly webBudget: WebBudget = { bytes: MAX_WEB_BYTES_PER_RUN };
   private afterRunDone: (() => void) | undefined;
+  /** Runs started in this isolate: the isolate's timers tell which run they belong to. */
+  private runs = 0;
+  /** The current run's timers (made on its first timer). */
+  private wake: RunWake | undefined;
+  /** The background output of a run, when it came before the host waited for it. */
+  private early: string | undefined;
   private constructor(memoryMb: number, private readonly appId: number) {
     this.isolate = new ivm.Isolate({ memoryLimit: memoryMb });
   }
@@ -120,6 +144,9 @@ export class FunctionIsolate {
     const webRef = this.keep(new ivm.Reference((...args: unknown[]) => webHost(this.webBudget, ...(args as [unknown]))));
     await installWeb.apply(undefined, [webRef, MAX_WEB_INPUT_BYTES], { timeout: evalTimeoutMs });
     const factory = this.keep(await context.eval(BOOTSTRAP_SOURCE, { reference: true, timeout: evalTimeoutMs }));
+    const installTimers = this.keep(await context.eval(TIMERS_SOURCE, { reference: true, timeout: evalTimeoutMs }));
+    // The isolate's earliest timer is due (fire-and-forget, like host calls).
+    const wakeRef = this.keep(new ivm.Reference((run: number, dueAt: number) => this.onWake(run, dueAt)));
     const dispatch = hostDispatch(capabilities, limits, (run, id, reply) => this.answer(run, id, reply));
     // A host call made by the isolate (fire-and-forget, see bootstrap.ts). It
     // arrives only after the call into the isolate that made it returned. A
@@ -142,7 +169,8 @@ export class FunctionIsolate {
       new ivm.Reference((output: string) => {
         const settle = this.settle;
         this.settle = this.fail = undefined;
-        settle?.(output);
+        if (settle) settle(output);
+        else this.early = output;
       }),
     );
     const setup = {
@@ -153,7 +181,7 @@ export class FunctionIsolate {
       capabilities: Object.fromEntries(capabilities.map((c) => [c.name, Object.keys(c.methods)])),
     };
     const bind = this.keep(
-      await factory.apply(undefined, [hostRef, new ivm.ExternalCopy(setup).copyInto({ release: true })], {
+      await factory.apply(undefined, [hostRef, new ivm.ExternalCopy(setup).copyInto({ release: true }), installTimers.derefInto(), wakeRef], {
         result: { reference: true },
         timeout: evalTimeoutMs,
       }),
@@ -183,7 +211,7 @@ export class FunctionIsolate {
     }
     this.runner = this.keep(
       (await bind.apply(undefined, [handler.derefInto(), doneRef], { result: { reference: true }, timeout: evalTimeoutMs })) as ivm.Reference<
-        (mode: number, input?: string, notify?: boolean) => unknown
+        (mode: number, input?: string, notify?: boolean, run?: number) => unknown
       >,
     );
     // Idle: the module's code and its microtasks ran within the eval timeout,
@@ -198,15 +226,29 @@ export class FunctionIsolate {
     if (!this.entering) this.sendAnswers(run);
   }
 
-  /** Hands the waiting answers in: one async call, with the time the run has left. */
+  /** A timer of the isolate is due at `dueAt`: the host wakes the current run then (never past its deadline). */
+  private onWake(runNo: number, dueAt: number): void {
+    const run = this.current;
+    if (this.isolate.isDisposed || runNo !== this.runs || !run || run.ended) return;
+    this.wake ??= new RunWake(Date.now() + (run.deadlineAt - performance.now()), () => {
+      if (!this.entering && this.current === run) this.sendAnswers(run);
+    });
+    this.wake.schedule(dueAt);
+  }
+
+  /** Hands the waiting answers (and due timers) in: one async call, with the time the run has left. */
   private sendAnswers(run: HostRun): void {
     const runner = this.runner;
     const left = run.deadlineAt - performance.now();
     // past the deadline the run's watchdog ends it
-    if (!runner || run.outbox.length === 0 || left < 1) return;
-    const answers = run.outbox;
-    run.outbox = [];
-    this.enter(run, runner.apply(undefined, [4, JSON.stringify(answers)], { timeout: Math.ceil(left) }));
+    if (!runner || left < 1 || run.ended) return;
+    if (run.outbox.length > 0) {
+      const answers = run.outbox;
+      run.outbox = [];
+      this.enter(run, runner.apply(undefined, [4, JSON.stringify(answers), this.wake?.take() === true], { timeout: Math.ceil(left) }));
+    } else if (this.wake?.take()) {
+      this.enter(run, runner.apply(undefined, [5], { timeout: Math.ceil(left) }));
+    }
   }
 
   /** Fails the run waiting for its output. */
@@ -263,7 +305,12 @@ export class FunctionIsolate {
     if (!runner) throw new Error("isolate not loaded");
     const run = new HostRun(this.appId, performance.now() + timeoutMs);
     this.current = run;
+    const runNo = ++this.runs;
+    this.wake = undefined;
+    this.early = undefined;
     this.webBudget.bytes = MAX_WEB_BYTES_PER_RUN;
+    /** The run goes on in the background (ctx.waitUntil): that part ends it. */
+    let handedOff = false;
     let timedOut = false;
     let cancel: (() => void) | undefined;
     // V8's time limit cuts code in every call into the isolate; the host
@@ -273,7 +320,8 @@ export class FunctionIsolate {
     let watchdogPromise: Promise<never> | undefined;
     const watchdog = () =>
       (watchdogPromise ??= new Promise<never>((_, reject) => {
-        cancel = deadline(timeoutMs + 20, () => {
+        // from the run's start (a watchdog made after the slice or the response has less left)
+        cancel = deadline(run.deadlineAt - performance.now() + 20, () => {
           timedOut = true;
           reject(new Error(TIMEOUT_MESSAGE));
         });
@@ -297,7 +345,7 @@ export class FunctionIsolate {
         // a quick version off the fast path.
         const t0 = threadCpuUs();
         try {
-          runner.applySync(undefined, [1, payload], { timeout: slice });
+          runner.applySync(undefined, [1, payload, false, runNo], { timeout: slice });
           // Reads the run's output: no user code runs in this call (the
           // first call's microtask checkpoint finished the run and emptied
           // the queue), so it needs no timeout, whose timer costs a thread
@@ -315,22 +363,19 @@ export class FunctionIsolate {
         if (raw === undefined) raw = await Promise.race([output(), watchdog()]);
       } else {
         const out = output();
-        this.enter(run, runner.apply(undefined, [1, payload, true], { timeout: timeoutMs }));
+        this.enter(run, runner.apply(undefined, [1, payload, true, runNo], { timeout: timeoutMs }));
         raw = await Promise.race([out, watchdog()]);
       }
       if (typeof raw !== "string") throw new Error("the sandbox returned no result");
       const out = JSON.parse(raw) as RunnerOutput;
-      const logs = Array.isArray(out.logs) ? out.logs : [];
-      // Host calls left pending: cancelled, and the isolate is not used again.
-      for (const [name, n] of Object.entries(out.left ?? {})) {
-        this.dirty = true;
-        logs.push({
-          level: "warn",
-          message: `[pulsebase] ${n} ctx.${name} call${n === 1 ? " was" : "s were"} still pending when the function returned and ${n === 1 ? "was" : "were"} cancelled: await every ctx.${name} call`,
-        });
+      const logs = this.leftOver(out);
+      let background: Promise<BackgroundOutput> | undefined;
+      if (out.bg === true) {
+        handedOff = true;
+        background = this.background(run, timeoutMs, output, watchdog, () => cancel?.(), () => timedOut);
       }
-      if (out.error !== undefined) return { kind: "error", error: String(out.error), logs, logsTruncated: !!out.truncated };
-      return { kind: "ok", response: out.response, logs, logsTruncated: !!out.truncated };
+      if (out.error !== undefined) return { kind: "error", error: String(out.error), logs, logsTruncated: !!out.truncated, background };
+      return { kind: "ok", response: out.response, logs, logsTruncated: !!out.truncated, background };
     } catch (err) {
       const msg = messageOf(err);
       // isolated-vm disposes an isolate that passes its memory limit
@@ -338,7 +383,7 @@ export class FunctionIsolate {
       // Whatever state the isolate is in, it is not used again.
       this.dirty = true;
       if (timedOut || msg.includes(TIMEOUT_MESSAGE)) {
-        return { kind: "timeout", error: `timed out after ${timeoutMs} ms`, logs: [], logsTruncated: false };
+        return { kind: "timeout", error: `timed out after ${timeoutMs} ms`, logs: this.lateTimerLog(), logsTruncated: false };
       }
       if (killed || /memory limit/i.test(msg)) {
         return { kind: "error", error: "memory limit exceeded", logs: [], logsTruncated: false };
@@ -346,12 +391,74 @@ export class FunctionIsolate {
       // e.g. an argument that could not be copied in.
       return { kind: "error", error: msg, logs: [], logsTruncated: false };
     } finally {
-      cancel?.();
-      this.settle = this.fail = undefined;
-      run.end();
-      if (this.current === run) this.current = undefined;
-      this.afterEnd();
+      if (!handedOff) this.finish(run, cancel);
     }
+  }
+
+  /** The run's output lines, with a warning per capability whose calls were left pending (then the isolate is not used again). */
+  private leftOver(out: RunnerOutput): LogLine[] {
+    const logs = Array.isArray(out.logs) ? out.logs : [];
+    // Host calls left pending: cancelled, and the isolate is not used again.
+    for (const [name, n] of Object.entries(out.left ?? {})) {
+      this.dirty = true;
+      logs.push({
+        level: "warn",
+        message: `[pulsebase] ${n} ctx.${name} call${n === 1 ? " was" : "s were"} still pending when the function returned and ${n === 1 ? "was" : "were"} cancelled: await every ctx.${name} call`,
+      });
+    }
+    return logs;
+  }
+
+  /** A run cut at its deadline that had set a timer due after it: say why that timer never fired. */
+  private lateTimerLog(): LogLine[] {
+    if (!this.wake?.late) return [];
+    return [{ level: "warn", message: "[pulsebase] a timer was due after the function's timeout: timers due past the timeout never fire" }];
+  }
+
+  /**
+   * The rest of a run whose handler answered with ctx.waitUntil work
+   * pending: it goes on (host calls, timers) until the isolate reports that
+   * work settled, bounded by the run's deadline; cut there, the isolate is
+   * not used again.
+   */
+  private async background(
+    run: HostRun,
+    timeoutMs: number,
+    output: () => Promise<string>,
+    watchdog: () => Promise<never>,
+    cancel: () => void,
+    timedOut: () => boolean,
+  ): Promise<BackgroundOutput> {
+    try {
+      const early = this.early;
+      this.early = undefined;
+      const raw = early ?? (await Promise.race([output(), watchdog()]));
+      const out = JSON.parse(raw) as RunnerOutput;
+      return { kind: "ok", logs: this.leftOver(out), logsTruncated: !!out.truncated };
+    } catch (err) {
+      const msg = messageOf(err);
+      const killed = this.isolate.isDisposed;
+      this.dirty = true;
+      if (timedOut() || msg.includes(TIMEOUT_MESSAGE)) {
+        const error = `the ctx.waitUntil work did not settle within the function's timeout (${timeoutMs} ms) and was cut`;
+        return { kind: "timeout", error, logs: [{ level: "warn", message: `[pulsebase] ${error}` }, ...this.lateTimerLog()], logsTruncated: false };
+      }
+      if (killed || /memory limit/i.test(msg)) return { kind: "error", error: "memory limit exceeded", logs: [], logsTruncated: false };
+      return { kind: "error", error: msg, logs: [], logsTruncated: false };
+    } finally {
+      this.finish(run, cancel);
+    }
+  }
+
+  /** The run is over: no more answers or timers, and the isolate goes idle or is disposed. */
+  private finish(run: HostRun, cancel: (() => void) | undefined): void {
+    cancel?.();
+    this.settle = this.fail = undefined;
+    this.early = undefined;
+    this.wake?.stop();
+    run.end();
+    if (this.current === run) this.current = undefined;
+    this.afterEnd();
   }
 
   /**

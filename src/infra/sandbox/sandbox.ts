@@ -45,7 +45,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
   const limits: SandboxLimits = { ...DEFAULT_SANDBOX_LIMITS, ...opts.limits };
   const pool = new IsolatePool(limits.maxIsolates, limits.isolatesPerVersion, limits.idleMs);
   const capabilities = opts.capabilities;
-  const taken = capabilities.find((c) => ["consumer", "event", "env", "trigger", "requestId"].includes(c.name));
+  const taken = capabilities.find((c) => ["consumer", "event", "env", "trigger", "requestId", "waitUntil"].includes(c.name));
   if (taken) throw new Error(`ctx.${taken.name} cannot be a host capability`);
   // Pool keys whose runs left the fast path (see SandboxLimits.syncBudgetMs),
   // with the time they left it: after slowRecheckMs a version is judged
@@ -89,6 +89,8 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
       }
       let iso: FunctionIsolate | undefined = lease.isolate;
       let cold = lease.cold;
+      // the run's ctx.waitUntil work: the isolate stays leased until it is over
+      let background: Promise<unknown> | undefined;
       const left = () => Math.max(1, Math.round(deadline - performance.now()));
       try {
         const sliceMs = isSlow(key) ? 0 : limits.syncSliceMs;
@@ -108,7 +110,17 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
           }
           out = await iso.run(input, left(), 0);
         }
+        const ran = iso;
+        background = out.background;
         return {
+          background: out.background?.then((bg) => ({
+            outcome: bg.kind,
+            error: bg.error,
+            logs: bg.logs,
+            logsTruncated: bg.logsTruncated,
+            durationMs: performance.now() - started,
+            memoryBytes: ran.heapSampled,
+          })),
           outcome: out.kind === "slice" ? "timeout" : out.kind,
           response: out.response,
           error: out.error,
@@ -122,11 +134,10 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
         if (iso) {
           // An isolate whose run's end is still being checked stays leased
           // until it is known idle (or disposed): see FunctionIsolate.quiesce.
-          const done = iso.afterRun;
-          if (done) {
-            const leased = iso;
-            void done.then(() => pool.release(key, leased));
-          } else pool.release(key, iso);
+          const leased = iso;
+          if (background) void background.then(() => leased.afterRun).then(() => pool.release(key, leased));
+          else if (iso.afterRun) void iso.afterRun.then(() => pool.release(key, leased));
+          else pool.release(key, iso);
         }
       }
     },

@@ -105,4 +105,23 @@ export interface RunResult {
   memoryBytes: number;
   /** True when this run had to create (and compile into) a new isolate. */
   coldStart: boolean;
+  /**
+   * Set when the handler handed work to ctx.waitUntil (docs/functions.md,
+   * "Timers and waitUntil"): the response above is ready now, the run goes
+   * on until that work settles or the timeout cuts it.
+   */
+  background?: Promise<BackgroundResult>;
+}
+
+/** What a run's ctx.waitUntil work came to. */
+export interface BackgroundResult {
+  /** "timeout": cut at the function's timeout (counted from the run's start). */
+  outcome: "ok" | "error" | "timeout";
+  error?: string;
+  /** The lines logged after the response. */
+  logs: LogLine[];
+  logsTruncated: boolean;
+  /** The whole run's duration, response and background. */
+  durationMs: number;
+  memoryBytes: number;
 }
