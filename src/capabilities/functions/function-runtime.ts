@@ -10,10 +10,10 @@ import type { Sql } from "../../infra/storage/sql.js";
 import { createLeasedLimiter, enforce, type RateLimiter } from "../../infra/rate-limit/leased-limiter.js";
 import { bucketPolicy } from "../../infra/rate-limit/bucket-policy.js";
 import { localLimiter } from "../../infra/rate-limit/local-limiter.js";
-import type { LogLine, RunResult } from "../../infra/sandbox/types.js";
+import type { BackgroundResult, LogLine, RunResult } from "../../infra/sandbox/types.js";
 import type { FunctionStore, ResolvedRow } from "./function-store.js";
 import type { FunctionsConfig } from "./config.js";
-import type { InvocationRecorder } from "./invocation-recorder.js";
+import type { InvocationRecord, InvocationRecorder } from "./invocation-recorder.js";
 import { shapeResponse, type ShapedResponse } from "./response-shaping.js";
 import { verifySignature } from "./webhook-signature.js";
 
@@ -193,7 +193,7 @@ export function createFunctionRuntime(deps: {
       { versionId: r.version_id!, appId, code: await codeOf(r.version_id!), memoryMb, timeoutMs },
       { req: rq.req, consumer: rq.consumer, event: rq.event, env: r.env, trigger: rq.triggerKind, requestId: rq.requestId },
     );
-    const logs = result.logs;
+    let logs = result.logs;
     let status: number;
     let response: ShapedResponse | undefined;
     let error = result.error;
@@ -210,51 +210,86 @@ export function createFunctionRuntime(deps: {
     } else {
       status = result.outcome === "timeout" ? 504 : 500;
     }
-    const outcome = status === 504 ? "timeout" : response ? "ok" : "error";
-    const detail = errorDetailOf({ ...result, error }, outcome);
+    let outcome: RunReport["outcome"] = status === 504 ? "timeout" : response ? "ok" : "error";
+    const userFields = () => ({ appId, functionId: r.function_id, version: r.version, trigger: rq.triggerKind, triggerId: rq.triggerId, requestId: rq.requestId });
     if (outcome !== "ok" && deps.logUserError) {
-      deps.logUserError(
-        { appId, functionId: r.function_id, version: r.version, trigger: rq.triggerKind, triggerId: rq.triggerId, requestId: rq.requestId, outcome, error },
-        outcome === "timeout" ? "function timed out" : "function failed",
-      );
+      deps.logUserError({ ...userFields(), outcome, error }, outcome === "timeout" ? "function timed out" : "function failed");
     }
-    const record = {
-      appId,
-      functionId: r.function_id!,
-      version: r.version,
-      triggerKind: rq.triggerKind,
-      triggerId: rq.triggerId,
-      status,
-      outcome,
-      durationMs: result.durationMs,
-      memoryBytes: result.memoryBytes,
-      error: error ?? null,
-      errorName: detail.name,
-      errorMessage: detail.message,
-      errorStack: detail.stack,
-      logs,
-      logsTruncated: result.logsTruncated,
-      requestId: rq.requestId,
-    } as const;
-    let invocationId: number | undefined;
-    if (rq.recordNow) invocationId = await recorder.recordNow(record);
-    else recorder.record(record);
-    return {
-      status,
-      outcome,
-      response,
-      error,
-      errorName: detail.name,
-      errorMessage: detail.message,
-      errorStack: detail.stack,
-      logs,
-      logsTruncated: result.logsTruncated,
-      durationMs: result.durationMs,
-      memoryBytes: result.memoryBytes,
-      version: r.version ?? 0,
-      coldStart: result.coldStart,
-      invocationId,
+    // ctx.waitUntil work (docs/functions.md, "Timers and waitUntil"): an
+    // HTTP caller has its response now and the invocation is recorded when
+    // the work is over; every other trigger's invocation ends with it, and
+    // work cut by the timeout (or failing) makes that invocation a timeout
+    // (or an error), so an event is retried.
+    let durationMs = result.durationMs;
+    let memoryBytes = result.memoryBytes;
+    let logsTruncated = result.logsTruncated;
+    const withBackground = (bg: BackgroundResult) => {
+      logs = [...logs, ...bg.logs];
+      logsTruncated ||= bg.logsTruncated;
+      durationMs = bg.durationMs;
+      memoryBytes = bg.memoryBytes;
+      if (bg.outcome === "ok") return;
+      deps.logUserError?.({ ...userFields(), outcome: bg.outcome, error: bg.error }, bg.outcome === "timeout" ? "function background work timed out" : "function background work failed");
+      if (rq.triggerKind === "http" || outcome !== "ok") return;
+      outcome = bg.outcome;
+      status = bg.outcome === "timeout" ? 504 : 500;
+      error = bg.error;
     };
+    if (result.background && rq.triggerKind === "http") {
+      const report = reportOf(undefined);
+      void result.background.then((bg) => {
+        withBackground(bg);
+        recorder.record(recordOf());
+      });
+      return report;
+    }
+    if (result.background) withBackground(await result.background);
+    let invocationId: number | undefined;
+    if (rq.recordNow) invocationId = await recorder.recordNow(recordOf());
+    else recorder.record(recordOf());
+    return reportOf(invocationId);
+
+    function recordOf(): InvocationRecord {
+      const detail = errorDetailOf({ ...result, error }, outcome);
+      return {
+        appId,
+        functionId: r.function_id!,
+        version: r.version,
+        triggerKind: rq.triggerKind,
+        triggerId: rq.triggerId,
+        status,
+        outcome,
+        durationMs,
+        memoryBytes,
+        error: error ?? null,
+        errorName: detail.name,
+        errorMessage: detail.message,
+        errorStack: detail.stack,
+        logs,
+        logsTruncated,
+        requestId: rq.requestId,
+      };
+    }
+
+    function reportOf(invocationId: number | undefined): RunReport {
+      const detail = errorDetailOf({ ...result, error }, outcome);
+      return {
+        status,
+        outcome,
+        response,
+        error,
+        errorName: detail.name,
+        errorMessage: detail.message,
+        errorStack: detail.stack,
+        logs,
+        logsTruncated,
+        durationMs,
+        memoryBytes,
+        version: r.version ?? 0,
+        coldStart: result.coldStart,
+        invocationId,
+      };
+    }
   }
 
   function answer(report: RunReport, requestId: string): ShapedResponse {

@@ -15,7 +15,7 @@ const note: HostCapability = {
   busyCode: "unavailable",
   failureCode: "internal_error",
   methods: {
-    put(_call, key) {
+    async put(_call, key) {
       notes.push({ key: String(key), at: performance.now() });
       return true;
     },
@@ -191,6 +191,24 @@ describe("ctx.waitUntil", () => {
     const next = await sandbox.run(t, input());
     expect(body(next)).toEqual({ runs: 1 });
     expect(next.coldStart).toBe(true);
+  });
+
+  it("cuts a timer callback that spins after the response at the deadline; the isolate is not used again", async () => {
+    const t = target(`let runs = 0;
+      export default async function (req, ctx) {
+        runs++;
+        if (req === "spin") ctx.waitUntil(new Promise(() => setTimeout(() => { for (;;) {} }, 10)));
+        return { runs };
+      }`, { timeoutMs: 300 });
+    await sandbox.run(t, input());
+    const t0 = performance.now();
+    const r = await sandbox.run(t, input({ req: "spin" }));
+    expect(body(r)).toEqual({ runs: 2 });
+    const bg = await r.background!;
+    expect(bg.outcome).toBe("timeout");
+    expect(performance.now() - t0).toBeLessThan(1500);
+    const next = await sandbox.run(t, input());
+    expect(body(next)).toEqual({ runs: 1 });
   });
 
   it("logs a rejected waitUntil promise and counts the limit", async () => {
