@@ -11,6 +11,10 @@ import { h1Load, h2, inProcessLoad, seqLoad, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 
 const HANDLER = "export default async function (req, ctx) { return { ok: true, n: req.query.n ?? null, consumer: ctx.consumer.id }; }";
+// Timers (docs/functions.md, "Timers and waitUntil"): the same answer after
+// awaiting setTimeout(0), and after a 10 ms timer.
+const TIMER_HANDLER = (ms: number) =>
+  `export default async function (req, ctx) { await new Promise((r) => setTimeout(r, ${ms})); return { ok: true, n: req.query.n ?? null, consumer: ctx.consumer.id }; }`;
 
 export async function functionsScenarios(ctx: BenchContext): Promise<Row[]> {
   const { token, appId } = await ctx.newConsumer("functions");
@@ -20,6 +24,11 @@ export async function functionsScenarios(ctx: BenchContext): Promise<Row[]> {
   const fn = await fns.createFunction({ appId, name: "hello", invocationsPerMinute: 100_000_000 });
   await fns.deployVersion({ functionId: fn.id, code: HANDLER, activate: true });
   await fns.createHttpTrigger({ functionId: fn.id, slug: "hello" });
+  for (const ms of [0, 10]) {
+    const t = await fns.createFunction({ appId, name: `timer-${ms}`, invocationsPerMinute: 100_000_000 });
+    await fns.deployVersion({ functionId: t.id, code: TIMER_HANDLER(ms), activate: true });
+    await fns.createHttpTrigger({ functionId: t.id, slug: `timer-${ms}` });
+  }
   const auth = { authorization: `Bearer ${token}` };
   const d = ctx.durationSec;
 
@@ -78,5 +87,15 @@ export async function functionsScenarios(ctx: BenchContext): Promise<Row[]> {
       durationSec: d,
     }),
   });
+  for (const ms of [0, 10]) {
+    rows.push({
+      scenario: `setTimeout(${ms}) function, 1 in flight`, transport: "REST h1", baseline: "trivial function, 1 in flight REST h1",
+      result: await seqLoad({ url: `${ctx.https}/api/fn/timer-${ms}?n=1`, headers: auth, durationSec: d }),
+    });
+    rows.push({
+      scenario: `setTimeout(${ms}) function (warm)`, transport: "REST h1", baseline: "GET /api/fn/hello (warm) REST h1",
+      result: await h1Load({ url: `${ctx.https}/api/fn/timer-${ms}?n=1`, headers: auth, durationSec: d }),
+    });
+  }
   return rows;
 }
