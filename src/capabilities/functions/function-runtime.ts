@@ -237,10 +237,13 @@ export function createFunctionRuntime(deps: {
     };
     if (result.background && rq.triggerKind === "http") {
       const report = reportOf(undefined);
-      void result.background.then((bg) => {
-        withBackground(bg);
-        recorder.record(recordOf());
-      });
+      void result.background
+        .then((bg) => {
+          withBackground(bg);
+          recorder.record(recordOf());
+        })
+        // (nothing here rejects; an unhandled rejection would end the process)
+        .catch(() => undefined);
       return report;
     }
     if (result.background) withBackground(await result.background);

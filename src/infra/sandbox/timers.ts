@@ -111,7 +111,8 @@ export const TIMERS_SOURCE = String.raw`(function (wakeRef, logError) {
 
   return {
     reset(r) {
-      table = Object.create(null);
+      // (most runs set no timer: nothing to drop)
+      if (live !== 0) table = Object.create(null);
       live = 0;
       told = Infinity;
       nestingNow = 0;
