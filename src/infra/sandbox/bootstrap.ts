@@ -154,7 +154,8 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
   return function bind(handler, doneRef) {
     // Input, output and host answers cross the isolate boundary as one JSON
     // string each: cheaper than structured copies of the request object.
-    //   entry(1, input, notify): starts a run. In a synchronous host call
+    //   entry(1, input, notify, run, deadline): starts run number "run", due to
+    //     end at "deadline" (Date.now() ms; timers due later never fire). In a synchronous host call
     //     the isolate drains its microtasks before the call returns, so a
     //     run that does not wait on the host has finished by then. With
     //     notify, doneRef gets the output when the run finishes;
@@ -167,7 +168,7 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
     // bg: true) and goes on until that work settles; then doneRef gets the
     // background's output ({ logs, truncated, left }).
     let out, notify = false;
-    return function entry(mode, input, notifyNow, run) {
+    return function entry(mode, input, notifyNow, run, deadlineAt) {
       if (mode === 5) {
         timers.runDue();
         return undefined;
@@ -190,12 +191,12 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
       }
       const args = parse(input);
       out = undefined; notify = notifyNow === true;
-      timers.reset(run);
+      timers.reset(run, deadlineAt);
       const bg = [];
       invoke(args[0], args[1], bg).then(function (o) {
         if (bg.length === 0) {
           o.left = leftCalls();
-          timers.reset(0);
+          timers.reset(0, 0);
         } else o.bg = true;
         out = stringify(o);
         // the background's lines come with its own output (the limit counts both)
@@ -209,7 +210,7 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
     async function background(bg) {
       for (let i = 0; i < bg.length; i++) await bg[i];
       bg.closed = true;
-      timers.reset(0);
+      timers.reset(0, 0);
       doneRef.applyIgnored(undefined, [stringify({ logs: logs, truncated: truncated, left: leftCalls() })]);
     }
     function waitUntil(bg) {

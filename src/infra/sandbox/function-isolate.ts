@@ -83,7 +83,7 @@ const threadCpuUs: () => number =
 export class FunctionIsolate {
   readonly isolate: ivm.Isolate;
   private handles: Array<{ release(): void }> = [];
-  private runner: ivm.Reference<(mode: number, input?: string, notify?: boolean, run?: number) => unknown> | undefined;
+  private runner: ivm.Reference<(mode: number, input?: string, notify?: boolean, run?: number, deadlineAt?: number) => unknown> | undefined;
   /** The run waiting for its output (fast path after the slice, and the slow path). */
   private settle: ((output: string) => void) | undefined;
   /** Fails that run: a call into the isolate timed out or hit the memory limit. */
@@ -113,6 +113,8 @@ export class FunctionIsolate {
   private wake: RunWake | undefined;
   /** The background output of a run, when it came before the host waited for it. */
   private early: string | undefined;
+  /** The current run's deadline on the isolate's clock (Date.now() ms). */
+  private deadlineAt = 0;
   private constructor(memoryMb: number, private readonly appId: number) {
     this.isolate = new ivm.Isolate({ memoryLimit: memoryMb });
   }
@@ -211,7 +213,7 @@ export class FunctionIsolate {
     }
     this.runner = this.keep(
       (await bind.apply(undefined, [handler.derefInto(), doneRef], { result: { reference: true }, timeout: evalTimeoutMs })) as ivm.Reference<
-        (mode: number, input?: string, notify?: boolean, run?: number) => unknown
+        (mode: number, input?: string, notify?: boolean, run?: number, deadlineAt?: number) => unknown
       >,
     );
     // Idle: the module's code and its microtasks ran within the eval timeout,
@@ -230,7 +232,7 @@ export class FunctionIsolate {
   private onWake(runNo: number, dueAt: number): void {
     const run = this.current;
     if (this.isolate.isDisposed || runNo !== this.runs || !run || run.ended) return;
-    this.wake ??= new RunWake(Date.now() + (run.deadlineAt - performance.now()), () => {
+    this.wake ??= new RunWake(this.deadlineAt, () => {
       if (!this.entering && this.current === run) this.sendAnswers(run);
     });
     this.wake.schedule(dueAt);
@@ -306,6 +308,8 @@ export class FunctionIsolate {
     const run = new HostRun(this.appId, performance.now() + timeoutMs);
     this.current = run;
     const runNo = ++this.runs;
+    // the deadline on the isolate's clock, for its timers
+    const deadlineAt = (this.deadlineAt = Date.now() + timeoutMs);
     this.wake = undefined;
     this.early = undefined;
     this.webBudget.bytes = MAX_WEB_BYTES_PER_RUN;
@@ -345,7 +349,7 @@ export class FunctionIsolate {
         // a quick version off the fast path.
         const t0 = threadCpuUs();
         try {
-          runner.applySync(undefined, [1, payload, false, runNo], { timeout: slice });
+          runner.applySync(undefined, [1, payload, false, runNo, deadlineAt], { timeout: slice });
           // Reads the run's output: no user code runs in this call (the
           // first call's microtask checkpoint finished the run and emptied
           // the queue), so it needs no timeout, whose timer costs a thread
@@ -363,7 +367,7 @@ export class FunctionIsolate {
         if (raw === undefined) raw = await Promise.race([output(), watchdog()]);
       } else {
         const out = output();
-        this.enter(run, runner.apply(undefined, [1, payload, true, runNo], { timeout: timeoutMs }));
+        this.enter(run, runner.apply(undefined, [1, payload, true, runNo, deadlineAt], { timeout: timeoutMs }));
         raw = await Promise.race([out, watchdog()]);
       }
       if (typeof raw !== "string") throw new Error("the sandbox returned no result");

@@ -24,7 +24,7 @@ export const INTERVAL_MIN_MS = 1;
 /**
  * Evaluates in the isolate to `install(wakeRef, logError)`, which defines
  * the timer globals and returns the controller the bootstrap keeps (out of
- * user code's reach): reset(run) empties the table for a new run, runDue()
+ * user code's reach): reset(run, deadline) empties the table for a new run, runDue()
  * runs the callbacks due (in due order, each after the previous one's
  * microtasks), pending() counts live timers.
  */
@@ -32,6 +32,7 @@ export const TIMERS_SOURCE = String.raw`(function (wakeRef, logError) {
   "use strict";
   const PromiseCtor = Promise;
   const now = Date.now;
+  const ceil = Math.ceil;
   const TypeErrorCtor = TypeError;
   const RangeErrorCtor = RangeError;
   const MAX = ${MAX_TIMERS_PER_RUN}, NESTING = ${NESTING_LEVEL}, NESTED_MIN = ${NESTED_MIN_MS}, INTERVAL_MIN = ${INTERVAL_MIN_MS};
@@ -41,6 +42,11 @@ export const TIMERS_SOURCE = String.raw`(function (wakeRef, logError) {
   let nextId = 1;
   let seq = 0;
   let run = 0;
+  // the run's deadline (Date.now() ms): a timer due later never fires, and
+  // the host is told so once (not once per timer: a set-and-clear loop
+  // must not flood the host with messages)
+  let deadline = 0;
+  let lateTold = false;
   // the due time the host was last told (it wakes the isolate at or before it)
   let told = Infinity;
   // the nesting level of the callback running now (0 outside callbacks)
@@ -48,6 +54,10 @@ export const TIMERS_SOURCE = String.raw`(function (wakeRef, logError) {
 
   function tell(due) {
     if (due >= told) return;
+    if (due > deadline) {
+      if (!lateTold) { lateTold = true; wakeRef.applyIgnored(undefined, [run, due]); }
+      return;
+    }
     told = due;
     wakeRef.applyIgnored(undefined, [run, due]);
   }
@@ -63,7 +73,8 @@ export const TIMERS_SOURCE = String.raw`(function (wakeRef, logError) {
     if (repeat && delay < INTERVAL_MIN) delay = INTERVAL_MIN;
     if (nesting > NESTING && delay < NESTED_MIN) delay = NESTED_MIN;
     const id = nextId++;
-    const due = now() + delay;
+    // whole milliseconds: at most one message to the host per millisecond of the run
+    const due = ceil(now() + delay);
     table[id] = { fn: fn, args: args, due: due, delay: delay, repeat: repeat, nesting: nesting, seq: seq++ };
     live++;
     tell(due);
@@ -93,7 +104,7 @@ export const TIMERS_SOURCE = String.raw`(function (wakeRef, logError) {
     } finally {
       nestingNow = 0;
       // an interval's next run counts from the end of this one
-      if (t.repeat && table[id] === t) t.due = now() + t.delay;
+      if (t.repeat && table[id] === t) t.due = ceil(now() + t.delay);
     }
   }
   globalThis.setTimeout = function setTimeout(fn, ms, ...args) { return add(fn, ms, args, false); };
@@ -110,11 +121,13 @@ export const TIMERS_SOURCE = String.raw`(function (wakeRef, logError) {
   }
 
   return {
-    reset(r) {
+    reset(r, deadlineAt) {
       // (most runs set no timer: nothing to drop)
       if (live !== 0) table = Object.create(null);
       live = 0;
       told = Infinity;
+      deadline = deadlineAt;
+      lateTold = false;
       nestingNow = 0;
       run = r;
     },
