@@ -4,6 +4,8 @@
 // before their waitUntil work runs, and a hostile function (a timer past the
 // deadline, 10,000 timers, work that never settles) is refused or cut while
 // another application keeps answering.
+import { PassThrough } from "node:stream";
+import pino from "pino";
 import { fromJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -58,9 +60,15 @@ export default async function (req, ctx) {
 let s: TestServer;
 const apps: Record<"a" | "b", { token: string; appId: bigint; functionId: bigint }> = {} as never;
 const fns = () => s.adminClient(AdminFunctionService);
+/** The server's log lines (pino JSON). */
+const logLines: Array<Record<string, unknown>> = [];
 
 beforeAll(async () => {
-  s = await startTestServer({ modules: createModules, env: { NATS_URL: "" } });
+  const stream = new PassThrough();
+  stream.on("data", (chunk: Buffer) => {
+    for (const line of chunk.toString("utf8").split("\n")) if (line.trim()) logLines.push(JSON.parse(line) as Record<string, unknown>);
+  });
+  s = await startTestServer({ modules: createModules, env: { NATS_URL: "" }, logger: pino({ level: "info" }, stream) });
   for (const name of ["a", "b"] as const) {
     const app = await s.createApp(`timers ${name}`);
     const fn = await fns().createFunction({ appId: app.appId, name: "timers", timeoutMs: 1000 });
@@ -161,6 +169,9 @@ describe("ctx.waitUntil", () => {
     expect(rec).toMatchObject({ status: 200, outcome: "ok" });
     expect(rec.logs.find((l) => l.message.includes("did not settle"))!.level).toBe("warn");
     expect(rec.durationMs).toBeGreaterThanOrEqual(990);
+    // the server logs the user's cut work at warn, never at error
+    expect(logLines.find((l) => l.msg === "function background work timed out")).toMatchObject({ level: 40, appId: Number(apps.a.appId), version: 1, trigger: "http" });
+    expect(logLines.filter((l) => (l.level as number) >= 50)).toEqual([]);
     // the cut isolate is gone: no isolate of this version has served more runs than before the hang
     for (let i = 0; i < 4; i++) {
       const next = await call("a", {});
