@@ -135,7 +135,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
           // An isolate whose run's end is still being checked stays leased
           // until it is known idle (or disposed): see FunctionIsolate.quiesce.
           const leased = iso;
-          if (background) void background.then(() => leased.afterRun).then(() => pool.release(key, leased));
+          if (background) void background.then(() => leased.afterRun, () => undefined).then(() => pool.release(key, leased));
           else if (iso.afterRun) void iso.afterRun.then(() => pool.release(key, leased));
           else pool.release(key, iso);
         }
