@@ -189,6 +189,6 @@ describe("ctx.waitUntil", () => {
     expect((await fns().getKvEntry({ appId: apps.a.appId, key })).value).toBe("written after the response");
     const hang = await fns().runFunction({ functionId: apps.a.functionId, payload: fromJson(ValueSchema, { op: "hang" }) });
     expect(hang).toMatchObject({ status: 504, outcome: "timeout" });
-    expect(hang.error).toMatch(/ctx.waitUntil work did not settle within the function's timeout \(1000 ms\)/);
+    expect(hang.error).toMatch(/ctx.waitUntil work did not settle within the function's timeout and was cut/);
   });
 });

@@ -376,7 +376,7 @@ export class FunctionIsolate {
       let background: Promise<BackgroundOutput> | undefined;
       if (out.bg === true) {
         handedOff = true;
-        background = this.background(run, timeoutMs, output, watchdog, () => cancel?.(), () => timedOut);
+        background = this.background(run, output, watchdog, () => cancel?.(), () => timedOut);
       }
       if (out.error !== undefined) return { kind: "error", error: String(out.error), logs, logsTruncated: !!out.truncated, background };
       return { kind: "ok", response: out.response, logs, logsTruncated: !!out.truncated, background };
@@ -427,7 +427,6 @@ export class FunctionIsolate {
    */
   private async background(
     run: HostRun,
-    timeoutMs: number,
     output: () => Promise<string>,
     watchdog: () => Promise<never>,
     cancel: () => void,
@@ -444,7 +443,7 @@ export class FunctionIsolate {
       const killed = this.isolate.isDisposed;
       this.dirty = true;
       if (timedOut() || msg.includes(TIMEOUT_MESSAGE)) {
-        const error = `the ctx.waitUntil work did not settle within the function's timeout (${timeoutMs} ms) and was cut`;
+        const error = "the ctx.waitUntil work did not settle within the function's timeout and was cut";
         return { kind: "timeout", error, logs: [{ level: "warn", message: `[pulsebase] ${error}` }, ...this.lateTimerLog()], logsTruncated: false };
       }
       if (killed || /memory limit/i.test(msg)) return { kind: "error", error: "memory limit exceeded", logs: [], logsTruncated: false };
