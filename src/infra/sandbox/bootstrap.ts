@@ -15,7 +15,7 @@
 // answer comes back in a later host call (entry 4), never as a promise that
 // isolated-vm settles by itself. So nothing of a run can resume once the
 // host stops answering it.
-export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits) {
+export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installFetch) {
   "use strict";
   const stringify = JSON.stringify;
   const parse = JSON.parse;
@@ -72,8 +72,10 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits) {
   // later, outside any run's time limit.
   const waiting = Object.create(null);
   let nextCall = 1;
-  function callHost(name, method, args) {
+  // ticket (from fetch-api.ts only) gets the call's id, which forget() takes
+  function callHost(name, method, args, ticket) {
     const id = nextCall++;
+    if (ticket) ticket.id = id;
     const p = new PromiseCtor(function (resolve) { waiting[id] = [resolve, name]; });
     try {
       hostRef.applyIgnored(undefined, [id, name, method, args], { arguments: { copy: true } });
@@ -89,9 +91,12 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits) {
         throw e;
       });
   }
+  // The global fetch (fetch-api.ts) uses its capabilities itself: they are not on ctx.
+  const hidden = limits.hidden || [];
+  if (installFetch) installFetch(callHost, function (id) { delete waiting[id]; }, hasOwn(limits.capabilities, "fetch"));
   // ctx.<name> for every capability: one function per method name.
   const host = Object.create(null);
-  const names = keys(limits.capabilities);
+  const names = keys(limits.capabilities).filter(function (n) { return hidden.indexOf(n) < 0; });
   for (let i = 0; i < names.length; i++) {
     const name = names[i], methods = limits.capabilities[name], api = {};
     for (let j = 0; j < methods.length; j++) {
