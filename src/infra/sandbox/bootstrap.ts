@@ -93,7 +93,8 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installFe
   }
   // The global fetch (fetch-api.ts) uses its capabilities itself: they are not on ctx.
   const hidden = limits.hidden || [];
-  if (installFetch) installFetch(callHost, function (id) { delete waiting[id]; }, hasOwn(limits.capabilities, "fetch"));
+  // It returns what resets its per-run count at each run's start.
+  const resetFetch = installFetch ? installFetch(callHost, function (id) { delete waiting[id]; }, hasOwn(limits.capabilities, "fetch"), limits.fetchSubrequests) : undefined;
   // ctx.<name> for every capability: one function per method name.
   const host = Object.create(null);
   const names = keys(limits.capabilities).filter(function (n) { return hidden.indexOf(n) < 0; });
@@ -187,6 +188,7 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installFe
     };
     async function invoke(req, ctx) {
       logs = []; logChars = 0; truncated = false;
+      if (resetFetch) resetFetch();
       const context = {
         consumer: ctx.consumer, event: ctx.event, env: freeze(ctx.env),
         trigger: ctx.trigger, requestId: ctx.requestId,

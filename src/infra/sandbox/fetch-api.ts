@@ -15,7 +15,8 @@
 export const FETCH_CAPABILITIES = ["fetch", "fetchAbort"] as const;
 
 // Evaluates to an installer (the Web APIs it builds on captured first); the bootstrap calls it with its channel:
-// install(callHost(name, method, args, ticket), forget(id), enabled).
+// install(callHost(name, method, args, ticket), forget(id), enabled,
+// maxSubrequests) returns the reset called at each run's start.
 export const FETCH_API_SOURCE = String.raw`(function () {
   "use strict";
   const TE = TextEncoder, TD = TextDecoder, atobF = atob, URLC = URL, USP = URLSearchParams, DOMExc = DOMException;
@@ -26,7 +27,7 @@ export const FETCH_API_SOURCE = String.raw`(function () {
   const TOKEN = /^[!#$%&'*+\-.^_\x60|~0-9A-Za-z]+$/;
   const INTERNAL = {};
 
-  return function install(callHost, forget, enabled) {
+  return function install(callHost, forget, enabled, maxSubrequests) {
     // ---------------------------------------------------------------- Headers
     function normName(name) {
       name = StringCtor(name);
@@ -303,13 +304,19 @@ export const FETCH_API_SOURCE = String.raw`(function () {
     }
 
     // ------------------------------------------------------------------ fetch
-    let nextFetch = 1;
+    let nextFetch = 1, started = 0;
     function fetchError(e) {
       const t = new TypeErr(e && e.message ? e.message : "fetch failed");
       if (e && e.code) t.code = e.code;
       return t;
     }
     function fetch(input, init) {
+      // past the run's subrequests: refused here, before any work (the host counts too)
+      if (enabled && started >= maxSubrequests) {
+        const e = new TypeErr("too many fetch calls: at most " + maxSubrequests + " per invocation");
+        e.code = "fetch_limit";
+        return PromiseCtor.reject(e);
+      }
       let request;
       try {
         request = new Request(input, init);
@@ -322,6 +329,7 @@ export const FETCH_API_SOURCE = String.raw`(function () {
       let body;
       try { body = useBody(request); } catch (e) { return PromiseCtor.reject(e); }
       const fid = nextFetch++;
+      started++;
       const ticket = {};
       const sent = callHost("fetch", "send", [fid, { url: request.url, method: request.method, headers: headerPairs(request.headers), body: body, redirect: request.redirect }], ticket);
       return new PromiseCtor(function (resolve, reject) {
@@ -359,5 +367,6 @@ export const FETCH_API_SOURCE = String.raw`(function () {
     define("AbortController", AbortController);
     define("AbortSignal", AbortSignal);
     define("fetch", fetch);
+    return function reset() { started = 0; };
   };
 })()`;

@@ -155,6 +155,8 @@ export class FunctionIsolate {
       // the method names per capability, from which the bootstrap builds ctx
       capabilities: Object.fromEntries(capabilities.map((c) => [c.name, Object.keys(c.methods)])),
       hidden: FETCH_CAPABILITIES,
+      // the isolate refuses fetches past the limit without a host call (the host checks too)
+      fetchSubrequests: capabilities.find((c) => c.name === "fetch")?.callLimits?.queued ?? 0,
     };
     const bind = this.keep(
       await factory.apply(undefined, [hostRef, new ivm.ExternalCopy(setup).copyInto({ release: true }), installFetch.derefInto()], {

@@ -89,7 +89,7 @@ afterAll(async () => {
 let nextVersion = 1;
 const target = (appId: number, code: string, timeoutMs = 5_000): RunTarget => ({ versionId: nextVersion++, appId, code, memoryMb: 64, timeoutMs });
 const input = (req: unknown = null): RunInput => ({ req, consumer: null, event: null, env: { BASE: base }, trigger: "manual", requestId: "r" });
-async function run(appId: number, code: string, timeoutMs?: number): Promise<{ outcome: string; body: any; error?: string; logs: unknown[] }> {
+async function run(appId: number, code: string, timeoutMs?: number): Promise<{ outcome: string; body: any; error?: string; logs: unknown[] }> { // eslint-disable-line @typescript-eslint/no-explicit-any
   const r = await sandbox.run(target(appId, code, timeoutMs), input());
   return { outcome: r.outcome, body: r.response ? JSON.parse(r.response.body) : undefined, error: r.error, logs: r.logs };
 }
