@@ -18,6 +18,7 @@ import { isIP } from "node:net";
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
 import type { Readable } from "node:stream";
 import { Agent, errors as undiciErrors } from "undici";
+import { deadline } from "../../kernel/deadlines.js";
 import { appError, errorDetail } from "../../kernel/errors.js";
 import type { HostCall, HostCapability } from "../../kernel/host-capability.js";
 import { METADATA_HOSTS, refusedAddress } from "./egress-address.js";
@@ -224,10 +225,15 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
     const r = checkRequest(req);
     const policy = await (state.policy ??= opts.policyOf(call.appId));
     const agent = agentFor(call.appId, policy);
+    // One controller per request: the isolate's abort, the run's end (stateOf) and the time limit all fire it.
     const own = new AbortController();
     state.inflight.set(id, own);
-    const timeout = AbortSignal.timeout(limits.timeoutMs);
-    const signal = AbortSignal.any([call.signal, own.signal, timeout]);
+    const timeout = { fired: false };
+    const cancelTimer = deadline(limits.timeoutMs, () => {
+      timeout.fired = true;
+      own.abort();
+    });
+    const signal = own.signal;
     let url = r.url;
     try {
       let { method, body } = r;
@@ -241,7 +247,7 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
             signal, headersTimeout: limits.timeoutMs, bodyTimeout: limits.timeoutMs,
           });
         } catch (err) {
-          throw failure(err, url, host, timeout.aborted);
+          throw failure(err, url, host, timeout.fired);
         }
         const location = res.headers.location;
         if (REDIRECTS.has(res.statusCode) && typeof location === "string" && r.redirect !== "manual") {
@@ -264,7 +270,7 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
           bytes = await readBody(res.body, res.headers["content-encoding"], state, url);
         } catch (err) {
           discard(res.body);
-          throw failure(err, url, host, timeout.aborted);
+          throw failure(err, url, host, timeout.fired);
         }
         const out: FetchResponseOut = {
           status: res.statusCode,
@@ -279,6 +285,7 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
         return out;
       }
     } finally {
+      cancelTimer();
       state.inflight.delete(id);
     }
   }
@@ -293,18 +300,22 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
     if (stream !== body) body.on("error", (e) => stream.destroy(e));
     const chunks: Buffer[] = [];
     let size = 0;
-    try {
-      for await (const chunk of stream as AsyncIterable<Buffer>) {
+    return new Promise<Buffer>((resolve, reject) => {
+      const fail = (err: unknown) => {
+        stream.removeAllListeners("data");
+        if (stream !== body) stream.destroy();
+        reject(err);
+      };
+      stream.on("data", (chunk: Buffer) => {
         size += chunk.byteLength;
         state.bytes += chunk.byteLength;
-        if (size > limits.responseBytes) throw appError("fetch_limit", `the response of ${url.origin} is larger than ${limits.responseBytes} bytes (the limit of one response)`);
-        if (state.bytes > limits.runResponseBytes) throw appError("fetch_limit", `the responses of this invocation are larger than ${limits.runResponseBytes} bytes in all`);
+        if (size > limits.responseBytes) return fail(appError("fetch_limit", `the response of ${url.origin} is larger than ${limits.responseBytes} bytes (the limit of one response)`));
+        if (state.bytes > limits.runResponseBytes) return fail(appError("fetch_limit", `the responses of this invocation are larger than ${limits.runResponseBytes} bytes in all`));
         chunks.push(chunk);
-      }
-    } finally {
-      if (stream !== body) stream.destroy();
-    }
-    return Buffer.concat(chunks, size);
+      });
+      stream.on("error", fail);
+      stream.on("end", () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
+    });
   }
 
   function checkRequest(req: FetchRequestIn): { url: URL; method: string; headers: Record<string, string>; body: string | Buffer | undefined; redirect: FetchRequestIn["redirect"] } {
