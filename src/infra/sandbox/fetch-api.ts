@@ -304,7 +304,8 @@ export const FETCH_API_SOURCE = String.raw`(function () {
     }
 
     // ------------------------------------------------------------------ fetch
-    let nextFetch = 1, started = 0;
+    // armed by the first run: the module's top-level code runs outside any run, with no limits to count against
+    let nextFetch = 1, started = 0, armed = false;
     function fetchError(e) {
       const t = new TypeErr(e && e.message ? e.message : "fetch failed");
       if (e && e.code) t.code = e.code;
@@ -312,6 +313,7 @@ export const FETCH_API_SOURCE = String.raw`(function () {
     }
     function fetch(input, init) {
       // past the run's subrequests: refused here, before any work (the host counts too)
+      if (!armed) return PromiseCtor.reject(new TypeErr("fetch is only available while the function runs, not in the module's top-level code"));
       if (enabled && started >= maxSubrequests) {
         const e = new TypeErr("too many fetch calls: at most " + maxSubrequests + " per invocation");
         e.code = "fetch_limit";
@@ -367,6 +369,6 @@ export const FETCH_API_SOURCE = String.raw`(function () {
     define("AbortController", AbortController);
     define("AbortSignal", AbortSignal);
     define("fetch", fetch);
-    return function reset() { started = 0; };
+    return function reset() { started = 0; armed = true; };
   };
 })()`;

@@ -5,6 +5,7 @@
 // injected so that a public-looking name resolves to a private address.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSandbox } from "../../../src/infra/sandbox/sandbox.js";
 import { createFetchHost, type EgressPolicy } from "../../../src/infra/sandbox/fetch-host.js";
@@ -25,6 +26,11 @@ function handle(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
       res.setHeader("set-cookie", ["a=1", "b=2"]);
       res.setHeader("x-extra", "yes");
       return void res.end(JSON.stringify({ method: req.method, got: body.length ? JSON.parse(body.toString()) : null }));
+    case "/gzip": {
+      const n = Number(u.searchParams.get("n"));
+      res.setHeader("content-encoding", "gzip");
+      return void res.end(gzipSync(Buffer.alloc(n, 120)));
+    }
     case "/bytes":
       return void res.end(Buffer.from([0, 1, 2, 255, 254]));
     case "/redirect":
@@ -218,6 +224,22 @@ describe("limits and cancellation", () => {
     const r = await run(OPEN, caught(`fetch(BASE + "/endless").then((r) => r.text())`));
     expect(r.body).toMatchObject({ type: true, code: "fetch_limit" });
     expect(r.body.message).toMatch(/larger than 1048576 bytes/);
+  });
+
+  it("decompresses gzip, and counts the limit on the decompressed bytes (a 1 KiB bomb of 8 MiB is cut)", async () => {
+    const r = await run(OPEN, `export default async (req, ctx) => {
+      const small = await (await fetch(ctx.env.BASE + "/gzip?n=1000")).text();
+      let bomb;
+      try { await fetch(ctx.env.BASE + "/gzip?n=" + 8 * 1024 * 1024); } catch (e) { bomb = e.code; }
+      return { small: small.length, bomb };
+    }`);
+    expect(r.body).toEqual({ small: 1000, bomb: "fetch_limit" });
+  });
+
+  it("is refused in the module's top-level code (outside any run)", async () => {
+    const r = await run(OPEN, `let early; fetch("http://127.0.0.1/").catch((e) => { early = e.message; });
+      export default async () => early`);
+    expect(r.body).toMatch(/only available while the function runs/);
   });
 
   it("refuses subrequests past the limit, the first ones done", async () => {
