@@ -16,6 +16,7 @@ let base: string;
 let port: number;
 const seen: Array<{ url: string; method: string; headers: IncomingMessage["headers"]; body: string }> = [];
 let openSockets = 0;
+const slowSockets = new Set<import("node:net").Socket>();
 
 function handle(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
   const u = new URL(req.url!, "http://x");
@@ -43,7 +44,15 @@ function handle(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
       return void res.end();
     case "/slow":
       // answers never; the client must give up
+      slowSockets.add(req.socket);
+      req.socket.on("close", () => slowSockets.delete(req.socket));
       return;
+    case "/slow-closed": {
+      // answers once no /slow request is open any more (or says "open" after a second)
+      const t0 = Date.now();
+      const check = () => (slowSockets.size === 0 ? res.end("closed") : Date.now() - t0 > 1000 ? res.end("open") : setTimeout(check, 10));
+      return check();
+    }
     case "/endless": {
       const chunk = Buffer.alloc(64 * 1024, 120);
       const write = () => {
@@ -259,9 +268,12 @@ describe("limits and cancellation", () => {
       const p = fetch(ctx.env.BASE + "/slow", { signal: c.signal });
       await fetch(ctx.env.BASE + "/json");
       c.abort();
-      try { await p; return "resolved"; } catch (e) { return [e.name, c.signal.aborted]; }
+      let name;
+      try { await p; name = "resolved"; } catch (e) { name = e.name; }
+      // the server closed the aborted request while this run goes on
+      return [name, c.signal.aborted, await (await fetch(ctx.env.BASE + "/slow-closed")).text()];
     }`);
-    expect(r.body).toEqual(["AbortError", true]);
+    expect(r.body).toEqual(["AbortError", true, "closed"]);
     expect(r.logs).toEqual([]);
     await expect.poll(() => seen.filter((s) => s.url === "/slow").length).toBe(1);
   });
