@@ -134,6 +134,8 @@ export interface Config {
       redirects: number;
       /** PULSEBASE_FUNCTION_FETCH_TIMEOUT_MS: one request, redirects included (the invocation's timeout cuts first). */
       timeoutMs: number;
+      /** PULSEBASE_FUNCTION_FETCH_PROCESS_BYTES: response bytes the process holds for all invocations at once. */
+      processBytes: number;
     };
   };
 }
@@ -314,6 +316,7 @@ export function loadConfig(env: Env = process.env): Config {
         requestBytes: int(env, "PULSEBASE_FUNCTION_FETCH_REQUEST_BYTES", 10 * 1024 * 1024, 1024, 256 * 1024 * 1024),
         redirects: int(env, "PULSEBASE_FUNCTION_FETCH_REDIRECTS", 10, 0, 20),
         timeoutMs: int(env, "PULSEBASE_FUNCTION_FETCH_TIMEOUT_MS", 30_000, 100, 600_000),
+        processBytes: int(env, "PULSEBASE_FUNCTION_FETCH_PROCESS_BYTES", 256 * 1024 * 1024, 1024 * 1024, 64 * 1024 ** 3),
       },
     },
   };

@@ -49,6 +49,8 @@ export interface FetchLimits {
   redirects: number;
   /** One request's time, headers and body, redirects included (the invocation's own timeout cuts it earlier). */
   timeoutMs: number;
+  /** Bytes of responses being read or handed in, all invocations of the process together. */
+  processBytes: number;
 }
 
 export const DEFAULT_FETCH_LIMITS: FetchLimits = {
@@ -59,6 +61,7 @@ export const DEFAULT_FETCH_LIMITS: FetchLimits = {
   requestBytes: 10 * 1024 * 1024,
   redirects: 10,
   timeoutMs: 30_000,
+  processBytes: 256 * 1024 * 1024,
 };
 
 export const USER_AGENT = "Pulsebase-Functions/1";
@@ -165,6 +168,9 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
   // One Agent (its own connection pools) per application and policy: a
   // connection opened under one application's policy never serves another.
   const agents = new Map<number, { key: string; agent: Agent }>();
+  // Response bytes held by the process (read, not yet handed to the isolate): many invocations at
+  // their own limits at once cannot take the server's memory.
+  let held = 0;
 
   function agentFor(appId: number, policy: EgressPolicy): Agent {
     const key = `${policy.allowPrivate ? 1 : 0}|${policy.allowHosts.join(",")}`;
@@ -234,6 +240,7 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
       own.abort();
     });
     const signal = own.signal;
+    const hold = { bytes: 0 };
     let url = r.url;
     try {
       let { method, body } = r;
@@ -267,7 +274,7 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
         }
         let bytes: Buffer;
         try {
-          bytes = await readBody(res.body, res.headers["content-encoding"], state, url);
+          bytes = await readBody(res.body, res.headers["content-encoding"], state, url, hold);
         } catch (err) {
           discard(res.body);
           throw failure(err, url, host, timeout.fired);
@@ -285,12 +292,14 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
         return out;
       }
     } finally {
+      // given back once the copy is on its way into the isolate (or the request failed)
+      held -= hold.bytes;
       cancelTimer();
       state.inflight.delete(id);
     }
   }
 
-  async function readBody(body: Readable, encoding: string | string[] | undefined, state: RunState, url: URL): Promise<Buffer> {
+  async function readBody(body: Readable, encoding: string | string[] | undefined, state: RunState, url: URL, hold: { bytes: number }): Promise<Buffer> {
     let stream: Readable = body;
     const enc = typeof encoding === "string" ? encoding.trim().toLowerCase() : "";
     // decoded here, so the limits count what the function gets
@@ -309,6 +318,9 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
       stream.on("data", (chunk: Buffer) => {
         size += chunk.byteLength;
         state.bytes += chunk.byteLength;
+        held += chunk.byteLength;
+        hold.bytes += chunk.byteLength;
+        if (held > limits.processBytes) return fail(appError("unavailable", `the server is holding too many fetched responses at once (${limits.processBytes} bytes); try again`));
         if (size > limits.responseBytes) return fail(appError("fetch_limit", `the response of ${url.origin} is larger than ${limits.responseBytes} bytes (the limit of one response)`));
         if (state.bytes > limits.runResponseBytes) return fail(appError("fetch_limit", `the responses of this invocation are larger than ${limits.runResponseBytes} bytes in all`));
         chunks.push(chunk);

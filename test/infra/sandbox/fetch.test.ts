@@ -50,7 +50,11 @@ function handle(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
     case "/slow-closed": {
       // answers once no /slow request is open any more (or says "open" after a second)
       const t0 = Date.now();
-      const check = () => (slowSockets.size === 0 ? res.end("closed") : Date.now() - t0 > 1000 ? res.end("open") : setTimeout(check, 10));
+      const check = (): void => {
+        if (slowSockets.size === 0) res.end("closed");
+        else if (Date.now() - t0 > 1000) res.end("open");
+        else setTimeout(check, 10);
+      };
       return check();
     }
     case "/endless": {
@@ -249,6 +253,20 @@ describe("limits and cancellation", () => {
     const r = await run(OPEN, `let early; fetch("http://127.0.0.1/").catch((e) => { early = e.message; });
       export default async () => early`);
     expect(r.body).toMatch(/only available while the function runs/);
+  });
+
+  it("holds at most processBytes of responses for all runs together; what a run held is given back", async () => {
+    const host = createFetchHost({ policyOf: async () => ({ allowHosts: [], allowPrivate: true }), limits: { responseBytes: 8 * 1024 * 1024, processBytes: 1024 * 1024 } });
+    const sb = createSandbox({ capabilities: host.capabilities });
+    try {
+      const r = await sb.run(target(OPEN, caught(`fetch(BASE + "/endless")`)), input());
+      expect(JSON.parse(r.response!.body)).toMatchObject({ code: "unavailable", type: true });
+      const again = await sb.run(target(OPEN, caught(`fetch(BASE + "/bytes")`)), input());
+      expect(JSON.parse(again.response!.body)).toEqual({ ok: true });
+    } finally {
+      sb.close();
+      await host.close();
+    }
   });
 
   it("refuses subrequests past the limit, the first ones done", async () => {
