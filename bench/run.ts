@@ -11,6 +11,7 @@ import { identityScenarios } from "./scenarios/identity.js";
 import { databaseScenarios, fairnessScenarios } from "./scenarios/database-http.js";
 import { cmsScenarios } from "./scenarios/cms-http.js";
 import { functionsScenarios } from "./scenarios/functions-http.js";
+import { functionsFetchScenarios } from "./scenarios/functions-fetch.js";
 import { analyticsScenarios } from "./scenarios/analytics-http.js";
 import { cmsLargeScenarios } from "./scenarios/cms-large.js";
 import { observabilityScenarios } from "./scenarios/observability.js";
@@ -53,13 +54,14 @@ const suites: Record<string, Suite> = {
   fairness: fairnessScenarios,
   analytics: analyticsScenarios,
   functions: functionsScenarios,
+  "functions-fetch": functionsFetchScenarios,
   cms: cmsScenarios,
   "cms-large": cmsLargeScenarios,
   observability: observabilityScenarios,
   kv: kvScenarios,
 };
 /** Suites run when --only is not given (cms-large seeds 1M rows: opt-in). */
-const DEFAULT_SUITES = ["identity", "database", "fairness", "analytics", "functions", "cms", "observability", "kv"];
+const DEFAULT_SUITES = ["identity", "database", "fairness", "analytics", "functions", "functions-fetch", "cms", "observability", "kv"];
 
 const { values } = parseArgs({
   options: {

@@ -118,6 +118,25 @@ export interface Config {
     /** PULSEBASE_KV_MAX_BYTES_PER_APP, PULSEBASE_KV_MAX_KEYS_PER_APP */
     kvMaxBytesPerApp: number;
     kvMaxKeysPerApp: number;
+    /** A function's fetch, per invocation (docs/functions.md, "Calling other services: fetch"). */
+    fetch: {
+      /** PULSEBASE_FUNCTION_FETCH_SUBREQUESTS: requests started (redirect hops not counted). */
+      subrequests: number;
+      /** PULSEBASE_FUNCTION_FETCH_CONCURRENCY: requests in flight at once; more wait. */
+      concurrent: number;
+      /** PULSEBASE_FUNCTION_FETCH_RESPONSE_BYTES: one response body (decompressed). */
+      responseBytes: number;
+      /** PULSEBASE_FUNCTION_FETCH_RUN_RESPONSE_BYTES: all response bodies of one invocation. */
+      runResponseBytes: number;
+      /** PULSEBASE_FUNCTION_FETCH_REQUEST_BYTES: one request body. */
+      requestBytes: number;
+      /** PULSEBASE_FUNCTION_FETCH_REDIRECTS: redirects one request follows. */
+      redirects: number;
+      /** PULSEBASE_FUNCTION_FETCH_TIMEOUT_MS: one request, redirects included (the invocation's timeout cuts first). */
+      timeoutMs: number;
+      /** PULSEBASE_FUNCTION_FETCH_PROCESS_BYTES: response bytes the process holds for all invocations at once. */
+      processBytes: number;
+    };
   };
 }
 
@@ -289,6 +308,16 @@ export function loadConfig(env: Env = process.env): Config {
       scheduleGraceMs: int(env, "PULSEBASE_SCHEDULE_GRACE_MS", 30_000, 100, 86_400_000),
       kvMaxBytesPerApp: int(env, "PULSEBASE_KV_MAX_BYTES_PER_APP", 64 * 1024 * 1024, 1024, 1024 ** 4),
       kvMaxKeysPerApp: int(env, "PULSEBASE_KV_MAX_KEYS_PER_APP", 100_000, 1, 1_000_000_000),
+      fetch: {
+        subrequests: int(env, "PULSEBASE_FUNCTION_FETCH_SUBREQUESTS", 50, 0, 10_000),
+        concurrent: int(env, "PULSEBASE_FUNCTION_FETCH_CONCURRENCY", 6, 1, 100),
+        responseBytes: int(env, "PULSEBASE_FUNCTION_FETCH_RESPONSE_BYTES", 10 * 1024 * 1024, 1024, 256 * 1024 * 1024),
+        runResponseBytes: int(env, "PULSEBASE_FUNCTION_FETCH_RUN_RESPONSE_BYTES", 32 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+        requestBytes: int(env, "PULSEBASE_FUNCTION_FETCH_REQUEST_BYTES", 10 * 1024 * 1024, 1024, 256 * 1024 * 1024),
+        redirects: int(env, "PULSEBASE_FUNCTION_FETCH_REDIRECTS", 10, 0, 20),
+        timeoutMs: int(env, "PULSEBASE_FUNCTION_FETCH_TIMEOUT_MS", 30_000, 100, 600_000),
+        processBytes: int(env, "PULSEBASE_FUNCTION_FETCH_PROCESS_BYTES", 256 * 1024 * 1024, 1024 * 1024, 64 * 1024 ** 3),
+      },
     },
   };
 }

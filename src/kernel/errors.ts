@@ -44,6 +44,10 @@ export const catalogue = {
   function_error: { grpc: Code.Internal, http: 500, message: "The function failed." },
   no_active_version: { grpc: Code.Unavailable, http: 503, message: "The function has no active version." },
   function_timeout: { grpc: Code.DeadlineExceeded, http: 504, message: "The function exceeded its timeout." },
+  // A function's fetch (docs/functions.md, "Calling other services: fetch"): codes of the errors it rejects with.
+  egress_refused: { grpc: Code.PermissionDenied, http: 403, message: "The application's egress policy does not allow this destination." },
+  fetch_limit: { grpc: Code.ResourceExhausted, http: 429, message: "A fetch limit of the invocation was reached." },
+  fetch_failed: { grpc: Code.Unavailable, http: 502, message: "The fetch failed." },
   // An application's stored data (ctx.kv) at its quota.
   quota_exceeded: { grpc: Code.ResourceExhausted, http: 403, message: "The application's storage quota is used up." },
   // --- CMS interface (upper-case codes, docs/cms.md) ---

@@ -20,5 +20,7 @@ export interface HostCapability {
   readonly name: string;
   readonly methods: Readonly<Record<string, (call: HostCall, ...args: unknown[]) => Promise<unknown>>>;
   readonly busyCode: ErrorCode;
+  /** This capability's own bounds instead of the sandbox's hostCallsRunning / hostCallsQueued, and the message of a call refused past them. */
+  readonly callLimits?: { running: number; queued: number; busyMessage: string };
   readonly failureCode: ErrorCode;
 }

@@ -46,6 +46,8 @@ const OPTIONS = {
   target: { type: "string" },
   operations: { type: "string", multiple: true },
   ids: { type: "string", multiple: true },
+  allow: { type: "string", multiple: true },
+  "allow-private": { type: "boolean" },
   kind: { type: "string" },
   "auth-token": { type: "string" },
   "include-deleted": { type: "boolean" },

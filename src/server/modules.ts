@@ -55,6 +55,7 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
       maxSchedulesPerApp: config.functions.maxSchedulesPerApp,
       scheduler: { pollMs: config.functions.schedulePollMs, graceMs: config.functions.scheduleGraceMs },
       kv: { maxBytesPerApp: config.functions.kvMaxBytesPerApp, maxKeysPerApp: config.functions.kvMaxKeysPerApp },
+      fetch: config.functions.fetch,
     },
     changes,
     // Event triggers ride on JetStream when NATS is configured (the process's

@@ -70,3 +70,16 @@ describe("tenant fairness settings", () => {
     expect(() => loadConfig(env as Record<string, string>)).toThrow(re);
   });
 });
+
+describe("functions' fetch settings", () => {
+  it("defaults to the documented per-invocation limits; each is settable and bounded", () => {
+    expect(loadConfig({}).functions.fetch).toEqual({
+      subrequests: 50, concurrent: 6, responseBytes: 10 * 1024 * 1024, runResponseBytes: 32 * 1024 * 1024,
+      requestBytes: 10 * 1024 * 1024, redirects: 10, timeoutMs: 30_000, processBytes: 256 * 1024 * 1024,
+    });
+    const c = loadConfig({ PULSEBASE_FUNCTION_FETCH_SUBREQUESTS: "0", PULSEBASE_FUNCTION_FETCH_RESPONSE_BYTES: "1048576", PULSEBASE_FUNCTION_FETCH_TIMEOUT_MS: "2000" });
+    expect(c.functions.fetch).toMatchObject({ subrequests: 0, responseBytes: 1024 * 1024, timeoutMs: 2000 });
+    expect(() => loadConfig({ PULSEBASE_FUNCTION_FETCH_REDIRECTS: "50" })).toThrow(/PULSEBASE_FUNCTION_FETCH_REDIRECTS must be between/);
+    expect(() => loadConfig({ PULSEBASE_FUNCTION_FETCH_CONCURRENCY: "0" })).toThrow(/PULSEBASE_FUNCTION_FETCH_CONCURRENCY must be between/);
+  });
+});

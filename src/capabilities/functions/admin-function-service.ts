@@ -3,6 +3,7 @@ import { create, fromJson, toJson, type JsonObject, type JsonValue } from "@bufb
 import { timestampFromDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {
+  EgressPolicySchema,
   FunctionDeadLetterSchema,
   FunctionSchema,
   FunctionService,
@@ -40,6 +41,7 @@ import {
 } from "./function-store.js";
 import { parseSchedule } from "./cron-schedule.js";
 import type { KvStore } from "./kv-store.js";
+import type { EgressPolicyStore, StoredEgressPolicy } from "./egress-policy-store.js";
 import {
   DEFAULT_SIGNATURE_HEADER,
   DEFAULT_SIGNATURE_TOLERANCE_S,
@@ -64,6 +66,8 @@ export interface AdminFunctionServiceDeps {
   config: FunctionsConfig;
   /** The applications' key-value stores (ctx.kv), for the operator. */
   kv: KvStore;
+  /** The applications' egress policies (fetch). */
+  egress: EgressPolicyStore;
   /** How often FollowInvocations looks for new records. */
   followPollMs?: number;
   /** The event worker's dead letters; unset when event triggers are not configured. */
@@ -695,6 +699,21 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       return { deleted: await kv.delete(appId, req.key) };
     },
 
+    async getEgressPolicy(req) {
+      const appId = Number(req.appId);
+      await planOf(appId);
+      return egressMessage(appId, await deps.egress.get(appId));
+    },
+
+    async setEgressPolicy(req) {
+      const appId = Number(req.appId);
+      await planOf(appId);
+      const p = await deps.egress.set(appId, { allowHosts: req.allowHosts, allowPrivate: req.allowPrivate });
+      // the other processes drop their cached policy (kind functions)
+      await deps.announce?.(appId);
+      return egressMessage(appId, p);
+    },
+
     async listFunctionDeadLetters(req) {
       const appId = Number(req.appId);
       await planOf(appId);
@@ -711,4 +730,13 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       return { replayed };
     },
   };
+}
+
+function egressMessage(appId: number, p: StoredEgressPolicy) {
+  return create(EgressPolicySchema, {
+    appId: BigInt(appId),
+    allowHosts: [...p.allowHosts],
+    allowPrivate: p.allowPrivate,
+    updatedAt: p.updatedAt ? timestampFromDate(p.updatedAt) : undefined,
+  });
 }

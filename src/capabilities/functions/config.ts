@@ -2,6 +2,7 @@
 import type { SandboxLimits } from "../../infra/sandbox/types.js";
 import type { RecorderOptions } from "./invocation-recorder.js";
 import type { KvLimits } from "./kv-store.js";
+import type { FetchLimits } from "../../infra/sandbox/fetch-host.js";
 
 export interface FunctionsConfig {
   /** When on, an application whose plan has functionsEnabled=false gets 402 plan_required. */
@@ -26,6 +27,8 @@ export interface FunctionsConfig {
   maxSchedulesPerApp: number;
   scheduler: Partial<SchedulerOptions>;
   kv: Partial<KvLimits>;
+  /** Per-invocation limits of fetch (docs/functions.md, "Calling other services: fetch"). */
+  fetch: Partial<FetchLimits>;
 }
 
 export interface SchedulerOptions {
@@ -56,4 +59,5 @@ export const DEFAULT_FUNCTIONS_CONFIG: FunctionsConfig = {
   maxSchedulesPerApp: 50,
   scheduler: {},
   kv: {},
+  fetch: {},
 };

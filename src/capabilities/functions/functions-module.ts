@@ -19,6 +19,8 @@ import type { ChangeCaptureDb } from "./events/change-capture.js";
 import { createEventWorker, type CmsChange, type EventWorker, type EventWorkerConfig } from "./events/event-worker.js";
 import { createFunctionRuntime, createInvocationLimiter, type FunctionRuntime, type UserErrorLog } from "./function-runtime.js";
 import { createKvStore, kvCapability, type KvStore } from "./kv-store.js";
+import { createEgressPolicyStore, type EgressPolicyStore } from "./egress-policy-store.js";
+import { createFetchHost } from "../../infra/sandbox/fetch-host.js";
 import { createScheduler, type Scheduler } from "./scheduler.js";
 import { createFunctionStore, type FunctionStore } from "./function-store.js";
 import { createInvocationRecorder, DEFAULT_RECORDER_OPTIONS, type InvocationRecorder } from "./invocation-recorder.js";
@@ -60,6 +62,8 @@ export interface FunctionsModule extends PulsebaseModule {
   config: FunctionsConfig;
   /** The key-value store of ctx.kv. */
   kv: KvStore;
+  /** The applications' egress policies (fetch). */
+  egress: EgressPolicyStore;
   /** Runs schedule triggers; start() it with the process. */
   scheduler: Scheduler;
   /** The event-trigger worker (when deps.events is given); start() it with the process. */
@@ -95,7 +99,10 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
   const store = createFunctionStore(deps.sql);
   const kv = createKvStore(deps.sql, config.kv);
   const hostCapabilities = [kvCapability(kv)];
-  const sandbox = createSandbox({ limits: config.sandbox, capabilities: [...(deps.hostCapabilities ?? []), ...hostCapabilities] });
+  // fetch (docs/functions.md, "Calling other services: fetch"): the global, not a ctx capability
+  const egress = createEgressPolicyStore(deps.sql);
+  const fetchHost = createFetchHost({ policyOf: (appId) => egress.policyOf(appId), limits: config.fetch });
+  const sandbox = createSandbox({ limits: config.sandbox, capabilities: [...(deps.hostCapabilities ?? []), ...hostCapabilities, ...fetchHost.capabilities] });
   const limiter = createInvocationLimiter(deps.sql);
   const recorder = createInvocationRecorder(deps.sql, { ...config.recorder, onError: deps.onError });
   const runtime = createFunctionRuntime({ store, sandbox, limiter, recorder, config, logUserError: deps.logUserError });
@@ -111,12 +118,15 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
     ? createEventWorker({ sql: deps.sql, store, runtime, capture: deps.events.capture, nats: deps.events.nats, config: deps.events.config, onError: deps.onError })
     : undefined;
   const changes = deps.changes;
-  changes?.subscribe("functions", () => runtime.invalidate());
+  changes?.subscribe("functions", (c) => {
+    runtime.invalidate();
+    egress.invalidate(c.appId);
+  });
   // The plan is part of every cached resolution.
   changes?.subscribe("app", () => runtime.planChanged());
   const invokeService = createFunctionInvokeServiceImpl({ runtime });
   const adminService = createAdminFunctionServiceImpl({
-    sql: deps.sql, store, sandbox, runtime, recorder, config, kv, deadLetters: events, capture: events, onError: deps.onError,
+    sql: deps.sql, store, sandbox, runtime, recorder, config, kv, egress, deadLetters: events, capture: events, onError: deps.onError,
     announce: changes && ((appId) => changes.publish("functions", appId)),
   });
   const close = async () => {
@@ -125,6 +135,7 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
     deps.events?.capture.close?.();
     await recorder.close();
     sandbox.close();
+    await fetchHost.close();
   };
   return {
     name: "functions",
@@ -142,6 +153,7 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
     config,
     events,
     kv,
+    egress,
     scheduler,
     emitCmsChange: (appId, change) => (events ? events.emitCmsChange(appId, change) : Promise.resolve()),
     planChanged: () => runtime.planChanged(),

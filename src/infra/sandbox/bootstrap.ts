@@ -18,7 +18,7 @@
 // to run them (entries 4 with `wake`, and 5).
 import { MAX_WAIT_UNTIL_PER_RUN } from "./timers.js";
 
-export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTimers, wakeRef) {
+export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTimers, wakeRef, installFetch) {
   "use strict";
   const stringify = JSON.stringify;
   const parse = JSON.parse;
@@ -79,8 +79,10 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
   // later, outside any run's time limit.
   const waiting = Object.create(null);
   let nextCall = 1;
-  function callHost(name, method, args) {
+  // ticket (from fetch-api.ts only) gets the call's id, which forget() takes
+  function callHost(name, method, args, ticket) {
     const id = nextCall++;
+    if (ticket) ticket.id = id;
     const p = new PromiseCtor(function (resolve) { waiting[id] = [resolve, name]; });
     try {
       hostRef.applyIgnored(undefined, [id, name, method, args], { arguments: { copy: true } });
@@ -96,9 +98,13 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
         throw e;
       });
   }
+  // The global fetch (fetch-api.ts) uses its capabilities itself: they are not on ctx.
+  const hidden = limits.hidden || [];
+  // It returns what resets its per-run count at each run's start.
+  const resetFetch = installFetch ? installFetch(callHost, function (id) { delete waiting[id]; }, hasOwn(limits.capabilities, "fetch"), limits.fetchSubrequests) : undefined;
   // ctx.<name> for every capability: one function per method name.
   const host = Object.create(null);
-  const names = keys(limits.capabilities);
+  const names = keys(limits.capabilities).filter(function (n) { return hidden.indexOf(n) < 0; });
   for (let i = 0; i < names.length; i++) {
     const name = names[i], methods = limits.capabilities[name], api = {};
     for (let j = 0; j < methods.length; j++) {
@@ -222,6 +228,7 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
     }
     async function invoke(req, ctx, bg) {
       logs = []; logChars = 0; truncated = false;
+      if (resetFetch) resetFetch();
       const context = {
         consumer: ctx.consumer, event: ctx.event, env: freeze(ctx.env),
         trigger: ctx.trigger, requestId: ctx.requestId, waitUntil: waitUntil(bg),

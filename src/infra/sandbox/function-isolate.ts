@@ -30,6 +30,7 @@ import { BOOTSTRAP_SOURCE } from "./bootstrap.js";
 import { MAX_WEB_BYTES_PER_RUN, MAX_WEB_INPUT_BYTES, WEB_APIS_SOURCE, webHost, type WebBudget } from "./web-apis.js";
 import { hostDispatch, HostRun, type HostReply } from "./host-channel.js";
 import { RunWake, TIMERS_SOURCE } from "./timers.js";
+import { FETCH_API_SOURCE, FETCH_CAPABILITIES } from "./fetch-api.js";
 import { deadline } from "../../kernel/deadlines.js";
 import type { HostCapability } from "../../kernel/host-capability.js";
 import type { LogLine, RawResponse, RunInput, SandboxLimits } from "./types.js";
@@ -145,6 +146,8 @@ export class FunctionIsolate {
     const installWeb = this.keep(await context.eval(WEB_APIS_SOURCE, { reference: true, timeout: evalTimeoutMs }));
     const webRef = this.keep(new ivm.Reference((...args: unknown[]) => webHost(this.webBudget, ...(args as [unknown]))));
     await installWeb.apply(undefined, [webRef, MAX_WEB_INPUT_BYTES], { timeout: evalTimeoutMs });
+    // fetch, Request, Response, Headers, AbortController (fetch-api.ts): installed by the bootstrap with its channel
+    const installFetch = this.keep(await context.eval(FETCH_API_SOURCE, { reference: true, timeout: evalTimeoutMs }));
     const factory = this.keep(await context.eval(BOOTSTRAP_SOURCE, { reference: true, timeout: evalTimeoutMs }));
     const installTimers = this.keep(await context.eval(TIMERS_SOURCE, { reference: true, timeout: evalTimeoutMs }));
     // The isolate's earliest timer is due (fire-and-forget, like host calls).
@@ -181,9 +184,12 @@ export class FunctionIsolate {
       maxResponseBytes: limits.maxResponseBytes,
       // the method names per capability, from which the bootstrap builds ctx
       capabilities: Object.fromEntries(capabilities.map((c) => [c.name, Object.keys(c.methods)])),
+      hidden: FETCH_CAPABILITIES,
+      // the isolate refuses fetches past the limit without a host call (the host checks too)
+      fetchSubrequests: capabilities.find((c) => c.name === "fetch")?.callLimits?.queued ?? 0,
     };
     const bind = this.keep(
-      await factory.apply(undefined, [hostRef, new ivm.ExternalCopy(setup).copyInto({ release: true }), installTimers.derefInto(), wakeRef], {
+      await factory.apply(undefined, [hostRef, new ivm.ExternalCopy(setup).copyInto({ release: true }), installTimers.derefInto(), wakeRef, installFetch.derefInto()], {
         result: { reference: true },
         timeout: evalTimeoutMs,
       }),
@@ -405,9 +411,10 @@ export class FunctionIsolate {
     // Host calls left pending: cancelled, and the isolate is not used again.
     for (const [name, n] of Object.entries(out.left ?? {})) {
       this.dirty = true;
+      const what = name === "fetch" ? "fetch" : `ctx.${name}`;
       logs.push({
         level: "warn",
-        message: `[pulsebase] ${n} ctx.${name} call${n === 1 ? " was" : "s were"} still pending when the function returned and ${n === 1 ? "was" : "were"} cancelled: await every ctx.${name} call`,
+        message: `[pulsebase] ${n} ${what} call${n === 1 ? " was" : "s were"} still pending when the function returned and ${n === 1 ? "was" : "were"} cancelled: await every ${what} call`,
       });
     }
     return logs;

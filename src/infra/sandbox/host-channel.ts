@@ -73,10 +73,11 @@ export function hostDispatch(
       };
       new Promise((resolve) => resolve(fn(run, ...args))).then((result) => done({ ok: true, result }), (err: unknown) => done(failure(cap, err)));
     };
-    if (slots.active < limits.hostCallsRunning) start();
-    else if (slots.waiting.length < limits.hostCallsQueued) slots.waiting.push(start);
+    const own = cap.callLimits;
+    if (slots.active < (own?.running ?? limits.hostCallsRunning)) start();
+    else if (slots.waiting.length < (own?.queued ?? limits.hostCallsQueued)) slots.waiting.push(start);
     else {
-      const message = `too many ctx.${name} calls in this invocation: at most ${limits.hostCallsRunning} running and ${limits.hostCallsQueued} waiting; await them`;
+      const message = own?.busyMessage ?? `too many ctx.${name} calls in this invocation: at most ${limits.hostCallsRunning} running and ${limits.hostCallsQueued} waiting; await them`;
       reply(run, id, { ok: false, code: cap.busyCode, message });
     }
   };
