@@ -287,3 +287,50 @@ describe("limits, with another application unaffected", () => {
     expect((await call("other", { url: "UPSTREAM/api/items", read: "json" })).json).toMatchObject({ status: 200 });
   });
 });
+
+describe("fetch with timers and ctx.waitUntil", () => {
+  beforeAll(async () => {
+    const fns = s.adminClient(AdminFunctionService);
+    const timed = await fns.createFunction({
+      appId: apps.open.appId, name: "timed", timeoutMs: 5_000,
+      code: `export default async function (req, ctx) {
+        const started = Date.now();
+        try { await fetch(ctx.env.UPSTREAM + "/slow", { signal: AbortSignal.timeout(150) }); return { error: null }; }
+        catch (e) { return { error: { name: e.name }, ms: Date.now() - started }; }
+      }`,
+    });
+    await fns.setSecret({ functionId: timed.id, name: "UPSTREAM", value: upstreamUrl });
+    await fns.createHttpTrigger({ functionId: timed.id, slug: "timed" });
+    const later = await fns.createFunction({
+      appId: apps.open.appId, name: "later", timeoutMs: 5_000,
+      code: `export default async function (req, ctx) {
+        ctx.waitUntil((async () => {
+          await new Promise((r) => setTimeout(r, 100));
+          const res = await fetch(ctx.env.UPSTREAM + "/api/items?from=waitUntil", { method: "POST", body: JSON.stringify({ n: req.body.n }) });
+          await ctx.kv.put("later:" + req.body.n, String(res.status));
+        })());
+        return { answered: true };
+      }`,
+    });
+    await fns.setSecret({ functionId: later.id, name: "UPSTREAM", value: upstreamUrl });
+    await fns.createHttpTrigger({ functionId: later.id, slug: "later" });
+  });
+
+  it("AbortSignal.timeout aborts a fetch that hangs, with a TimeoutError, well inside the function's timeout", async () => {
+    const r = await call("open", {}, {}, "timed");
+    expect(r.status).toBe(200);
+    expect(r.json.error).toEqual({ name: "TimeoutError" });
+    expect(r.json.ms).toBeGreaterThanOrEqual(140);
+    expect(r.json.ms).toBeLessThan(3_000);
+    await expect.poll(() => slowSockets.size, { timeout: 3_000 }).toBe(0);
+  });
+
+  it("a fetch inside ctx.waitUntil runs after the answer and is not cancelled by it", async () => {
+    const n = Date.now();
+    const t0 = Date.now();
+    const r = await call("open", { n }, {}, "later");
+    expect(r).toMatchObject({ status: 200, json: { answered: true } });
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    await expect.poll(() => received.some((x) => x.path === "/api/items" && x.body === JSON.stringify({ n })), { timeout: 5_000 }).toBe(true);
+  });
+});
