@@ -18,6 +18,8 @@ export interface Fx {
   /** A consumer of the stable app and its token. */
   consumerId: string;
   deviceId: string;
+  /** A consumer whose sessions only the seed makes (one ended, one open). */
+  listedConsumerId: string;
   token: string;
   sessionId: string;
   dbId: string;
@@ -56,14 +58,20 @@ export interface Case {
   expect?: string;
   req(fx: Fx, extra: Record<string, string>): JsonValue;
   prepare?(p: Prep): Promise<Record<string, string>>;
-  /** A deliberately slow call: also sent with a deadline it cannot meet. */
+  /** A deliberately slow call: sent only with a deadline it cannot meet. */
   slow?: boolean;
+  /**
+   * Costly on the server (index builds, password hashing, new database
+   * files): sent plain only; the variants go to the method's next case.
+   */
+  heavy?: boolean;
 }
 
 export type Auth = "consumer" | "app-key" | "none" | "operator";
 
 const ok = (req: Case["req"], prepare?: Case["prepare"], name = "ok"): Case => ({ name, expect: "ok", req, prepare });
 const err = (name: string, expect: string | undefined, req: Case["req"], prepare?: Case["prepare"]): Case => ({ name, expect, req, prepare });
+const heavy = (c: Case): Case => ({ ...c, heavy: true });
 const NO_ID = "999999999";
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 
@@ -223,10 +231,10 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
   // AccountService: the operator token stands for an operator in every team (docs/console.md).
   // Without credentials by design: the setup page, sign-in and invitation links.
   "pulsebase.admin.v1.AccountService/GetSetupStatus": { auth: "none", cases: [ok(() => ({}))] },
-  "pulsebase.admin.v1.AccountService/CompleteSetup": none([err("bad-token", undefined, () => ({ setupToken: "wrong", name: "A", email: "a@example.org", password: "correct horse battery staple", teamName: "T" }))]),
+  "pulsebase.admin.v1.AccountService/CompleteSetup": none([heavy(err("bad-token", undefined, () => ({ setupToken: "wrong", name: "A", email: "a@example.org", password: "correct horse battery staple", teamName: "T" })))]),
   "pulsebase.admin.v1.AccountService/Login": none([
-    err("bad-password", undefined, () => ({ email: "nobody@example.org", password: "not the password" })),
     err("invalid", undefined, () => ({ email: "not an email", password: "" })),
+    heavy(err("bad-password", undefined, () => ({ email: "nobody@example.org", password: "not the password" }))),
   ]),
   "pulsebase.admin.v1.AccountService/Logout": op([err("operator", undefined, () => ({}))]),
   "pulsebase.admin.v1.AccountService/LogoutEverywhere": op([err("operator", undefined, () => ({}))]),
@@ -263,14 +271,14 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
   "pulsebase.admin.v1.AnalyticsService/ReplayDeadLetters": op([err("unknown-ids", undefined, () => ({ ids: [NO_ID] }))]),
 
   "pulsebase.admin.v1.CmsService/CreateContentType": op([
-    ok((fx, x) => ({ appId: fx.scratchAppId, contentType: { slug: `made${x.n}`, name: "Made", fields: [{ name: "title", type: "text", required: true }], sortableFields: [] } }), async (p) => ({ n: String(p.n) })),
+    heavy(ok((fx, x) => ({ appId: fx.scratchAppId, contentType: { slug: `made${x.n}`, name: "Made", fields: [{ name: "title", type: "text", required: true }], sortableFields: [] } }), async (p) => ({ n: String(p.n) }))),
     err("invalid", "invalid_argument", (fx) => ({ appId: fx.scratchAppId, contentType: { slug: "Bad Slug!", name: "", fields: [{ name: "x", type: "no-such-type" }] } })),
   ]),
   "pulsebase.admin.v1.CmsService/UpdateContentType": op([
-    ok((fx, x) => ({ appId: fx.scratchAppId, slug: x.slug!, contentType: { slug: x.slug!, name: "Renamed", fields: [{ name: "title", type: "text" }, { name: "n", type: "number" }] } }), freshType),
+    heavy(ok((fx, x) => ({ appId: fx.scratchAppId, slug: x.slug!, contentType: { slug: x.slug!, name: "Renamed", fields: [{ name: "title", type: "text" }, { name: "n", type: "number" }] } }), freshType)),
     err("not-found", "not_found", (fx) => ({ appId: fx.scratchAppId, slug: "nope", contentType: { slug: "nope", name: "N" } })),
   ]),
-  "pulsebase.admin.v1.CmsService/DeleteContentType": op([ok((fx, x) => ({ appId: fx.scratchAppId, slug: x.slug! }), freshType), err("not-found", "not_found", (fx) => ({ appId: fx.scratchAppId, slug: "nope" }))]),
+  "pulsebase.admin.v1.CmsService/DeleteContentType": op([heavy(ok((fx, x) => ({ appId: fx.scratchAppId, slug: x.slug! }), freshType)), err("not-found", "not_found", (fx) => ({ appId: fx.scratchAppId, slug: "nope" }))]),
   "pulsebase.admin.v1.CmsService/GetContentType": op([ok((fx) => ({ appId: fx.appId, slug: "note" })), err("not-found", "not_found", (fx) => ({ appId: fx.appId, slug: "nope" }))]),
   "pulsebase.admin.v1.CmsService/ListContentTypes": op([ok((fx) => ({ appId: fx.appId })), err("not-found", undefined, () => ({ appId: NO_ID }))]),
   "pulsebase.admin.v1.CmsService/CreateEntry": op([
@@ -289,42 +297,42 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
   ]),
   "pulsebase.admin.v1.CmsService/ListMedia": op([ok((fx) => ({ appId: fx.appId, pageSize: 10 }))]),
   "pulsebase.admin.v1.CmsService/DeleteMedia": op([
-    ok((fx, x) => ({ appId: fx.scratchAppId, fileId: x.fileId! }), async (p) => ({
+    heavy(ok((fx, x) => ({ appId: fx.scratchAppId, fileId: x.fileId! }), async (p) => ({
       fileId: String((await p.admin("/pulsebase.admin.v1.CmsService/UploadMedia", { appId: p.fx.scratchAppId, filename: "gone.txt", contentType: "text/plain", data: b64("bye") })).fileId),
-    })),
+    }))),
     err("not-found", "not_found", (fx) => ({ appId: fx.scratchAppId, fileId: "00000000-0000-4000-8000-000000000000" })),
   ]),
   "pulsebase.admin.v1.CmsService/GetCmsUsage": op([ok((fx) => ({ appId: fx.appId, fromDay: "2020-01-01", toDay: "2020-01-07" })), err("invalid", "invalid_argument", (fx) => ({ appId: fx.appId, fromDay: "first of May" }))]),
 
   "pulsebase.admin.v1.DatabaseService/CreateDatabase": op([
-    ok((fx, x) => ({ teamId: fx.scratchTeamId, name: `made-${x.n}` }), async (p) => ({ n: String(p.n) })),
+    heavy(ok((fx, x) => ({ teamId: fx.scratchTeamId, name: `made-${x.n}` }), async (p) => ({ n: String(p.n) }))),
     err("invalid", "invalid_argument", (fx) => ({ teamId: fx.scratchTeamId, name: "", kind: "DATABASE_KIND_REMOTE", url: "ftp://x" })),
   ]),
   "pulsebase.admin.v1.DatabaseService/ProvisionDatabase": op([err("not-found", "not_found", () => ({ id: NO_ID })), err("stable", undefined, (fx) => ({ id: fx.dbId }))]),
   "pulsebase.admin.v1.DatabaseService/GetDatabase": op([ok((fx) => ({ id: fx.dbId })), err("not-found", "not_found", () => ({ id: NO_ID }))]),
   "pulsebase.admin.v1.DatabaseService/ListDatabases": op([ok((fx) => ({ teamId: fx.teamId }))]),
   "pulsebase.admin.v1.DatabaseService/LinkDatabase": op([
-    ok((_fx, x) => ({ databaseId: x.dbId!, appId: x.appId! }), async (p) => ({ ...(await freshDb(p)), ...(await freshApp(p)) })),
+    heavy(ok((_fx, x) => ({ databaseId: x.dbId!, appId: x.appId! }), async (p) => ({ ...(await freshDb(p)), ...(await freshApp(p)) }))),
     err("not-found", "not_found", (fx) => ({ databaseId: NO_ID, appId: fx.scratchAppId })),
   ]),
   "pulsebase.admin.v1.DatabaseService/UnlinkDatabase": op([
-    ok((_fx, x) => ({ databaseId: x.dbId!, appId: x.appId! }), async (p) => {
+    heavy(ok((_fx, x) => ({ databaseId: x.dbId!, appId: x.appId! }), async (p) => {
       const ids = { ...(await freshDb(p)), ...(await freshApp(p)) };
       await p.admin("/pulsebase.admin.v1.DatabaseService/LinkDatabase", { databaseId: ids.dbId, appId: ids.appId });
       return ids;
-    }),
+    })),
     err("not-linked", undefined, (fx) => ({ databaseId: fx.dbId, appId: fx.scratchAppId })),
   ]),
-  "pulsebase.admin.v1.DatabaseService/SuspendDatabase": op([ok((_fx, x) => ({ id: x.dbId! }), freshDb), err("not-found", "not_found", () => ({ id: NO_ID }))]),
+  "pulsebase.admin.v1.DatabaseService/SuspendDatabase": op([heavy(ok((_fx, x) => ({ id: x.dbId! }), freshDb)), err("not-found", "not_found", () => ({ id: NO_ID }))]),
   "pulsebase.admin.v1.DatabaseService/ResumeDatabase": op([
-    ok((_fx, x) => ({ id: x.dbId! }), async (p) => {
+    heavy(ok((_fx, x) => ({ id: x.dbId! }), async (p) => {
       const ids = await freshDb(p);
       await p.admin("/pulsebase.admin.v1.DatabaseService/SuspendDatabase", { id: ids.dbId });
       return ids;
-    }),
+    })),
     err("not-found", "not_found", () => ({ id: NO_ID })),
   ]),
-  "pulsebase.admin.v1.DatabaseService/DeleteDatabase": op([ok((_fx, x) => ({ id: x.dbId! }), freshDb), err("not-found", "not_found", () => ({ id: NO_ID }))]),
+  "pulsebase.admin.v1.DatabaseService/DeleteDatabase": op([heavy(ok((_fx, x) => ({ id: x.dbId! }), freshDb)), err("not-found", "not_found", () => ({ id: NO_ID }))]),
 
   "pulsebase.admin.v1.FunctionService/CreateFunction": op([
     ok((fx, x) => ({ appId: fx.scratchAppId, name: `made-${x.n}`, code: FN_CODE.echo, timeoutMs: 2000 }), async (p) => ({ n: String(p.n) })),
@@ -333,22 +341,22 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
   "pulsebase.admin.v1.FunctionService/GetFunction": op([ok((fx) => ({ id: fx.readerFnId })), err("not-found", "not_found", () => ({ id: NO_ID }))]),
   "pulsebase.admin.v1.FunctionService/ListFunctions": op([ok((fx) => ({ appId: fx.appId }))]),
   "pulsebase.admin.v1.FunctionService/UpdateFunctionSettings": op([
-    ok((_fx, x) => ({ id: x.fnId!, timeoutMs: 3000, memoryMb: 64, invocationsPerMinute: 100 }), freshFn),
+    heavy(ok((_fx, x) => ({ id: x.fnId!, timeoutMs: 3000, memoryMb: 64, invocationsPerMinute: 100 }), freshFn)),
     err("invalid", "invalid_argument", (fx) => ({ id: fx.scratchFnId, timeoutMs: 10_000_000 })),
   ]),
-  "pulsebase.admin.v1.FunctionService/DeleteFunction": op([ok((_fx, x) => ({ id: x.fnId! }), freshFn), err("not-found", "not_found", () => ({ id: NO_ID }))]),
+  "pulsebase.admin.v1.FunctionService/DeleteFunction": op([heavy(ok((_fx, x) => ({ id: x.fnId! }), freshFn)), err("not-found", "not_found", () => ({ id: NO_ID }))]),
   "pulsebase.admin.v1.FunctionService/SetSecret": op([
-    ok((_fx, x) => ({ functionId: x.fnId!, name: "API_KEY", value: "s3cret" }), freshFn),
+    heavy(ok((_fx, x) => ({ functionId: x.fnId!, name: "API_KEY", value: "s3cret" }), freshFn)),
     err("invalid", "invalid_argument", (fx) => ({ functionId: fx.scratchFnId, name: "bad name", value: "" })),
   ]),
   "pulsebase.admin.v1.FunctionService/DeleteSecret": op([err("not-found", undefined, (fx) => ({ functionId: fx.readerFnId, name: "NOPE" }))]),
   "pulsebase.admin.v1.FunctionService/DeployVersion": op([
-    ok((_fx, x) => ({ functionId: x.fnId!, code: FN_CODE.kv, activate: true }), freshFn),
+    heavy(ok((_fx, x) => ({ functionId: x.fnId!, code: FN_CODE.kv, activate: true }), freshFn)),
     err("syntax-error", "invalid_argument", (fx) => ({ functionId: fx.scratchFnId, code: "export default function ( {" })),
   ]),
   "pulsebase.admin.v1.FunctionService/ListVersions": op([ok((fx) => ({ functionId: fx.readerFnId, includeCode: true }))]),
   "pulsebase.admin.v1.FunctionService/GetVersion": op([ok((fx) => ({ functionId: fx.readerFnId, version: 1 })), err("not-found", "not_found", (fx) => ({ functionId: fx.readerFnId, version: 99 }))]),
-  "pulsebase.admin.v1.FunctionService/ActivateVersion": op([ok((_fx, x) => ({ functionId: x.fnId!, version: 1 }), freshFn), err("not-found", "not_found", (fx) => ({ functionId: fx.readerFnId, version: 99 }))]),
+  "pulsebase.admin.v1.FunctionService/ActivateVersion": op([heavy(ok((_fx, x) => ({ functionId: x.fnId!, version: 1 }), freshFn)), err("not-found", "not_found", (fx) => ({ functionId: fx.readerFnId, version: 99 }))]),
   "pulsebase.admin.v1.FunctionService/CreateHttpTrigger": op([
     ok((fx, x) => ({ functionId: fx.scratchFnId, slug: `made-${x.n}`, enabled: true, auth: "consumer" }), async (p) => ({ n: String(p.n) })),
     err("invalid", "invalid_argument", (fx) => ({ functionId: fx.scratchFnId, slug: "Bad Slug", auth: "sometimes" })),
@@ -396,7 +404,7 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
     ok((_fx, x) => ({ consumerId: x.consumerId! }), async (p) => ({ consumerId: (await p.registerConsumer(p.fx.scratchAppKey, `deleted-${p.n}`)).id })),
     err("not-found", "not_found", () => ({ consumerId: NO_ID })),
   ]),
-  "pulsebase.admin.v1.IdentityService/ListSessions": op([ok((fx) => ({ consumerId: fx.consumerId, pageSize: 5 }))]),
+  "pulsebase.admin.v1.IdentityService/ListSessions": op([ok((fx) => ({ consumerId: fx.listedConsumerId, pageSize: 5 }))]),
 
   "pulsebase.admin.v1.SqlService/RunSql": op([
     ok((fx) => ({ appId: fx.appId, sql: "SELECT count(*) AS n, max(name) AS last FROM items" })),
