@@ -62,7 +62,8 @@ export interface Case {
   slow?: boolean;
   /**
    * Costly on the server (index builds, password hashing, new database
-   * files): sent plain only; the variants go to the method's next case.
+   * files), as is every case with a `prepare`: sent plain, over one HTTP
+   * version per protocol; the variants go to the method's next case.
    */
   heavy?: boolean;
 }
@@ -102,7 +103,7 @@ export const DEVICE: Record<string, { auth: Auth; cases: Case[] }> = {
   },
   "pulsebase.platform.v1.AnalyticsService/BatchEvents": {
     auth: "consumer",
-    cases: [ok((fx) => ({ events: [{ name: "batched", metadata: { sku: "b2" }, sessionId: fx.sessionId }, { name: "open", metadata: { a: "b" }, sessionId: fx.sessionId }] })), err("invalid", "invalid_argument", () => ({ events: [{ name: "ok" }, { name: "" }] }))],
+    cases: [ok((fx) => ({ events: [{ name: "batched", metadata: { sku: "b2" }, sessionId: fx.sessionId }, { name: "open", metadata: { sku: "c3" }, sessionId: fx.sessionId }] })), err("invalid", "invalid_argument", () => ({ events: [{ name: "ok" }, { name: "" }] }))],
   },
   "pulsebase.platform.v1.AnalyticsService/RecordLog": {
     auth: "consumer",
@@ -164,7 +165,7 @@ export const DEVICE: Record<string, { auth: Auth; cases: Case[] }> = {
   "pulsebase.platform.v1.DatabaseService/Batch": {
     auth: "consumer",
     cases: [
-      ok(() => ({ statements: [{ sql: "SELECT count(*) AS n FROM items" }, { sql: "SELECT name FROM items WHERE id = ?", params: [3] }], transaction: true })),
+      ok(() => ({ statements: [{ sql: "SELECT count(*) AS n FROM items", params: [] }, { sql: "SELECT name FROM items WHERE id = ?", params: [3] }], transaction: true })),
       err("invalid", "invalid_argument", () => ({ statements: [] })),
     ],
   },

@@ -266,11 +266,12 @@ export function observe(r: WireRequest, res: RawResponse): Observation {
           ? toJson(r.output, fromJson(r.output, JSON.parse(body.toString("utf8"))))
           : toJson(r.output, fromBinary(r.output, body));
       } else {
-        const e = JSON.parse(body.toString("utf8")) as { code: string; message?: string; details?: { type: string; value: string }[] };
+        const e = JSON.parse(body.toString("utf8")) as { code: string; message?: string; details?: { type: string; value: string; debug?: JsonValue }[] };
         obs.error = {
           code: e.code,
           message: e.message ?? "",
-          details: (e.details ?? []).map((d) => decodeDetail(d.type, Buffer.from(d.value, "base64"))),
+          // "debug": connect-es's JSON rendering of the detail, which `buf curl` shows.
+          details: (e.details ?? []).map((d) => ({ ...(decodeDetail(d.type, Buffer.from(d.value, "base64")) as object), ...(d.debug === undefined ? {} : { debug: d.debug }) })),
         };
       }
       return obs;
