@@ -27,7 +27,9 @@ export type Variant =
   /** A deadline header that is not a valid value. */
   | "bad-deadline"
   /** No credentials (the case's own headers are dropped). */
-  | "no-auth";
+  | "no-auth"
+  /** A body that does not parse: truncated JSON, a truncated field, a frame shorter than its length prefix. */
+  | "malformed";
 
 export interface WireRequest {
   path: string;
@@ -59,6 +61,8 @@ function frame(payload: Buffer, compressed: boolean, flags = 0): Buffer {
 
 /** Deterministic gzip (level and header fixed), so both servers get the same bytes. */
 const gzip = (b: Buffer) => gzipSync(b, { level: 6 });
+/** A length-delimited field 1 that says 5 bytes and has 2. */
+const TRUNCATED_FIELD = Buffer.from([0x0a, 0x05, 0x61, 0x62]);
 
 export function build(r: WireRequest): Built {
   const msg = fromJson(r.input, r.json);
@@ -70,9 +74,10 @@ export function build(r: WireRequest): Built {
       // The JSON the way clients write it (camelCase names), with an extra key for "unknown-field".
       const text = toJson(r.input, msg) as Record<string, JsonValue>;
       body = Buffer.from(JSON.stringify(r.variant === "unknown-field" ? { ...text, conformanceUnknownField: 1 } : text));
+      if (r.variant === "malformed") body = body.subarray(0, Math.max(1, body.length - 1));
       headers["content-type"] = "application/json";
     } else {
-      body = r.variant === "unknown-field" ? Buffer.concat([binary, UNKNOWN_TAG]) : binary;
+      body = r.variant === "unknown-field" ? Buffer.concat([binary, UNKNOWN_TAG]) : r.variant === "malformed" ? TRUNCATED_FIELD : binary;
       headers["content-type"] = "application/proto";
     }
     headers["connect-protocol-version"] = "1";
@@ -84,9 +89,12 @@ export function build(r: WireRequest): Built {
     if (r.variant === "deadline") headers["connect-timeout-ms"] = String(r.timeoutMs ?? 100);
     if (r.variant === "bad-deadline") headers["connect-timeout-ms"] = "soon";
   } else {
-    const payload = r.variant === "unknown-field" ? Buffer.concat([binary, UNKNOWN_TAG]) : binary;
+    const payload = r.variant === "unknown-field" ? Buffer.concat([binary, UNKNOWN_TAG]) : r.variant === "malformed" ? TRUNCATED_FIELD : binary;
     const compressed = r.variant === "gzip-request";
     body = frame(compressed ? gzip(payload) : payload, compressed);
+    // gRPC-Web: the frame's length prefix promises more than the body carries
+    // (gRPC: a whole frame around the truncated field).
+    if (r.variant === "malformed" && r.protocol === "grpc-web") body = Buffer.concat([Buffer.from([0, 0, 0, 0, 100]), payload]);
     if (r.protocol === "grpc") {
       headers["content-type"] = "application/grpc+proto";
       headers.te = "trailers";
