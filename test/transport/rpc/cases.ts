@@ -79,7 +79,7 @@ const b64 = (s: string) => Buffer.from(s).toString("base64");
 /** Code of the seed's functions: echo answers the request; kv stores a key; slow busy-waits. */
 export const FN_CODE = {
   echo: "export default async function (req, ctx) { return { status: 200, body: { method: req.method, body: req.body, consumer: ctx.consumer ? 'yes' : 'no' } }; }",
-  slow: "export default function () { const end = Date.now() + 600; while (Date.now() < end) {} return { late: true }; }",
+  slow: "export default function () { const end = Date.now() + 400; while (Date.now() < end) {} return { late: true }; }",
   kv: "export default async function (req, ctx) { await ctx.kv.put('greeting', 'hello'); return { stored: true }; }",
 };
 
@@ -147,7 +147,8 @@ export const DEVICE: Record<string, { auth: Auth; cases: Case[] }> = {
     cases: [
       // A consumer per send: tokens are limited per consumer (token-issue-limiter.ts).
       ok((fx, x) => ({ appKey: fx.scratchAppKey, consumerId: x.consumerId!, deviceId: `issue-${x.n}` }), async (p) => ({ consumerId: (await p.registerConsumer(p.fx.scratchAppKey, `issue-${p.n}`)).id })),
-      err("mismatch", undefined, (fx) => ({ appKey: fx.appKey, consumerId: fx.consumerId, deviceId: "not-this-device" })),
+      // (An unknown consumer is not charged to any consumer's limit.)
+      err("unknown-consumer", undefined, (fx) => ({ appKey: fx.appKey, consumerId: NO_ID, deviceId: "some-device" })),
       err("invalid", "invalid_argument", () => ({ appKey: "" })),
     ],
   },
@@ -234,8 +235,9 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
   "pulsebase.admin.v1.AccountService/GetSetupStatus": { auth: "none", cases: [ok(() => ({}))] },
   "pulsebase.admin.v1.AccountService/CompleteSetup": none([heavy(err("bad-token", undefined, () => ({ setupToken: "wrong", name: "A", email: "a@example.org", password: "correct horse battery staple", teamName: "T" })))]),
   "pulsebase.admin.v1.AccountService/Login": none([
-    err("invalid", undefined, () => ({ email: "not an email", password: "" })),
-    heavy(err("bad-password", undefined, () => ({ email: "nobody@example.org", password: "not the password" }))),
+    // An account per send: failed attempts lock an account (login-limiter.ts).
+    err("invalid", undefined, (_fx, x) => ({ email: `not an email ${x.n}`, password: "" })),
+    heavy(err("bad-password", undefined, (_fx, x) => ({ email: `nobody${x.n}@example.org`, password: "not the password" }))),
   ]),
   "pulsebase.admin.v1.AccountService/Logout": op([err("operator", undefined, () => ({}))]),
   "pulsebase.admin.v1.AccountService/LogoutEverywhere": op([err("operator", undefined, () => ({}))]),
@@ -363,7 +365,8 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
     err("invalid", "invalid_argument", (fx) => ({ functionId: fx.scratchFnId, slug: "Bad Slug", auth: "sometimes" })),
   ]),
   "pulsebase.admin.v1.FunctionService/CreateEventTrigger": op([
-    ok((fx) => ({ functionId: fx.scratchFnId, source: "cms", target: "note", operations: ["insert"], enabled: true })),
+    // Disabled: the scratch app's entries (made by other cases) must not start runs.
+    ok((fx) => ({ functionId: fx.scratchFnId, source: "cms", target: "note", operations: ["insert"], enabled: false })),
     err("invalid", "invalid_argument", (fx) => ({ functionId: fx.scratchFnId, source: "weather", target: "" })),
   ]),
   "pulsebase.admin.v1.FunctionService/CreateScheduleTrigger": op([
