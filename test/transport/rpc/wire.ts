@@ -201,7 +201,7 @@ export interface Observation {
   message?: JsonValue;
   /** The error as the protocol carries it, details decoded. */
   error?: { code: string | number; message: string; details: JsonValue[] };
-  /** gRPC and gRPC-Web frames: their flags (compressed, trailers), in order. */
+  /** gRPC and gRPC-Web message frames, in order, and whether each was compressed. */
   frames?: string[];
   problem?: string;
 }
@@ -247,6 +247,8 @@ function decodeStatus(bin: Buffer): { code: number; message: string; details: Js
   }
   return out;
 }
+
+const STATUS_KEYS = new Set(["grpc-status", "grpc-message", "grpc-status-details-bin"]);
 
 function parseGrpcWebTrailers(text: string): Record<string, string> {
   const out: Record<string, string> = {};
@@ -296,12 +298,22 @@ export function observe(r: WireRequest, res: RawResponse): Observation {
       at += 5 + len;
       if (flags & 1) payload = gunzipSync(payload);
       // (Lengths vary with the ids inside; the decoded message is compared.)
-      frames.push(`flags=${flags}${flags & 1 ? " (gzip)" : ""}`);
-      if (flags & 0x80) trailers = { ...trailers, ...parseGrpcWebTrailers(payload.toString("latin1")) };
-      else obs.message = toJson(r.output, fromBinary(r.output, payload));
+      if (flags & 0x80) {
+        trailers = { ...trailers, ...parseGrpcWebTrailers(payload.toString("latin1")) };
+      } else {
+        obs.message = toJson(r.output, fromBinary(r.output, payload));
+        frames.push(`message${flags & 1 ? " (gzip)" : ""}`);
+      }
     }
+    // A status may travel in the response headers alone ("Trailers-Only") or
+    // after the message (h2 trailers, gRPC-Web's trailer frame): the gRPC
+    // HTTP/2 and gRPC-Web specs allow both for an error and every client
+    // reads both, so the status is compared wherever it came, as trailers.
     obs.frames = frames;
-    if (r.protocol === "grpc-web") obs.trailers = meaningful(trailers);
+    const status: Record<string, string> = {};
+    for (const [k, v] of Object.entries(trailers)) if (STATUS_KEYS.has(k) || res.headers[k] === undefined) status[k] = v;
+    for (const k of STATUS_KEYS) delete obs.headers[k];
+    obs.trailers = meaningful(status);
     obs.error = grpcError(trailers);
     if (obs.error) delete obs.message;
   } catch (e) {
