@@ -16,6 +16,7 @@ import { compressionGzip, createConnectTransport, createGrpcTransport, createGrp
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
+import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
 import { SqlService } from "../../gen/pulsebase/admin/v1/sql_pb.js";
 import { ErrorDetailSchema, type ErrorDetail } from "../../gen/pulsebase/common/v1/error_pb.js";
 import { AnalyticsService, RecordEventRequestSchema, EventSchema } from "../../gen/pulsebase/platform/v1/analytics_pb.js";
@@ -84,6 +85,32 @@ describe("connect-es clients (@connectrpc/connect-node)", () => {
       const anonymous = await createClient(SessionService, transport).startSession({}).catch((e: unknown) => ConnectError.from(e));
       expect((anonymous as ConnectError).code).toBe(Code.Unauthenticated);
       expect((anonymous as ConnectError).findDetails(ErrorDetailSchema)[0]?.code).toBe("unauthenticated");
+    });
+  }
+});
+
+describe("connect-es clients on the admin listener (cleartext: HTTP/1.1 and h2c)", () => {
+  const operator = () => ({ authorization: `Bearer ${s.operatorToken}` });
+  const ADMIN: Record<string, () => Transport> = {
+    "gRPC over h2c": () => createGrpcTransport({ baseUrl: s.adminUrl }),
+    "Connect binary over h2c": () => createConnectTransport({ baseUrl: s.adminUrl, httpVersion: "2", useBinaryFormat: true }),
+    "gRPC-Web over HTTP/1.1": () => createGrpcWebTransport({ baseUrl: s.adminUrl, httpVersion: "1.1" }),
+  };
+  for (const [name, make] of Object.entries(ADMIN)) {
+    it(name, async () => {
+      const transport = make();
+      const sql = createClient(SqlService, transport);
+      const apps = await createClient(IdentityService, transport).listApps({}, { headers: operator() });
+      const appId = apps.apps.find((a) => a.name === "rpc clients")!.id;
+      const r = await sql.runSql({ appId, sql: "SELECT count(*) AS n FROM notes" }, { headers: operator() });
+      expect(r.results[0]?.columns).toEqual(["n"]);
+
+      const missing = await createClient(IdentityService, transport).getApp({ key: { case: "id", value: 999_999_999n } }, { headers: operator() }).catch((e: unknown) => ConnectError.from(e));
+      expect((missing as ConnectError).code).toBe(Code.NotFound);
+      expect((missing as ConnectError).findDetails(ErrorDetailSchema)[0]?.httpStatus).toBe(404);
+
+      const anonymous = await sql.runSql({ appId, sql: "SELECT 1" }).catch((e: unknown) => ConnectError.from(e));
+      expect((anonymous as ConnectError).code).toBe(Code.Unauthenticated);
     });
   }
 });
