@@ -37,6 +37,8 @@ export interface Fx {
   scratchAppId: string;
   scratchAppKey: string;
   scratchFnId: string;
+  /** A function of the scratch app that stores the kv key in its payload. */
+  scratchKvFnId: string;
   [k: string]: string;
 }
 
@@ -80,7 +82,7 @@ const b64 = (s: string) => Buffer.from(s).toString("base64");
 export const FN_CODE = {
   echo: "export default async function (req, ctx) { return { status: 200, body: { method: req.method, body: req.body, consumer: ctx.consumer ? 'yes' : 'no' } }; }",
   slow: "export default function () { const end = Date.now() + 400; while (Date.now() < end) {} return { late: true }; }",
-  kv: "export default async function (req, ctx) { await ctx.kv.put('greeting', 'hello'); return { stored: true }; }",
+  kv: "export default async function (req, ctx) { await ctx.kv.put(req?.key ?? 'greeting', 'hello'); return { stored: true }; }",
 };
 
 // Fresh resources, per send.
@@ -92,6 +94,17 @@ const freshType = async (p: Prep) => {
   await p.admin("/pulsebase.admin.v1.CmsService/CreateContentType", { appId: p.fx.scratchAppId, contentType: { slug: `fresh${p.n}`, name: "Fresh", fields: [{ name: "title", type: "text" }] } });
   return { slug: `fresh${p.n}` };
 };
+/** A team whose owner and one more member are new users; the member is `userId`. */
+const freshTeam = async (p: Prep) => {
+  const user = async (who: string) => String((await p.admin("/pulsebase.admin.v1.IdentityService/CreateUser", { name: who, email: `${who}${p.n}@example.org` })).id);
+  const owner = await user("owner");
+  const member = await user("member");
+  const team = await p.admin("/pulsebase.admin.v1.IdentityService/CreateTeam", { name: `team ${p.n}`, memberUserIds: [owner, member] });
+  return { teamId: String(team.id), userId: member };
+};
+const freshInvitation = async (p: Prep) => ({
+  token: String((await p.admin("/pulsebase.admin.v1.AccountService/CreateInvitation", { teamId: p.fx.scratchTeamId, email: `invited${p.n}@example.org`, role: 2 })).token),
+});
 const freshTrigger = async (p: Prep) => ({
   triggerId: String((await p.admin("/pulsebase.admin.v1.FunctionService/CreateHttpTrigger", { functionId: p.fx.scratchFnId, slug: `trig-${p.n}`, enabled: true, auth: "signed", signingSecret: "whsec_0123456789abcdef" })).id),
 });
@@ -243,8 +256,11 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
   "pulsebase.admin.v1.AccountService/LogoutEverywhere": op([err("operator", undefined, () => ({}))]),
   "pulsebase.admin.v1.AccountService/GetMe": op([err("operator", undefined, () => ({}))]),
   "pulsebase.admin.v1.AccountService/ListMembers": op([ok((fx) => ({ teamId: fx.quietTeamId })), err("not-found", undefined, () => ({ teamId: NO_ID }))]),
-  "pulsebase.admin.v1.AccountService/SetMemberRole": op([err("not-found", undefined, (fx) => ({ teamId: fx.scratchTeamId, userId: NO_ID, role: 2 }))]),
-  "pulsebase.admin.v1.AccountService/RemoveMember": op([err("not-found", undefined, (fx) => ({ teamId: fx.scratchTeamId, userId: NO_ID }))]),
+  "pulsebase.admin.v1.AccountService/SetMemberRole": op([
+    ok((_fx, x) => ({ teamId: x.teamId!, userId: x.userId!, role: 3 }), freshTeam),
+    err("not-found", undefined, (fx) => ({ teamId: fx.scratchTeamId, userId: NO_ID, role: 2 })),
+  ]),
+  "pulsebase.admin.v1.AccountService/RemoveMember": op([ok((_fx, x) => ({ teamId: x.teamId!, userId: x.userId! }), freshTeam), err("not-found", undefined, (fx) => ({ teamId: fx.scratchTeamId, userId: NO_ID }))]),
   "pulsebase.admin.v1.AccountService/CreateInvitation": op([
     ok((fx, x) => ({ teamId: fx.scratchTeamId, email: `invite${x.n}@example.org`, role: 2 }), async (p) => ({ n: String(p.n) })),
     err("invalid", "invalid_argument", (fx) => ({ teamId: fx.scratchTeamId, email: "nope", role: 0 })),
@@ -256,8 +272,11 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
     })),
     err("not-found", "not_found", (fx) => ({ teamId: fx.scratchTeamId, invitationId: NO_ID })),
   ]),
-  "pulsebase.admin.v1.AccountService/GetInvitation": none([err("not-found", undefined, () => ({ token: "no-such-invitation-token" }))]),
-  "pulsebase.admin.v1.AccountService/AcceptInvitation": none([err("not-found", undefined, () => ({ token: "no-such-invitation-token", name: "N", password: "correct horse battery staple" }))]),
+  "pulsebase.admin.v1.AccountService/GetInvitation": none([ok((_fx, x) => ({ token: x.token! }), freshInvitation), err("not-found", undefined, () => ({ token: "no-such-invitation-token" }))]),
+  "pulsebase.admin.v1.AccountService/AcceptInvitation": none([
+    heavy(ok((_fx, x) => ({ token: x.token!, name: "Invited", password: "correct horse battery staple" }), freshInvitation)),
+    err("not-found", undefined, () => ({ token: "no-such-invitation-token", name: "N", password: "correct horse battery staple" })),
+  ]),
   "pulsebase.admin.v1.AccountService/ListAuditLog": op([ok((fx) => ({ teamId: fx.quietTeamId, pageSize: 10 })), err("invalid", undefined, (fx) => ({ teamId: fx.quietTeamId, pageToken: "garbage!" }))]),
 
   "pulsebase.admin.v1.AnalyticsService/ListEvents": op([ok((fx) => ({ filter: { appId: fx.appId } })), err("invalid", "invalid_argument", (fx) => ({ filter: { appId: fx.appId, pageSize: 100000 } }))]),
@@ -352,7 +371,14 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
     heavy(ok((_fx, x) => ({ functionId: x.fnId!, name: "API_KEY", value: "s3cret" }), freshFn)),
     err("invalid", "invalid_argument", (fx) => ({ functionId: fx.scratchFnId, name: "bad name", value: "" })),
   ]),
-  "pulsebase.admin.v1.FunctionService/DeleteSecret": op([err("not-found", undefined, (fx) => ({ functionId: fx.readerFnId, name: "NOPE" }))]),
+  "pulsebase.admin.v1.FunctionService/DeleteSecret": op([
+    ok((_fx, x) => ({ functionId: x.fnId!, name: "API_KEY" }), async (p) => {
+      const made = await freshFn(p);
+      await p.admin("/pulsebase.admin.v1.FunctionService/SetSecret", { functionId: made.fnId, name: "API_KEY", value: "s3cret" });
+      return made;
+    }),
+    err("not-found", undefined, (fx) => ({ functionId: fx.readerFnId, name: "NOPE" })),
+  ]),
   "pulsebase.admin.v1.FunctionService/DeployVersion": op([
     heavy(ok((_fx, x) => ({ functionId: x.fnId!, code: FN_CODE.kv, activate: true }), freshFn)),
     err("syntax-error", "invalid_argument", (fx) => ({ functionId: fx.scratchFnId, code: "export default function ( {" })),
@@ -385,7 +411,13 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
   "pulsebase.admin.v1.FunctionService/ListInvocations": op([ok((fx) => ({ functionId: fx.readerFnId, pageSize: 5 }))]),
   "pulsebase.admin.v1.FunctionService/ListKvEntries": op([ok((fx) => ({ appId: fx.appId, prefix: "gr" }))]),
   "pulsebase.admin.v1.FunctionService/GetKvEntry": op([ok((fx) => ({ appId: fx.appId, key: "greeting" })), err("not-found", "not_found", (fx) => ({ appId: fx.appId, key: "nope" }))]),
-  "pulsebase.admin.v1.FunctionService/DeleteKvEntry": op([err("absent", undefined, (fx) => ({ appId: fx.appId, key: "nope" })), err("invalid", undefined, (fx) => ({ appId: fx.appId, key: "" }))]),
+  "pulsebase.admin.v1.FunctionService/DeleteKvEntry": op([
+    // The scratch app's kv function stores the key it is given.
+    ok((fx, x) => ({ appId: fx.scratchAppId, key: `key-${x.n}` }), async (p) => {
+      await p.admin("/pulsebase.admin.v1.FunctionService/RunFunction", { functionId: p.fx.scratchKvFnId, payload: { key: `key-${p.n}` } });
+      return {};
+    }),
+    err("absent", undefined, (fx) => ({ appId: fx.appId, key: "nope" })), err("invalid", undefined, (fx) => ({ appId: fx.appId, key: "" }))]),
   "pulsebase.admin.v1.FunctionService/ListFunctionDeadLetters": op([ok((fx) => ({ appId: fx.appId, pageSize: 5 }))]),
   "pulsebase.admin.v1.FunctionService/ReplayFunctionDeadLetters": op([err("unknown-ids", undefined, (fx) => ({ appId: fx.appId, ids: [NO_ID] }))]),
 

@@ -86,6 +86,7 @@ async function seed(label: string, env: Record<string, string>): Promise<Side> {
   const schedule = await admin("/pulsebase.admin.v1.FunctionService/CreateScheduleTrigger", { functionId: reader.id!, cron: "0 4 * * *", timezone: "UTC", missedTicks: "skip", enabled: false });
   await admin("/pulsebase.admin.v1.FunctionService/RunFunction", { functionId: reader.id!, payload: { seed: true } });
   const scratchFn = await fn(scratch.appId, "scratch", FN_CODE.echo);
+  const scratchKvFn = await fn(scratch.appId, "scratch-kv", FN_CODE.kv);
 
   const note: JsonValue = { slug: "note", name: "Note", fields: [{ name: "title", type: "text", searchable: true }, { name: "stars", type: "number", searchable: false }], sortableFields: ["stars"], filterableFields: ["stars"] };
   await admin("/pulsebase.admin.v1.CmsService/CreateContentType", { appId: String(stable.appId), contentType: note });
@@ -132,6 +133,7 @@ async function seed(label: string, env: Record<string, string>): Promise<Side> {
     scratchAppId: String(scratch.appId),
     scratchAppKey: scratch.appKey,
     scratchFnId: String(scratchFn.id),
+    scratchKvFnId: String(scratchKvFn.id),
   };
   const names = new Map<string, string>();
   for (const [k, v] of Object.entries(fx)) names.set(v, `<${k}>`);
@@ -190,6 +192,8 @@ function normalizeObservation(side: Side, o: Observation): unknown {
   const headers = { ...o.headers };
   if (headers.etag) headers.etag = "<etag>";
   if (headers["retry-after"]) headers["retry-after"] = "<seconds>";
+  // A new session's secret; its attributes are compared.
+  if (headers["set-cookie"]) headers["set-cookie"] = headers["set-cookie"].replace(/=[^;,]+/, "=<secret>");
   const trailers = { ...o.trailers };
   for (const h of [headers, trailers]) {
     if (h["grpc-status-details-bin"]) h["grpc-status-details-bin"] = "<decoded in error.details>";
