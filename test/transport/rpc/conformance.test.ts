@@ -105,10 +105,10 @@ async function seed(label: string, env: Record<string, string>): Promise<Side> {
   await device("/pulsebase.platform.v1.AnalyticsService/RecordBreadcrumb", { name: "seeded" });
   const filter = { filter: { appId: String(stable.appId) } };
   const first = (key: string) => async (r: Record<string, JsonValue>) => ((r[key] as { id: string }[] | undefined)?.[0]?.id);
-  const eventId = await until(async () => first("events")(await admin("/pulsebase.admin.v1.AnalyticsService/ListEvents", filter)), 30_000);
-  const logId = await until(async () => first("logs")(await admin("/pulsebase.admin.v1.AnalyticsService/ListLogs", filter)), 30_000);
-  const breadcrumbId = await until(async () => first("breadcrumbs")(await admin("/pulsebase.admin.v1.AnalyticsService/ListBreadcrumbs", filter)), 30_000);
-  await until(async () => first("invocations")(await admin("/pulsebase.admin.v1.FunctionService/ListInvocations", { functionId: reader.id! })), 30_000);
+  const eventId = await until(async () => first("events")(await admin("/pulsebase.admin.v1.AnalyticsService/ListEvents", filter)), 60_000);
+  const logId = await until(async () => first("logs")(await admin("/pulsebase.admin.v1.AnalyticsService/ListLogs", filter)), 60_000);
+  const breadcrumbId = await until(async () => first("breadcrumbs")(await admin("/pulsebase.admin.v1.AnalyticsService/ListBreadcrumbs", filter)), 60_000);
+  await until(async () => first("invocations")(await admin("/pulsebase.admin.v1.FunctionService/ListInvocations", { functionId: reader.id! })), 60_000);
 
   const fx: Fx = {
     teamId: String(stable.teamId),
@@ -146,7 +146,7 @@ beforeAll(async () => {
     seed("default", {}),
     seed("connect-node", { PULSEBASE_RPC_PIPELINE: "connect-node" }),
   ]);
-}, 120_000);
+}, 180_000);
 afterAll(async () => {
   for (const side of [fast, ref]) {
     side?.pub.close();
@@ -451,7 +451,7 @@ describe("unary RPC conformance against connect-node", () => {
       await until(async () => {
         const r = await call(side.s.adminUrl, "/pulsebase.admin.v1.AnalyticsService/GetQueueStats", {}, { authorization: `Bearer ${side.s.operatorToken}` }, side.s);
         return Number(r.lag ?? 0) === 0 && Number(r.inFlight ?? 0) === 0 ? true : undefined;
-      }, 30_000);
+      }, 60_000);
     }
     const bindings = [...fast.s.app.modules, fast.s.app.console].flatMap((m) => m.admin ?? []);
     const methods = methodsOf(bindings);
