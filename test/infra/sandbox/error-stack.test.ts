@@ -132,6 +132,16 @@ describe("the stack of a thrown error", () => {
     expect(frames[1]).toBe("    at f (rates@v3.js:1:62)");
   });
 
+  it("counts lines as the engine does: \\r\\n, a lone \\r and U+2028 (even inside a string) each end one", async () => {
+    for (const sep of ["\r\n", "\r", "\n"]) {
+      const code = ["// one", "// two", "export default () => { throw new Error('x'); };"].join(sep);
+      const r = await sandbox.run({ ...target([]), code }, input());
+      expect(r.errorStack!.split("\n")[1], JSON.stringify(sep)).toBe("    at default (rates@v3.js:3:30)");
+    }
+    const ls = await sandbox.run(target(["const s = 'a\u2028b';", "export default () => { throw new Error('x'); };"]), input());
+    expect(ls.errorStack!.split("\n")[1]).toBe("    at default (rates@v3.js:3:30)");
+  });
+
   it("the module is named function.js when the caller names nothing", async () => {
     const r = await sandbox.run(target(['export default () => { throw new Error("x"); };'], { fileName: undefined }), input());
     expect(r.errorStack).toBe("Error: x\n    at default (function.js:1:30)\n    at <platform>");
