@@ -17,7 +17,7 @@
 // host stops answering it. Timers (timers.ts) are the same: the host enters
 // to run them (entries 4 with `wake`, and 5).
 import { MAX_WAIT_UNTIL_PER_RUN } from "./timers.js";
-import { MAX_RAW_STACK_CHARS, MAX_STACK_FRAMES } from "./error-stack.js";
+import { MAX_ERROR_CHARS, MAX_RAW_STACK_CHARS, MAX_STACK_FRAMES } from "./error-stack.js";
 
 export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTimers, wakeRef) {
   "use strict";
@@ -122,22 +122,27 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
     return left;
   }
 
+  function cut(s) { return s.length > ${MAX_ERROR_CHARS} ? s.slice(0, ${MAX_ERROR_CHARS}) + "…" : s; }
   function errorText(e) {
     try {
-      if (e instanceof ErrorCtor) return StringCtor(e.name) + ": " + StringCtor(e.message);
-      return "Uncaught " + show(e);
+      if (e instanceof ErrorCtor) return cut(StringCtor(e.name) + ": " + StringCtor(e.message));
+      return cut("Uncaught " + show(e));
     } catch (x) { return "Uncaught exception"; }
   }
 
-  // A failed run's output. For a thrown Error also its name, message and raw
-  // stack, which the host cleans (error-stack.ts): read only on failure.
+  // A failed run's output. For a thrown Error also its name, message and the
+  // frames of its stack (the part after "Name: message", which the host
+  // rebuilds), cleaned by the host (error-stack.ts): read only on failure.
   function failed(e) {
     const o = { error: errorText(e), logs: logs, truncated: truncated };
     if (e instanceof ErrorCtor) {
       try {
-        const name = StringCtor(e.name), message = StringCtor(e.message), stack = e.stack;
+        const name = cut(StringCtor(e.name)), message = cut(StringCtor(e.message)), stack = e.stack;
         o.name = name; o.message = message;
-        if (typeof stack === "string") o.stack = stack.length > ${MAX_RAW_STACK_CHARS} ? stack.slice(0, ${MAX_RAW_STACK_CHARS}) : stack;
+        if (typeof stack === "string") {
+          const at = stack.indexOf("\n    at ");
+          o.stack = at < 0 ? "" : stack.slice(at, at + ${MAX_RAW_STACK_CHARS});
+        }
       } catch (x) { /* a getter that throws: the text alone */ }
     }
     return o;

@@ -13,7 +13,9 @@
 export const MAX_STACK_FRAMES = 20;
 /** Characters of an error's stack (its "Name: message" line included). */
 export const MAX_STACK_CHARS = 4096;
-/** What the isolate hands out of an error's raw stack, at most (read by bootstrap.ts). */
+/** An error's name and message, and its "Name: message" text, are cut at this many characters (bootstrap.ts). */
+export const MAX_ERROR_CHARS = 4096;
+/** What the isolate hands out of an error's raw stack (its frames), at most (bootstrap.ts). */
 export const MAX_RAW_STACK_CHARS = 64 * 1024;
 
 /** The module's file name in stack frames: `<function name>@v<version>.js` (names are letters, digits, - and _). */

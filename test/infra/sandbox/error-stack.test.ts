@@ -5,7 +5,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { createSandbox } from "../../../src/infra/sandbox/sandbox.js";
 import type { RunInput, RunTarget } from "../../../src/infra/sandbox/types.js";
-import { cleanFrames, errorStack, MAX_STACK_CHARS, MAX_STACK_FRAMES, moduleFileName } from "../../../src/infra/sandbox/error-stack.js";
+import { cleanFrames, errorStack, MAX_ERROR_CHARS, MAX_STACK_CHARS, MAX_STACK_FRAMES, moduleFileName } from "../../../src/infra/sandbox/error-stack.js";
 
 const sandbox = createSandbox({ capabilities: [], limits: { maxIsolates: 16, isolatesPerVersion: 2 } });
 afterAll(() => sandbox.close());
@@ -140,6 +140,14 @@ describe("the stack of a thrown error", () => {
     }
     const ls = await sandbox.run(target(["const s = 'a\u2028b';", "export default () => { throw new Error('x'); };"]), input());
     expect(ls.errorStack!.split("\n")[1]).toBe("    at default (rates@v3.js:3:30)");
+  });
+
+  it("a huge message is cut at MAX_ERROR_CHARS; the stack keeps its frames", async () => {
+    const r = await sandbox.run(target(["export default () => { throw new Error('x'.repeat(1_000_000)); };"], { memoryMb: 64 }), input());
+    expect(r.error).toBe(`Error: ${"x".repeat(MAX_ERROR_CHARS - 7)}…`);
+    expect(r.errorMessage).toBe(`${"x".repeat(MAX_ERROR_CHARS)}…`);
+    expect(r.errorStack!.length).toBeLessThanOrEqual(MAX_STACK_CHARS);
+    expect(r.errorStack!.split("\n").slice(1)).toEqual(["    at default (rates@v3.js:1:30)", "    at <platform>"]);
   });
 
   it("the module is named function.js when the caller names nothing", async () => {
