@@ -5,9 +5,22 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { createSandbox } from "../../../src/infra/sandbox/sandbox.js";
 import type { RunInput, RunTarget } from "../../../src/infra/sandbox/types.js";
+import type { HostCapability } from "../../../src/kernel/host-capability.js";
+import { appError } from "../../../src/kernel/errors.js";
 import { cleanFrames, errorStack, MAX_ERROR_CHARS, MAX_STACK_CHARS, MAX_STACK_FRAMES, moduleFileName } from "../../../src/infra/sandbox/error-stack.js";
 
-const sandbox = createSandbox({ capabilities: [], limits: { maxIsolates: 16, isolatesPerVersion: 2 } });
+// A host capability whose calls fail, like a ctx.db query on a missing table.
+const failing: HostCapability = {
+  name: "store",
+  busyCode: "unavailable",
+  failureCode: "internal_error",
+  methods: {
+    get() {
+      throw appError("validation_failed", "no such table: notes");
+    },
+  },
+};
+const sandbox = createSandbox({ capabilities: [failing], limits: { maxIsolates: 16, isolatesPerVersion: 2 } });
 afterAll(() => sandbox.close());
 
 let nextVersion = 1;
@@ -63,6 +76,21 @@ describe("the stack of a thrown error", () => {
     const rejected = await sandbox.run(t, input({ reject: true }));
     expect(rejected).toMatchObject({ outcome: "error", errorName: "SyntaxError", errorMessage: "bad input" });
     expect(rejected.errorStack).toBe(["SyntaxError: bad input", "    at handler (rates@v3.js:6:41)", "    at <platform>"].join("\n"));
+  });
+
+  it("a failed host call (ctx.<capability>) points at the line that awaited it", async () => {
+    const t = target([
+      "async function load(store) {",
+      "  const rows = await store.get('notes');", // 2: the await at column 16
+      "  return rows;",
+      "}",
+      "export default async (req, ctx) => {",
+      "  return await load(ctx.store);", // 6: column 10
+      "};",
+    ]);
+    const r = await sandbox.run(t, input());
+    expect(r).toMatchObject({ outcome: "error", errorName: "Error", errorMessage: "no such table: notes" });
+    expect(r.errorStack!.split("\n").slice(1)).toEqual(["    at <platform>", "    at async load (rates@v3.js:2:16)", "    at async default (rates@v3.js:6:10)", "    at <platform>"]);
   });
 
   it("a throw in a timer callback is logged with its stack in the deployed source; so is console.log(error)", async () => {
