@@ -11,6 +11,7 @@ import { createLeasedLimiter, enforce, type RateLimiter } from "../../infra/rate
 import { bucketPolicy } from "../../infra/rate-limit/bucket-policy.js";
 import { localLimiter } from "../../infra/rate-limit/local-limiter.js";
 import type { BackgroundResult, LogLine, RunResult } from "../../infra/sandbox/types.js";
+import { moduleFileName } from "../../infra/sandbox/error-stack.js";
 import type { FunctionStore, ResolvedRow } from "./function-store.js";
 import type { FunctionsConfig } from "./config.js";
 import type { InvocationRecord, InvocationRecorder } from "./invocation-recorder.js";
@@ -31,18 +32,20 @@ export interface HttpCall {
 export type UserErrorLog = (fields: Record<string, unknown>, message: string) => void;
 
 /**
- * The error's name, message and stack. The sandbox reports "Name: message"
- * today (and "Uncaught <value>" for a thrown non-error, or why a run was
- * cut); a result that carries `errorStack` (the sandbox's source-mapped
- * stack) has it passed on.
+ * The error's name, message and stack. A thrown Error comes from the sandbox
+ * with its parts (RunResult.errorName, errorMessage, errorStack); any other
+ * failure has only its text ("Uncaught <value>" for a thrown non-error, or
+ * why a run was cut), split at "Name: " when it starts with one, and no stack.
  */
-export function errorDetailOf(result: Pick<RunResult, "error"> & { errorName?: string; errorStack?: string }, outcome: string): { name: string; message: string; stack: string } {
+export function errorDetailOf(result: Pick<RunResult, "error" | "errorName" | "errorMessage" | "errorStack">, outcome: string): { name: string; message: string; stack: string } {
   const text = result.error ?? "";
   if (outcome === "ok" || text === "") return { name: "", message: "", stack: "" };
+  // (only a failed run has the parts: a later failure, the response's checks or the waitUntil work, replaces an ok run's error)
+  if (result.errorName !== undefined && result.errorMessage !== undefined) {
+    return { name: result.errorName, message: result.errorMessage, stack: result.errorStack ?? "" };
+  }
   const m = /^([A-Za-z_$][\w$]*): ([\s\S]*)$/.exec(text);
-  const name = result.errorName ?? (m ? m[1]! : "");
-  const message = m && (result.errorName === undefined || result.errorName === m[1]) ? m[2]! : text;
-  return { name, message, stack: result.errorStack ?? "" };
+  return m ? { name: m[1]!, message: m[2]!, stack: "" } : { name: "", message: text, stack: "" };
 }
 
 export interface RunReport {
@@ -190,7 +193,7 @@ export function createFunctionRuntime(deps: {
     const r = rq.resolved;
     const { timeoutMs, memoryMb } = effective(r);
     const result: RunResult = await sandbox.run(
-      { versionId: r.version_id!, appId, code: await codeOf(r.version_id!), memoryMb, timeoutMs },
+      { versionId: r.version_id!, appId, code: await codeOf(r.version_id!), memoryMb, timeoutMs, fileName: moduleFileName(r.function_name, r.version ?? 0) },
       { req: rq.req, consumer: rq.consumer, event: rq.event, env: r.env, trigger: rq.triggerKind, requestId: rq.requestId },
     );
     let logs = result.logs;

@@ -69,6 +69,8 @@ export interface ResolvedRow {
   /** Signed HTTP triggers. */
   signed: SignedTrigger | null;
   function_id: number | null;
+  /** The function's name (its module's name in stack frames); "" when no function matched. */
+  function_name: string;
   timeout_ms: number;
   memory_mb: number;
   invocations_per_minute: number;
@@ -98,7 +100,7 @@ export interface Settings {
 
 export function createFunctionStore(sql: Sql) {
   // Columns of a resolved invocation target; `f` and `v` are joined by the caller.
-  const RESOLVED_COLS = `a.id AS app_id, a.plan, f.id AS function_id, f.timeout_ms, f.memory_mb, f.invocations_per_minute, f.active_version,
+  const RESOLVED_COLS = `a.id AS app_id, a.plan, f.id AS function_id, f.name AS function_name, f.timeout_ms, f.memory_mb, f.invocations_per_minute, f.active_version,
     v.id AS version_id, v.version,
     (SELECT COALESCE(jsonb_object_agg(s.name, s.value), '{}'::jsonb) FROM function_secrets s WHERE s.function_id = f.id) AS env`;
 
@@ -114,6 +116,7 @@ export function createFunctionStore(sql: Sql) {
         ? { secret: r.signing_secret as string, header: r.signature_header as string, toleranceS: r.signature_tolerance_s as number }
         : null,
       function_id: (r.function_id as number | null) ?? null,
+      function_name: (r.function_name as string | null) ?? "",
       timeout_ms: r.timeout_ms as number,
       memory_mb: r.memory_mb as number,
       invocations_per_minute: (r.invocations_per_minute as number) ?? 0,

@@ -17,6 +17,7 @@
 // host stops answering it. Timers (timers.ts) are the same: the host enters
 // to run them (entries 4 with `wake`, and 5).
 import { MAX_WAIT_UNTIL_PER_RUN } from "./timers.js";
+import { MAX_ERROR_CHARS, MAX_RAW_STACK_CHARS, MAX_STACK_FRAMES } from "./error-stack.js";
 
 export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTimers, wakeRef, installFetch) {
   "use strict";
@@ -57,6 +58,8 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
       logs[logs.length] = { level: level, message: line };
     };
   }
+  // room for the frames an error's stack keeps (error-stack.ts); a function may change it
+  ErrorCtor.stackTraceLimit = ${MAX_STACK_FRAMES};
   delete globalThis.WebAssembly;
   // Atomics.wait would block the service's thread (a run's synchronous slice
   // runs on it) without using CPU, unseen by the CPU-time budget: no shared
@@ -125,11 +128,30 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
     return left;
   }
 
+  function cut(s) { return s.length > ${MAX_ERROR_CHARS} ? s.slice(0, ${MAX_ERROR_CHARS}) + "…" : s; }
   function errorText(e) {
     try {
-      if (e instanceof ErrorCtor) return StringCtor(e.name) + ": " + StringCtor(e.message);
-      return "Uncaught " + show(e);
+      if (e instanceof ErrorCtor) return cut(StringCtor(e.name) + ": " + StringCtor(e.message));
+      return cut("Uncaught " + show(e));
     } catch (x) { return "Uncaught exception"; }
+  }
+
+  // A failed run's output. For a thrown Error also its name, message and the
+  // frames of its stack (the part after "Name: message", which the host
+  // rebuilds), cleaned by the host (error-stack.ts): read only on failure.
+  function failed(e) {
+    const o = { error: errorText(e), logs: logs, truncated: truncated };
+    if (e instanceof ErrorCtor) {
+      try {
+        const name = cut(StringCtor(e.name)), message = cut(StringCtor(e.message)), stack = e.stack;
+        o.name = name; o.message = message;
+        if (typeof stack === "string") {
+          const at = stack.indexOf("\n    at ");
+          o.stack = at < 0 ? "" : stack.slice(at, at + ${MAX_RAW_STACK_CHARS});
+        }
+      } catch (x) { /* a getter that throws: the text alone */ }
+    }
+    return o;
   }
 
   function shape(result) {
@@ -242,7 +264,7 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
         catch (e) { return { error: "Invalid response: " + errorText(e), logs: logs, truncated: truncated }; }
         return { response: response, logs: logs, truncated: truncated };
       } catch (e) {
-        return { error: errorText(e), logs: logs, truncated: truncated };
+        return failed(e);
       }
     }
   };

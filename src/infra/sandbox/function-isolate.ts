@@ -31,6 +31,7 @@ import { MAX_WEB_BYTES_PER_RUN, MAX_WEB_INPUT_BYTES, WEB_APIS_SOURCE, webHost, t
 import { hostDispatch, HostRun, type HostReply } from "./host-channel.js";
 import { RunWake, TIMERS_SOURCE } from "./timers.js";
 import { FETCH_API_SOURCE, FETCH_CAPABILITIES } from "./fetch-api.js";
+import { cleanLogLine, errorStack } from "./error-stack.js";
 import { deadline } from "../../kernel/deadlines.js";
 import type { HostCapability } from "../../kernel/host-capability.js";
 import type { LogLine, RawResponse, RunInput, SandboxLimits } from "./types.js";
@@ -40,6 +41,10 @@ export class CompileError extends Error {}
 interface RunnerOutput {
   response?: RawResponse;
   error?: string;
+  /** A thrown Error's name, message and raw stack (bootstrap.ts). */
+  name?: string;
+  message?: string;
+  stack?: string;
   logs?: LogLine[];
   truncated?: boolean;
   /** Host calls still pending when the run finished, per capability. */
@@ -63,6 +68,10 @@ export interface IsolateRunOutput {
   kind: "ok" | "error" | "timeout" | "slice";
   response?: RawResponse;
   error?: string;
+  /** A thrown Error's name, message and cleaned stack (error-stack.ts). */
+  errorName?: string;
+  errorMessage?: string;
+  errorStack?: string;
   logs: LogLine[];
   logsTruncated: boolean;
   /** Set when the handler handed work to ctx.waitUntil: the run goes on until this settles. */
@@ -116,7 +125,12 @@ export class FunctionIsolate {
   private early: string | undefined;
   /** The current run's deadline on the isolate's clock (Date.now() ms). */
   private deadlineAt = 0;
-  private constructor(memoryMb: number, private readonly appId: number) {
+  private constructor(
+    memoryMb: number,
+    private readonly appId: number,
+    /** The module's name in stack frames (error-stack.ts). */
+    private readonly fileName: string,
+  ) {
     this.isolate = new ivm.Isolate({ memoryLimit: memoryMb });
   }
 
@@ -124,8 +138,16 @@ export class FunctionIsolate {
    * Creates an isolate and loads the module into it. Throws CompileError with
    * the compiler's (or the top-level code's) message when the code is unusable.
    */
-  static async create(code: string, memoryMb: number, limits: SandboxLimits, appId: number, capabilities: readonly HostCapability[], evalTimeoutMs: number): Promise<FunctionIsolate> {
-    const fi = new FunctionIsolate(memoryMb, appId);
+  static async create(
+    code: string,
+    memoryMb: number,
+    limits: SandboxLimits,
+    appId: number,
+    capabilities: readonly HostCapability[],
+    evalTimeoutMs: number,
+    fileName = "function.js",
+  ): Promise<FunctionIsolate> {
+    const fi = new FunctionIsolate(memoryMb, appId, fileName);
     try {
       await fi.load(code, limits, capabilities, evalTimeoutMs);
       return fi;
@@ -197,7 +219,8 @@ export class FunctionIsolate {
 
     let mod: ivm.Module;
     try {
-      mod = this.keep(await this.isolate.compileModule(code, { filename: "function.js" }));
+      // as deployed, nothing prepended: frames carry the deployed line and column (error-stack.ts)
+      mod = this.keep(await this.isolate.compileModule(code, { filename: this.fileName }));
     } catch (err) {
       throw new CompileError(describe(err));
     }
@@ -384,7 +407,7 @@ export class FunctionIsolate {
         handedOff = true;
         background = this.background(run, output, watchdog, () => cancel?.(), () => timedOut);
       }
-      if (out.error !== undefined) return { kind: "error", error: String(out.error), logs, logsTruncated: !!out.truncated, background };
+      if (out.error !== undefined) return { kind: "error", error: String(out.error), ...this.errorParts(out), logs, logsTruncated: !!out.truncated, background };
       return { kind: "ok", response: out.response, logs, logsTruncated: !!out.truncated, background };
     } catch (err) {
       const msg = messageOf(err);
@@ -405,9 +428,18 @@ export class FunctionIsolate {
     }
   }
 
+  /** A thrown Error's name, message and stack, its frames cleaned (error-stack.ts). */
+  private errorParts(out: RunnerOutput): Pick<IsolateRunOutput, "errorName" | "errorMessage" | "errorStack"> {
+    if (typeof out.name !== "string" || typeof out.message !== "string") return {};
+    const header = out.message === "" ? out.name : `${out.name}: ${out.message}`;
+    return { errorName: out.name, errorMessage: out.message, errorStack: typeof out.stack === "string" ? errorStack(header, out.stack, this.fileName) : "" };
+  }
+
   /** The run's output lines, with a warning per capability whose calls were left pending (then the isolate is not used again). */
   private leftOver(out: RunnerOutput): LogLine[] {
     const logs = Array.isArray(out.logs) ? out.logs : [];
+    // a line showing an error (console.log(err), a timer's uncaught throw): its platform frames hidden
+    for (const l of logs) l.message = cleanLogLine(l.message, this.fileName);
     // Host calls left pending: cancelled, and the isolate is not used again.
     for (const [name, n] of Object.entries(out.left ?? {})) {
       this.dirty = true;

@@ -80,7 +80,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
       const deadline = started + target.timeoutMs;
       const key = `${target.versionId}:${target.memoryMb}`;
       const create = () =>
-        FunctionIsolate.create(target.code, target.memoryMb, limits, target.appId, capabilities, Math.max(1, target.timeoutMs));
+        FunctionIsolate.create(target.code, target.memoryMb, limits, target.appId, capabilities, Math.max(1, target.timeoutMs), target.fileName);
       let lease;
       try {
         lease = await pool.acquire(key, create, target.timeoutMs);
@@ -123,7 +123,11 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
           })),
           outcome: out.kind === "slice" ? "timeout" : out.kind,
           response: out.response,
-          error: out.error,
+          // the function's timeout, not what was left of it when this isolate started the run
+          error: out.kind === "timeout" || out.kind === "slice" ? `timed out after ${target.timeoutMs} ms` : out.error,
+          errorName: out.errorName,
+          errorMessage: out.errorMessage,
+          errorStack: out.errorStack,
           logs: out.logs,
           logsTruncated: out.logsTruncated,
           durationMs: performance.now() - started,

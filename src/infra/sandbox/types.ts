@@ -80,6 +80,8 @@ export interface RunTarget {
   code: string;
   memoryMb: number;
   timeoutMs: number;
+  /** The module's file name in stack frames (error-stack.ts moduleFileName); "function.js" when unset. */
+  fileName?: string;
 }
 
 /** The handler's inputs. */
@@ -98,6 +100,15 @@ export interface RunResult {
   response?: RawResponse;
   /** The thrown error's message (outcome "error"), or why the run was cut. */
   error?: string;
+  /**
+   * Set when the function threw (or rejected with) an Error: its name,
+   * message and stack, whose frames name the module as RunTarget.fileName
+   * with the deployed line and column, platform frames shown as
+   * "at <platform>" (error-stack.ts).
+   */
+  errorName?: string;
+  errorMessage?: string;
+  errorStack?: string;
   logs: LogLine[];
   logsTruncated: boolean;
   durationMs: number;

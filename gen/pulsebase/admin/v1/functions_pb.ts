@@ -1112,7 +1112,10 @@ export type RunFunctionResponse = Message<"pulsebase.admin.v1.RunFunctionRespons
 
   /**
    * The error's parts: name ("Error", "TypeError", ...; empty for a thrown
-   * non-error value or a cut run), message and stack (when known).
+   * non-error value or a cut run), message and stack: "Name: message", then
+   * one "at" line per frame, the function's own at
+   * "<function name>@v<version>.js:LINE:COLUMN" in the code as deployed, the
+   * platform's as "at <platform>"; empty for a thrown non-error or a cut run.
    *
    * @generated from field: string error_name = 12;
    */
@@ -1213,6 +1216,8 @@ export type Invocation = Message<"pulsebase.admin.v1.Invocation"> & {
   createdAt?: Timestamp | undefined;
 
   /**
+   * As in RunFunctionResponse.
+   *
    * @generated from field: string error_name = 15;
    */
   errorName: string;
