@@ -6,7 +6,7 @@ import { parseArgs } from "node:util";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { IdentityService } from "../gen/pulsebase/admin/v1/identity_pb.js";
-import { h1Load, h2, pinSelf, printTable, seqLoad, startServer, stopServer, type Row } from "./lib.js";
+import { h1Load, h2, pinSelf, printTable, seqLoad, startServer, stopServer, type BenchResult, type Row } from "./lib.js";
 import { identityScenarios } from "./scenarios/identity.js";
 import { databaseScenarios, fairnessScenarios } from "./scenarios/database-http.js";
 import { cmsScenarios } from "./scenarios/cms-http.js";
@@ -20,7 +20,6 @@ import { randomBytes } from "node:crypto";
 import { deleteStreamsWithPrefix } from "../test/helpers/nats-streams.js";
 import type { DescService } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
-import type { LoadResult } from "../src/server/h2-load.js";
 
 process.env.NODE_TLS_REJECT_UNAUTHORIZED = "0";
 
@@ -39,7 +38,7 @@ export interface BenchContext {
   /** The server's data directory (embedded database files live there). */
   dataDir: string;
   /** A baseline row measured earlier in this run, by "scenario transport". */
-  baseline(name: string): LoadResult;
+  baseline(name: string): BenchResult;
   /** A new app and one registered consumer. */
   newConsumer(name: string): Promise<{ appKey: string; appId: bigint; teamId: bigint; token: string; consumerId: number }>;
   /** A second service process with extra environment (same core, same PostgreSQL and NATS), for A/B rows. */

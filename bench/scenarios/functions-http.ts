@@ -1,13 +1,13 @@
 // Functions through the whole server: a warm trivial function via
 // GET /api/fn/{slug} (REST h1, 64 connections and 1 connection) and via
 // Connect binary (h2), against the same handler called straight on an
-// isolated-vm context in this process (the baseline); cold start = the first
-// call after a deploy.
+// isolated-vm context in this process (the baseline), and in the note against
+// the bare Fastify POST of the run; cold start = the first call after a deploy.
 import { create, toBinary } from "@bufbuild/protobuf";
 import ivm from "isolated-vm";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { HttpRequestSchema } from "../../gen/pulsebase/common/v1/options_pb.js";
-import { h1Load, h2, inProcessLoad, seqLoad, type Row } from "../lib.js";
+import { h1Load, h2, inProcessLoad, seqLoad, type BenchResult, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 
 const HANDLER = "export default async function (req, ctx) { return { ok: true, n: req.query.n ?? null, consumer: ctx.consumer.id }; }";
@@ -15,6 +15,17 @@ const HANDLER = "export default async function (req, ctx) { return { ok: true, n
 // awaiting setTimeout(0), and after a 10 ms timer.
 const TIMER_HANDLER = (ms: number) =>
   `export default async function (req, ctx) { await new Promise((r) => setTimeout(r, ${ms})); return { ok: true, n: req.query.n ?? null, consumer: ctx.consumer.id }; }`;
+
+/**
+ * The target of a warm invocation is read against the bare Fastify POST of
+ * the same run (docs/benchmarks.md): req/s and server CPU per request as
+ * ratios (0.5 x: half the bare POST's rate, twice its CPU).
+ */
+function againstBare(r: BenchResult, bare: BenchResult): string {
+  const rps = (r.rps / bare.rps).toFixed(2);
+  const cpu = r.cpuUsPerReq && bare.cpuUsPerReq ? (bare.cpuUsPerReq / r.cpuUsPerReq).toFixed(2) : "?";
+  return `${rps} x bare POST req/s, ${cpu} x by CPU`;
+}
 
 export async function functionsScenarios(ctx: BenchContext): Promise<Row[]> {
   const { token, appId } = await ctx.newConsumer("functions");
@@ -68,14 +79,15 @@ export async function functionsScenarios(ctx: BenchContext): Promise<Row[]> {
     context.release();
     isolate.dispose();
   }
+  const one = await seqLoad({ url: `${ctx.https}/api/fn/hello?n=1`, headers: auth, durationSec: d });
   rows.push({
     scenario: "trivial function, 1 in flight", transport: "REST h1", baseline: "trivial function, 1 in flight isolated-vm in process",
-    result: await seqLoad({ url: `${ctx.https}/api/fn/hello?n=1`, headers: auth, durationSec: d }),
+    result: one, note: againstBare(one, ctx.baseline("bare Fastify POST, 1 in flight REST h1")),
   });
   const warm = await h1Load({ url: `${ctx.https}/api/fn/hello?n=1`, headers: auth, durationSec: d });
   rows.push({
     scenario: "GET /api/fn/hello (warm)", transport: "REST h1", baseline: "trivial function isolated-vm in process", result: warm,
-    note: `cold start p50 ${cold[2]!.toFixed(1)} ms, max ${cold[4]!.toFixed(1)} ms`,
+    note: `${againstBare(warm, ctx.baseline("bare Fastify POST REST h1"))}; cold start p50 ${cold[2]!.toFixed(1)} ms, max ${cold[4]!.toFixed(1)} ms`,
   });
   rows.push({
     scenario: "FunctionService/Invoke (warm)", transport: "Connect binary h2", baseline: "trivial function isolated-vm in process",

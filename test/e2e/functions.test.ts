@@ -4,8 +4,10 @@
 // real NATS JetStream (an INSERT through /api/db reaches the function).
 import { connect as h2connect } from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
+import { FunctionService as PlatformFunctionService } from "../../gen/pulsebase/platform/v1/functions_pb.js";
 import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
@@ -108,6 +110,27 @@ describe("/api/fn/{slug}", () => {
       }
     } finally {
       session.destroy();
+    }
+  });
+
+  it("answers the same over Connect (FunctionService/Invoke), binary and JSON", async () => {
+    for (const useBinaryFormat of [true, false]) {
+      const transport = createConnectTransport({
+        baseUrl: s.httpsUrl, httpVersion: "2", useBinaryFormat, nodeOptions: { rejectUnauthorized: false },
+        interceptors: [(next) => (req) => { req.header.set("authorization", `Bearer ${token}`); return next(req); }],
+      });
+      const fnClient = createClient(PlatformFunctionService, transport);
+      const shaped = await fnClient.invoke({ method: "POST", pathParams: { slug: "echo" }, query: { shape: "1" } });
+      expect(shaped.status).toBe(201);
+      expect(shaped.headers).toMatchObject({ "x-made-by": "fn", "content-type": "text/plain; charset=utf-8" });
+      expect(shaped.headers).not.toHaveProperty("set-cookie");
+      expect(Buffer.from(shaped.body).toString()).toBe("created");
+      const echo = await fnClient.invoke({ method: "GET", pathParams: { slug: "echo" }, query: { x: "2" } });
+      expect(echo.status).toBe(200);
+      expect(JSON.parse(Buffer.from(echo.body).toString())).toMatchObject({ method: "GET", slug: "echo", query: { x: "2" }, env: "hej" });
+      const missing = await fnClient.invoke({ method: "GET", pathParams: { slug: "nope" } }).catch((e: unknown) => e);
+      expect(missing).toBeInstanceOf(ConnectError);
+      expect((missing as ConnectError).code).toBe(Code.NotFound);
     }
   });
 

@@ -79,6 +79,7 @@ export interface RunRequest {
 }
 
 const CODE_CACHE_MAX = 512;
+const NO_ERROR = Object.freeze({ name: "", message: "", stack: "" });
 const appBucket = (appId: number) => `app:${appId}`;
 /** 404 not_found, the platform's code for anything absent: unknown, disabled or malformed slugs alike. */
 const NO_SUCH_SLUG = "No enabled HTTP trigger matches this slug.";
@@ -126,19 +127,22 @@ export function createFunctionRuntime(deps: {
   }
 
   // Versions are immutable, so their code is cached by version id for good.
-  async function codeOf(versionId: number): Promise<string> {
-    let code = codeCache.get(versionId);
-    if (code === undefined) {
-      code = (await store.versionCode(versionId)) ?? "";
-      codeCache.set(versionId, code);
-    }
+  // A hit is answered without a promise (the warm path makes none it can avoid).
+  function codeOf(versionId: number): string | Promise<string> {
+    return codeCache.get(versionId) ?? loadCode(versionId);
+  }
+  async function loadCode(versionId: number): Promise<string> {
+    const code = (await store.versionCode(versionId)) ?? "";
+    codeCache.set(versionId, code);
     return code;
   }
 
-  async function cached(key: string, load: () => Promise<ResolvedRow | undefined>): Promise<ResolvedRow | undefined> {
+  /** A cached resolution at once ({ row }), else the lookup's promise. */
+  function cached(key: string, load: () => Promise<ResolvedRow | undefined>): { row: ResolvedRow | undefined } | Promise<ResolvedRow | undefined> {
     if (config.resolveCacheMs <= 0) return load();
-    const hit = httpCache.get(key);
-    if (hit) return hit.row;
+    return httpCache.get(key) ?? lookup(key, load);
+  }
+  async function lookup(key: string, load: () => Promise<ResolvedRow | undefined>): Promise<ResolvedRow | undefined> {
     const started = generation;
     const row = await load();
     if (started !== generation) return row;
@@ -151,7 +155,11 @@ export function createFunctionRuntime(deps: {
   // still comes first).
   const clean = (s: string) => (s.includes("\u0000") ? "" : s);
 
-  function resolveHttp(appId: number, rawSlug: string): Promise<ResolvedRow | undefined> {
+  async function resolved(r: { row: ResolvedRow | undefined } | Promise<ResolvedRow | undefined>): Promise<ResolvedRow | undefined> {
+    return r instanceof Promise ? r : r.row;
+  }
+
+  function resolveHttp(appId: number, rawSlug: string): { row: ResolvedRow | undefined } | Promise<ResolvedRow | undefined> {
     const slug = clean(rawSlug);
     return cached(`${appId}\u0000${slug}`, () => store.resolveHttp(appId, slug));
   }
@@ -159,7 +167,7 @@ export function createFunctionRuntime(deps: {
   function resolveHttpByKey(rawKey: string, rawSlug: string): Promise<ResolvedRow | undefined> {
     const appKey = clean(rawKey);
     const slug = clean(rawSlug);
-    return cached(`k\u0000${appKey}\u0000${slug}`, () => store.resolveHttpByKey(appKey, slug));
+    return resolved(cached(`k\u0000${appKey}\u0000${slug}`, () => store.resolveHttpByKey(appKey, slug)));
   }
 
   /** 429 past the per-address limit of token-less triggers (checked before anything costs more). */
@@ -192,8 +200,9 @@ export function createFunctionRuntime(deps: {
   async function run(appId: number, rq: RunRequest): Promise<RunReport> {
     const r = rq.resolved;
     const { timeoutMs, memoryMb } = effective(r);
+    const code = codeOf(r.version_id!);
     const result: RunResult = await sandbox.run(
-      { versionId: r.version_id!, appId, code: await codeOf(r.version_id!), memoryMb, timeoutMs, fileName: moduleFileName(r.function_name, r.version ?? 0) },
+      { versionId: r.version_id!, appId, code: typeof code === "string" ? code : await code, memoryMb, timeoutMs, fileName: moduleFileName(r.function_name, r.version ?? 0) },
       { req: rq.req, consumer: rq.consumer, event: rq.event, env: r.env, trigger: rq.triggerKind, requestId: rq.requestId },
     );
     let logs = result.logs;
@@ -256,7 +265,7 @@ export function createFunctionRuntime(deps: {
     return reportOf(invocationId);
 
     function recordOf(): InvocationRecord {
-      const detail = errorDetailOf({ ...result, error }, outcome);
+      const detail = outcome === "ok" ? NO_ERROR : errorDetailOf({ ...result, error }, outcome);
       return {
         appId,
         functionId: r.function_id!,
@@ -278,7 +287,7 @@ export function createFunctionRuntime(deps: {
     }
 
     function reportOf(invocationId: number | undefined): RunReport {
-      const detail = errorDetailOf({ ...result, error }, outcome);
+      const detail = outcome === "ok" ? NO_ERROR : errorDetailOf({ ...result, error }, outcome);
       return {
         status,
         outcome,
@@ -314,19 +323,21 @@ export function createFunctionRuntime(deps: {
       consumer: ConsumerPrincipal,
       slug: string,
       /** Builds req (parses the body) once the trigger is known to exist: a bad body is a 422 only then. */
-      buildReq: () => Promise<unknown>,
+      buildReq: () => unknown,
       requestId: string,
       /** The raw request, for the signature and per-address checks of public and signed triggers. */
       call?: HttpCall,
     ): Promise<ShapedResponse> {
-      const r = await resolveHttp(consumer.appId, slug);
+      const hit = resolveHttp(consumer.appId, slug);
+      const r = hit instanceof Promise ? await hit : hit.row;
       if (!r) throw appError("not_found", NO_SUCH_SLUG);
       if (config.enforcePlan && !r.plan.functionsEnabled) throw appError("plan_required");
       if (r.function_id === null) throw appError("not_found", NO_SUCH_SLUG);
       if (r.version_id === null) throw appError("no_active_version");
       // A token does not stand in for a signed trigger's signature.
       if (r.trigger_auth !== "consumer") await admitOpen(r, call ?? { headers: {}, body: new Uint8Array(), clientAddress: "" });
-      const req = await buildReq();
+      const built = buildReq();
+      const req = built instanceof Promise ? ((await built) as unknown) : built;
       await checkRate(r, consumer.appId);
       return answer(await run(consumer.appId, {
         resolved: r,
@@ -346,7 +357,7 @@ export function createFunctionRuntime(deps: {
      * version, 429 per address, 401 signature (signed), 429 per trigger,
      * then as invokeHttp with ctx.consumer null.
      */
-    async invokePublic(appKey: string, slug: string, buildReq: () => Promise<unknown>, requestId: string, call: HttpCall): Promise<ShapedResponse> {
+    async invokePublic(appKey: string, slug: string, buildReq: () => unknown, requestId: string, call: HttpCall): Promise<ShapedResponse> {
       enforce(await misses.peek(call.clientAddress), "rate_limited", "Too many calls of absent triggers from this address.");
       const miss = () => {
         void misses.charge(call.clientAddress);
@@ -358,7 +369,7 @@ export function createFunctionRuntime(deps: {
       if (r.function_id === null || r.trigger_auth === "consumer") throw miss();
       if (r.version_id === null) throw appError("no_active_version");
       await admitOpen(r, call);
-      const req = await buildReq();
+      const req: unknown = await buildReq();
       await checkRate(r, r.app_id);
       return answer(await run(r.app_id, { resolved: r, req, consumer: null, event: null, triggerKind: "http", triggerId: r.trigger_id, requestId }), requestId);
     },

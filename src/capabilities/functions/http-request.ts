@@ -16,8 +16,11 @@ export interface FunctionRequest {
   rawBodyEncoding: "utf8" | "base64";
 }
 
+const NO_RAW_BODY = Object.freeze({ rawBody: "", rawBodyEncoding: "utf8" as const });
+
 /** req.rawBody and req.rawBodyEncoding of a body. */
 export function rawBodyOf(body: Uint8Array): { rawBody: string; rawBodyEncoding: "utf8" | "base64" } {
+  if (body.length === 0) return NO_RAW_BODY;
   const b = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   return isUtf8(b) ? { rawBody: b.toString("utf8"), rawBodyEncoding: "utf8" } : { rawBody: b.toString("base64"), rawBodyEncoding: "base64" };
 }
@@ -44,9 +47,11 @@ export function functionHeaders(headers: Record<string, string>): Record<string,
  * The body as the function receives it: JSON parsed; form fields
  * (urlencoded or multipart) as an object, a repeated field as an array,
  * a file part as { filename, content_type, size, data_base64 }; any other
- * content type as text; an empty body as null.
+ * content type as text; an empty body as null. Synchronous except for
+ * multipart bodies (a promise then): most calls have no body, and the
+ * invocation path stays free of promise hops (docs/benchmarks.md).
  */
-export async function parseBody(body: Uint8Array, contentType: string): Promise<unknown> {
+export function parseBody(body: Uint8Array, contentType: string): unknown {
   if (body.length === 0) return null;
   const mime = (contentType.split(";")[0] ?? "").trim().toLowerCase();
   const text = () => Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8");
@@ -69,24 +74,26 @@ export async function parseBody(body: Uint8Array, contentType: string): Promise<
     for (const [k, v] of new URLSearchParams(text())) addField(fields, k, v);
     return fields;
   }
-  if (mime === "multipart/form-data") {
-    let form: FormData;
-    try {
-      form = await new Response(body, { headers: { "content-type": contentType } }).formData();
-    } catch {
-      throw validationError({ body: ["The multipart body could not be parsed."] });
-    }
-    const fields: Record<string, unknown> = {};
-    for (const [k, v] of form) {
-      if (typeof v === "string") addField(fields, k, v);
-      else {
-        const data = Buffer.from(await v.arrayBuffer());
-        addField(fields, k, { filename: v.name, content_type: v.type, size: data.length, data_base64: data.toString("base64") });
-      }
-    }
-    return fields;
-  }
+  if (mime === "multipart/form-data") return parseMultipart(body, contentType);
   return text();
+}
+
+async function parseMultipart(body: Uint8Array, contentType: string): Promise<Record<string, unknown>> {
+  let form: FormData;
+  try {
+    form = await new Response(body, { headers: { "content-type": contentType } }).formData();
+  } catch {
+    throw validationError({ body: ["The multipart body could not be parsed."] });
+  }
+  const fields: Record<string, unknown> = {};
+  for (const [k, v] of form) {
+    if (typeof v === "string") addField(fields, k, v);
+    else {
+      const data = Buffer.from(await v.arrayBuffer());
+      addField(fields, k, { filename: v.name, content_type: v.type, size: data.length, data_base64: data.toString("base64") });
+    }
+  }
+  return fields;
 }
 
 export const MAX_JSON_DEPTH = 1000;

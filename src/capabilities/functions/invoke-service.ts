@@ -1,11 +1,11 @@
 // pulsebase.platform.v1.FunctionService: the HTTP trigger /api/fn/{slug}
 // with a consumer token, and /api/fn/{app_key}/{slug} without one for public
 // and signed triggers (passthrough methods: raw request in, raw response out).
-import { create } from "@bufbuild/protobuf";
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { randomUUID } from "node:crypto";
 import { FunctionService } from "../../../gen/pulsebase/platform/v1/functions_pb.js";
-import { HttpResponseSchema, type HttpRequest } from "../../../gen/pulsebase/common/v1/options_pb.js";
+import type { HttpResponseSchema, HttpRequest } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import { appError } from "../../kernel/errors.js";
 import { consumerOf, kClientAddress, requestIdOf } from "../../kernel/principal.js";
 import type { FunctionRuntime, HttpCall } from "./function-runtime.js";
@@ -25,17 +25,17 @@ export function createFunctionInvokeServiceImpl(deps: { runtime: FunctionRuntime
     const slug = req.pathParams["slug"] ?? "";
     const headers = functionHeaders(req.headers);
     const call: HttpCall = { headers, body: req.body, clientAddress: ctx.values.get(kClientAddress) };
-    const buildReq = async (): Promise<FunctionRequest> => ({
-      method,
-      slug,
-      query: { ...req.query },
-      headers,
-      body: await parseBody(req.body, req.contentType || headerValue(req.headers, "content-type")),
-      ...rawBodyOf(req.body),
-    });
+    // Synchronous unless the body is multipart (parseBody): no promise per call.
+    const buildReq = (): FunctionRequest | Promise<FunctionRequest> => {
+      const body = parseBody(req.body, req.contentType || headerValue(headers, "content-type"));
+      if (body instanceof Promise) return body.then((b) => functionRequest(method, slug, req, headers, b));
+      return functionRequest(method, slug, req, headers, body);
+    };
     return { requestId, slug, call, buildReq };
   }
-  const respond = (res: ShapedResponse) => create(HttpResponseSchema, { status: res.status, headers: res.headers, body: res.body });
+  // A plain object: Connect makes the message when it answers a Connect call,
+  // the REST gateway's passthrough reads the fields as they are.
+  const respond = (res: ShapedResponse): MessageInitShape<typeof HttpResponseSchema> => ({ status: res.status, headers: res.headers, body: res.body });
 
   return {
     async invoke(req, ctx) {
@@ -51,7 +51,12 @@ export function createFunctionInvokeServiceImpl(deps: { runtime: FunctionRuntime
   };
 }
 
+function functionRequest(method: string, slug: string, req: HttpRequest, headers: Record<string, string>, body: unknown): FunctionRequest {
+  const raw = rawBodyOf(req.body);
+  return { method, slug, query: { ...req.query }, headers, body, rawBody: raw.rawBody, rawBodyEncoding: raw.rawBodyEncoding };
+}
+
+/** A header of the lower-cased header map (functionHeaders): one lookup instead of a scan. */
 function headerValue(headers: Record<string, string>, name: string): string {
-  for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() === name) return v;
-  return "";
+  return headers[name] ?? "";
 }

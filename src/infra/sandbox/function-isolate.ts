@@ -81,15 +81,6 @@ export interface IsolateRunOutput {
 const TIMEOUT_MESSAGE = "Script execution timed out.";
 const HEAP_SAMPLE_MS = 50;
 
-/** CPU time of this thread in µs (Node ≥ 23.9; wall time on older Nodes). */
-const threadCpuUs: () => number =
-  typeof process.threadCpuUsage === "function"
-    ? () => {
-        const u = process.threadCpuUsage();
-        return u.user + u.system;
-      }
-    : () => performance.now() * 1000;
-
 export class FunctionIsolate {
   readonly isolate: ivm.Isolate;
   private handles: Array<{ release(): void }> = [];
@@ -100,7 +91,7 @@ export class FunctionIsolate {
   private fail: ((err: unknown) => void) | undefined;
   lastUsed = Date.now();
   busy = false;
-  /** CPU time of the last fast-path run's synchronous slice on this thread, in ms (0 after a slow-path run). */
+  /** CPU time of the last fast-path run's synchronous slice in the isolate, in ms (0 after a slow-path run). */
   lastSliceMs = 0;
   /** The run in progress; undefined between runs (a host call then comes from left-over work). */
   private current: HostRun | undefined;
@@ -373,10 +364,10 @@ export class FunctionIsolate {
       let raw: unknown;
       if (sliceMs > 0) {
         const slice = Math.min(sliceMs, timeoutMs);
-        // CPU time of this thread, not wall time: a slice preempted by the
-        // machine (or by another process) would otherwise look slow and move
-        // a quick version off the fast path.
-        const t0 = threadCpuUs();
+        // The isolate's own CPU time (isolated-vm's thread CPU clock around
+        // its code), not wall time: a slice preempted by the machine would
+        // otherwise look slow and move a quick version off the fast path.
+        const t0 = this.isolate.cpuTime;
         try {
           runner.applySync(undefined, [1, payload, false, runNo, deadlineAt], { timeout: slice });
           // Reads the run's output: no user code runs in this call (the
@@ -385,14 +376,15 @@ export class FunctionIsolate {
           // handoff per call.
           raw = runner.applySync(undefined, [2]);
         } catch (err) {
+          // (read before dispose(), whose own CPU is no part of the slice)
+          this.lastSliceMs = Number(this.isolate.cpuTime - t0) / 1e6;
           if (slice < timeoutMs && messageOf(err).includes(TIMEOUT_MESSAGE)) {
             this.dispose();
             return { kind: "slice", logs: [], logsTruncated: false };
           }
           throw err;
-        } finally {
-          this.lastSliceMs = (threadCpuUs() - t0) / 1000;
         }
+        this.lastSliceMs = Number(this.isolate.cpuTime - t0) / 1e6;
         if (raw === undefined) raw = await Promise.race([output(), watchdog()]);
       } else {
         const out = output();

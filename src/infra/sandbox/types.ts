@@ -43,7 +43,7 @@ export interface SandboxLimits {
   syncSliceMs: number;
   /**
    * A version whose warm synchronous slices take more CPU than this (the
-   * median of the last five) leaves the fast path for slowRecheckMs, then is
+   * median of the last eleven) leaves the fast path for slowRecheckMs, then is
    * judged again: its runs no longer hold up the service's thread.
    */
   syncBudgetMs: number;

@@ -1,7 +1,8 @@
 // The fast path: runs start inside a synchronous call on the service's
 // thread, cut after syncSliceMs. A cut run must leave no trace and be run
 // again off the thread; a version that needs more than syncBudgetMs of
-// synchronous work leaves the fast path, so it cannot hold up other requests.
+// synchronous work, or is cut twice within ten runs, leaves the fast path,
+// so it cannot hold up other requests.
 import { afterAll, describe, expect, it } from "vitest";
 import { createSandbox } from "../../../src/infra/sandbox/sandbox.js";
 import type { RunInput, RunTarget } from "../../../src/infra/sandbox/types.js";
@@ -42,6 +43,9 @@ async function longestStall(work: () => Promise<unknown>): Promise<number> {
   return worst;
 }
 
+/** Computes past its 10 ms slice when the body says "heavy", else answers at once. */
+const HEAVY_WHEN_ASKED = `export default (req) => { if (req.body === "heavy") { const end = Date.now() + 30; while (Date.now() < end); } return req.body; }`;
+
 describe("the synchronous slice", () => {
   it("keeps a quick function on the fast path, including one that awaits db calls", async () => {
     const before = sandbox.stats().slowVersions;
@@ -66,31 +70,62 @@ describe("the synchronous slice", () => {
       return "done";
     }`, { appId: 22 });
     const before = sandbox.stats().slowVersions;
-    const r = await sandbox.run(t, input({ req: { body: "first" } }));
-    expect(r.outcome).toBe("ok");
-    expect(r.response!.body).toBe(JSON.stringify("done"));
-    const rows = await fdb.client(22).execute("SELECT tag, count(*) AS n FROM hits GROUP BY tag");
-    expect(rows.rows.map((x) => [x.tag, Number(x.n)])).toEqual([["first", 1]]);
+    for (const tag of ["first", "second"]) {
+      const r = await sandbox.run(t, input({ req: { body: tag } }));
+      expect(r.outcome).toBe("ok");
+      expect(r.response!.body).toBe(JSON.stringify("done"));
+    }
+    const rows = await fdb.client(22).execute("SELECT tag, count(*) AS n FROM hits GROUP BY tag ORDER BY tag");
+    expect(rows.rows.map((x) => [x.tag, Number(x.n)])).toEqual([["first", 1], ["second", 1]]);
+    // cut twice in a row: off the fast path
     expect(sandbox.stats().slowVersions).toBe(before + 1);
   });
 
-  it("holds the thread for at most about one slice, then never again for that version", async () => {
+  it("keeps a quick version cut once (as when the machine preempts its thread) on the fast path", async () => {
+    // the first run computes past the slice, like a quick one whose thread
+    // the machine stopped for more than 10 ms; the next ones are quick
+    const t = target(HEAVY_WHEN_ASKED);
+    const before = sandbox.stats().slowVersions;
+    expect((await sandbox.run(t, input({ req: { body: "heavy" } }))).outcome).toBe("ok"); // cut, then run again off the thread
+    for (let i = 0; i < 20; i++) expect((await sandbox.run(t, input())).outcome).toBe("ok");
+    expect(sandbox.stats().slowVersions).toBe(before);
+    // quick runs stay on the service's thread: none of them waits for isolated-vm's
+    const stall = await longestStall(async () => {
+      for (let i = 0; i < 20; i++) await sandbox.run(t, input());
+    });
+    expect(stall).toBeLessThan(40);
+  });
+
+  it("moves a version cut twice within ten runs off the fast path", async () => {
+    const t = target(HEAVY_WHEN_ASKED);
+    const before = sandbox.stats().slowVersions;
+    expect((await sandbox.run(t, input({ req: { body: "heavy" } }))).outcome).toBe("ok");
+    for (let i = 0; i < 4; i++) expect((await sandbox.run(t, input())).outcome).toBe("ok");
+    expect(sandbox.stats().slowVersions).toBe(before);
+    expect((await sandbox.run(t, input({ req: { body: "heavy" } }))).outcome).toBe("ok"); // the second cut
+    expect(sandbox.stats().slowVersions).toBe(before + 1);
+  });
+
+  it("holds the thread for at most about one slice per run, twice, then never again for that version", async () => {
     const t = target(`export default () => { let x = 0; const end = Date.now() + 100; while (Date.now() < end) x++; return x > 0; }`);
     const first = await longestStall(async () => expect((await sandbox.run(t, input())).outcome).toBe("ok"));
     const second = await longestStall(async () => expect((await sandbox.run(t, input())).outcome).toBe("ok"));
-    // the 100 ms of work ran off the thread; the slice cost at most ~10 ms (+ scheduling slack)
+    const third = await longestStall(async () => expect((await sandbox.run(t, input())).outcome).toBe("ok"));
+    // the 100 ms of work ran off the thread; each slice cost at most ~10 ms (+ scheduling slack)
     expect(first).toBeLessThan(60);
-    expect(second).toBeLessThan(40);
+    expect(second).toBeLessThan(60);
+    expect(third).toBeLessThan(40);
   });
 
   it("moves a version whose warm synchronous work exceeds the budget off the fast path", async () => {
     const before = sandbox.stats().slowVersions;
     const t = target(`export default () => { let x = 0; const end = Date.now() + 4; while (Date.now() < end) x++; return 1; }`);
     await sandbox.run(t, input()); // cold: its timing is not judged
-    // the median of the last five warm runs decides
-    for (let i = 0; i < 4; i++) await sandbox.run(t, input());
+    // the median of the last eleven warm runs decides: six over the budget
+    for (let i = 0; i < 5; i++) await sandbox.run(t, input());
     expect(sandbox.stats().slowVersions).toBe(before);
-    await sandbox.run(t, input());
+    // (a run whose thread the machine preempted may read under the budget)
+    for (let i = 0; i < 6 && sandbox.stats().slowVersions === before; i++) await sandbox.run(t, input());
     expect(sandbox.stats().slowVersions).toBe(before + 1);
     expect((await sandbox.run(t, input())).outcome).toBe("ok");
   });
@@ -99,7 +134,7 @@ describe("the synchronous slice", () => {
     const quick = createSandbox({ capabilities: [dbCapability(fdb)], limits: { syncSliceMs: 10, syncBudgetMs: 1, slowRecheckMs: 300 } });
     try {
       const t = target(`export default () => { let x = 0; const end = Date.now() + 4; while (Date.now() < end) x++; return 1; }`);
-      for (let i = 0; i < 6; i++) await quick.run(t, input());
+      for (let i = 0; i < 12 && quick.stats().slowVersions === 0; i++) await quick.run(t, input());
       expect(quick.stats().slowVersions).toBe(1);
       await new Promise((r) => setTimeout(r, 350));
       expect((await quick.run(t, input())).outcome).toBe("ok"); // on the fast path again, judged anew
