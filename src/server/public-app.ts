@@ -47,6 +47,8 @@ export interface PublicAppOptions {
   /** {media_base_url}, for the media path in /openapi.json. */
   mediaBaseUrl?: string;
   corsOrigins: string[];
+  /** Who serves unary Connect, gRPC and gRPC-Web calls (PULSEBASE_RPC_PIPELINE); default "fast". */
+  rpcPipeline?: "fast" | "connect-node";
   services: ServiceBinding[];
   /** The principal at once when it is known (cached), else a promise of it. */
   authenticate(h: string | undefined): ConsumerPrincipal | Promise<ConsumerPrincipal>;
