@@ -75,10 +75,13 @@ export function createDatabaseJsonPaths(runner: QueryRunner): Record<"query" | "
 export function createDatabaseServiceImpl(deps: { runner: QueryRunner }): ServiceImpl<typeof DatabaseService> {
   const { runner } = deps;
   return {
-    async query(req, ctx) {
+    // Without a promise when the point reader answers at once (queryNow):
+    // the transport then writes a PK read in the same turn (docs/database.md).
+    query(req, ctx) {
       const { appId } = consumerOf(ctx);
-      const results = await runner.query(appId, { sql: req.sql, params: valueToJson(req.params) });
-      return response(results, requestIdOf(ctx));
+      const requestId = requestIdOf(ctx);
+      const results = runner.queryNow(appId, { sql: req.sql, params: valueToJson(req.params) });
+      return Array.isArray(results) ? response(results, requestId) : results.then((r) => response(r, requestId));
     },
     async batch(req, ctx) {
       const { appId } = consumerOf(ctx);
