@@ -13,7 +13,6 @@ import { compressionNegotiate, mergeNonProtocolHeaders } from "@connectrpc/conne
 import type { OutgoingHttpHeaders } from "node:http";
 import { ACCEPT_COMPRESSION, COMPRESS_MIN_BYTES, connectErrorOf, deadlineOf, header, parseMessage, putHeaders, serializer, type Negotiated, type RpcCodec, type RpcResponse } from "./codec.js";
 import type { UnaryMethod } from "./dispatcher.js";
-import type { CallContext } from "./call-context.js";
 
 const serializers = new WeakMap<UnaryMethod, ReturnType<typeof serializer>>();
 
