@@ -86,7 +86,9 @@ export function parseMessage(desc: DescMessage, binary: boolean, bytes: Uint8Arr
  * object again (a response cache) gets its binary encoding reused: such
  * messages are never mutated once handed out.
  */
-export function serializer(desc: DescMessage): (binary: boolean, output: unknown) => Uint8Array {
+export function serializer(m: UnaryMethod): (binary: boolean, output: unknown) => Uint8Array {
+  const desc = m.method.output;
+  const encode = m.encodeBinary;
   const cache = new WeakMap<object, Uint8Array>();
   return (binary, output) => {
     if (binary) {
@@ -96,7 +98,7 @@ export function serializer(desc: DescMessage): (binary: boolean, output: unknown
     const msg = isMessage(output, desc) ? output : create(desc, output as never);
     try {
       if (!binary) return Buffer.from(toJsonString(desc, msg), "utf8");
-      const bytes = toBinary(desc, msg);
+      const bytes = encode ? encode(msg) : toBinary(desc, msg);
       if (msg === output) cache.set(output as object, bytes);
       return bytes;
     } catch (e) {

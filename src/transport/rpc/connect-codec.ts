@@ -18,7 +18,7 @@ const serializers = new WeakMap<UnaryMethod, ReturnType<typeof serializer>>();
 
 function serializerOf(m: UnaryMethod) {
   let s = serializers.get(m);
-  if (!s) serializers.set(m, (s = serializer(m.method.output)));
+  if (!s) serializers.set(m, (s = serializer(m)));
   return s;
 }
 

@@ -33,6 +33,8 @@ export interface UnaryMethod {
   /** Largest body: the listener's limit with a token, the small anonymous one without. */
   readonly bodyLimit: number;
   readonly call: (req: Message, ctx: CallContext) => unknown;
+  /** The service's own binary writer of the response message, if it has one (BinaryEncoder, src/kernel/module.ts). */
+  readonly encodeBinary: ((msg: Message) => Uint8Array) | undefined;
 }
 
 export interface DispatcherOptions {
@@ -65,6 +67,7 @@ export class Dispatcher {
           needsConsumer,
           bodyLimit: needsConsumer ? opts.bodyLimitBytes : opts.anonymousBodyLimitBytes,
           call: fn.bind(b.impl) as UnaryMethod["call"],
+          encodeBinary: b.binaryEncoders?.[m.localName],
         });
       }
     }

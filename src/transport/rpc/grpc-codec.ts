@@ -18,7 +18,7 @@ const serializers = new WeakMap<UnaryMethod, ReturnType<typeof serializer>>();
 /** The answer's bytes of a method (cached per method). */
 export function grpcSerializerOf(m: UnaryMethod): ReturnType<typeof serializer> {
   let s = serializers.get(m);
-  if (!s) serializers.set(m, (s = serializer(m.method.output)));
+  if (!s) serializers.set(m, (s = serializer(m)));
   return s;
 }
 
