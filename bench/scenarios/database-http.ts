@@ -63,6 +63,25 @@ export async function databaseScenarios(ctx: BenchContext): Promise<Row[]> {
     scenario: "SELECT by PK DatabaseService/Query", transport: "Connect binary h2", baseline: "SELECT by PK @libsql/client in process", result: pkConnect,
     note: versusRest(pkConnect, pkH2, "REST h2", { name: "bare Fastify POST h2", result: ctx.baseline("bare Fastify POST REST h2") }),
   });
+  // The same call through connect-es's router (PULSEBASE_RPC_PIPELINE=connect-node,
+  // what served it before the project's own codecs), in the same run.
+  const viaRouter = await ctx.variant({ PULSEBASE_RPC_PIPELINE: "connect-node" });
+  try {
+    const seeded = await seedPkTable(viaRouter.ctx, "database-router");
+    const routed = await h2({
+      url: viaRouter.ctx.https,
+      path: "/pulsebase.platform.v1.DatabaseService/Query",
+      headers: { authorization: `Bearer ${seeded.token}`, "content-type": "application/proto", "connect-protocol-version": "1" },
+      body: toBinary(QueryRequestSchema, create(QueryRequestSchema, { sql: select.sql, params: jsonToValue([4242]) })),
+      durationSec: d,
+    });
+    rows.push({
+      scenario: "SELECT by PK DatabaseService/Query", transport: "Connect binary h2, connect-node router", baseline: "SELECT by PK @libsql/client in process", result: routed,
+      note: versusRest(routed, pkH2, "REST h2", { name: "bare Fastify POST h2", result: ctx.baseline("bare Fastify POST REST h2") }),
+    });
+  } finally {
+    await viaRouter.stop();
+  }
 
   let next = SEED + 1_000_000;
   const batchArgs = () => Array.from({ length: 100 }, () => ({ sql: "INSERT INTO kv (id, v) VALUES (?, ?)", args: [next++, "x"] }));
