@@ -3,7 +3,7 @@
 // (de)serialisation with connect-es's own rules and error texts, so the
 // project's codecs answer what connect-node's router answers
 // (docs/architecture.md, "One request through each protocol").
-import { create, fromBinary, fromJsonString, isMessage, toBinary, toJsonString, type DescMessage, type Message } from "@bufbuild/protobuf";
+import { create, fromBinary, fromJsonString, isMessage, toBinary, toJsonString, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Compression } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
@@ -63,11 +63,15 @@ export function deadlineOf(timeout: { timeoutMs?: number }): number | undefined 
 const jsonOptions = { ignoreUnknownFields: true };
 
 /** A request message, with connect-es's limit and error texts (protocol/serialization.js). */
-export function parseMessage(desc: DescMessage, binary: boolean, bytes: Uint8Array, readMaxBytes: number): Message {
+export function parseMessage(m: UnaryMethod, binary: boolean, bytes: Uint8Array, readMaxBytes: number): Message {
+  const desc = m.method.input;
   if (bytes.byteLength > readMaxBytes) {
     throw new ConnectError(`message size ${bytes.byteLength} is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted);
   }
   if (binary) {
+    // The service's own reader where it has one; what it leaves, fromBinary reads (with its errors).
+    const fast = m.decodeBinary?.(bytes);
+    if (fast !== undefined) return fast;
     try {
       return fromBinary(desc, bytes);
     } catch (e) {

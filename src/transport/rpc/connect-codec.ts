@@ -34,8 +34,8 @@ export const connectCodec: RpcCodec = {
   },
 
   read(m, n, body, readMaxBytes) {
-    if (!n.request || body.byteLength === 0) return parseMessage(m.method.input, n.binary, body, readMaxBytes);
-    return n.request.decompress(body, readMaxBytes).then((b) => parseMessage(m.method.input, n.binary, b, readMaxBytes));
+    if (!n.request || body.byteLength === 0) return parseMessage(m, n.binary, body, readMaxBytes);
+    return n.request.decompress(body, readMaxBytes).then((b) => parseMessage(m, n.binary, b, readMaxBytes));
   },
 
   answer(res, head, m, n, ctx, output) {

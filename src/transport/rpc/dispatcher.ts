@@ -35,6 +35,8 @@ export interface UnaryMethod {
   readonly call: (req: Message, ctx: CallContext) => unknown;
   /** The service's own binary writer of the response message, if it has one (BinaryEncoder, src/kernel/module.ts). */
   readonly encodeBinary: ((msg: Message) => Uint8Array) | undefined;
+  /** The service's own binary reader of the request message, if it has one (BinaryDecoder, src/kernel/module.ts). */
+  readonly decodeBinary: ((bytes: Uint8Array) => Message | undefined) | undefined;
 }
 
 export interface DispatcherOptions {
@@ -68,6 +70,7 @@ export class Dispatcher {
           bodyLimit: needsConsumer ? opts.bodyLimitBytes : opts.anonymousBodyLimitBytes,
           call: fn.bind(b.impl) as UnaryMethod["call"],
           encodeBinary: b.binaryEncoders?.[m.localName],
+          decodeBinary: b.binaryDecoders?.[m.localName],
         });
       }
     }

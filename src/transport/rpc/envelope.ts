@@ -6,6 +6,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Message } from "@bufbuild/protobuf";
 import { parseMessage, type Negotiated } from "./codec.js";
+import type { UnaryMethod } from "./dispatcher.js";
 
 /** Set on a frame whose data is compressed. */
 export const COMPRESSED_FLAG = 0b00000001;
@@ -16,7 +17,7 @@ export const COMPRESSED_FLAG = 0b00000001;
  * frame is compressed.
  */
 export function readUnaryEnvelope(
-  desc: Parameters<typeof parseMessage>[0],
+  m: UnaryMethod,
   n: Negotiated,
   body: Uint8Array,
   readMaxBytes: number,
@@ -38,9 +39,9 @@ export function readUnaryEnvelope(
   };
   const parse = (f: { flags: number; data: Uint8Array }): Message | Promise<Message> => {
     if (endFlag !== undefined && (f.flags & endFlag) === endFlag) throw new ConnectError("unexpected end flag", Code.InvalidArgument);
-    if ((f.flags & COMPRESSED_FLAG) === 0) return parseMessage(desc, n.binary, f.data, readMaxBytes);
+    if ((f.flags & COMPRESSED_FLAG) === 0) return parseMessage(m, n.binary, f.data, readMaxBytes);
     if (!n.request) throw new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal);
-    return n.request.decompress(f.data, readMaxBytes).then((d) => parseMessage(desc, n.binary, d, readMaxBytes));
+    return n.request.decompress(f.data, readMaxBytes).then((d) => parseMessage(m, n.binary, d, readMaxBytes));
   };
   const f1 = next();
   if (!f1) throw new ConnectError("protocol error: missing input message for unary method", Code.Unimplemented);

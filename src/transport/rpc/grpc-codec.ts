@@ -46,7 +46,7 @@ export const grpcCodec: RpcCodec = {
   },
 
   read(m, n, body, readMaxBytes) {
-    return readUnaryEnvelope(m.method.input, n, body, readMaxBytes);
+    return readUnaryEnvelope(m, n, body, readMaxBytes);
   },
 
   answer(res, head, m, n, ctx, output) {

@@ -18,7 +18,7 @@ export const grpcWebCodec: RpcCodec = {
   },
 
   read(m, n, body, readMaxBytes) {
-    return readUnaryEnvelope(m.method.input, n, body, readMaxBytes, trailerFlag);
+    return readUnaryEnvelope(m, n, body, readMaxBytes, trailerFlag);
   },
 
   answer(res, head, m, n, ctx, output) {

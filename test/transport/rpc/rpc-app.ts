@@ -12,6 +12,8 @@ import { Writable } from "node:stream";
 import pino from "pino";
 import { ConsumerService } from "../../../gen/pulsebase/platform/v1/consumer_pb.js";
 import { DatabaseService } from "../../../gen/pulsebase/platform/v1/database_pb.js";
+import { decodeQueryRequest } from "../../../src/capabilities/database/query-request-binary.js";
+import { encodeQueryResponse } from "../../../src/capabilities/database/query-response-binary.js";
 import { appError } from "../../../src/kernel/errors.js";
 import { binding } from "../../../src/kernel/module.js";
 import { consumerOf, kClientAddress, requestIdOf, type ConsumerPrincipal } from "../../../src/kernel/principal.js";
@@ -75,7 +77,8 @@ export async function startRpcApp(opts: { pipeline: "fast" | "connect-node"; bod
       }
     },
     batch: () => ({}),
-  });
+    // The database module's own binary reader and writer, as the server binds them (database-module.ts).
+  }, { binaryEncoders: { query: encodeQueryResponse }, binaryDecoders: { query: decodeQueryRequest } });
   const consumers = binding(ConsumerService, {
     createConsumer: (req) => {
       calls.push(`create:${req.deviceId}`);
