@@ -123,8 +123,22 @@ function handler(m: UnaryMethod, opts: RpcRoutesOptions, later: TurnBatch) {
     } catch (err) {
       return failCall(req, reply, err, ctx);
     }
-    if (out instanceof Promise) out.then((o: unknown) => answer(req, reply, state, ctx, o), (err: unknown) => failCall(req, reply, err, ctx));
-    else answer(req, reply, state, ctx, out);
+    if (!(out instanceof Promise)) return answer(req, reply, state, ctx, out);
+    // A client that goes away before the answer aborts the handler's signal, as connect-node does.
+    const gone = () => {
+      if (!reply.raw.writableEnded) ctx.abort(new ConnectError("the client closed the call", Code.Canceled));
+    };
+    reply.raw.once("close", gone);
+    out.then(
+      (o: unknown) => {
+        reply.raw.off("close", gone);
+        answer(req, reply, state, ctx, o);
+      },
+      (err: unknown) => {
+        reply.raw.off("close", gone);
+        failCall(req, reply, err, ctx);
+      },
+    );
   };
   const answer = (req: FastifyRequest, reply: FastifyReply, state: CallState, ctx: CallContext, out: unknown) => {
     try {

@@ -134,9 +134,10 @@ function flat(h: Record<string, unknown>): Record<string, string> {
 
 /**
  * One HTTP/2 request. `send: false` sends the headers only and waits for the
- * answer without ever sending the body (a refusal before the body is read).
+ * answer without ever sending the body (a refusal before the body is read);
+ * `resetAfterMs` cancels the stream then (a client going away).
  */
-export function h2Call(url: string, path: string, headers: Record<string, string>, body?: Uint8Array, o: { send?: boolean } = {}): Promise<WireAnswer> {
+export function h2Call(url: string, path: string, headers: Record<string, string>, body?: Uint8Array, o: { send?: boolean; resetAfterMs?: number } = {}): Promise<WireAnswer> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(url, { rejectUnauthorized: false });
     session.on("error", reject);
@@ -159,6 +160,13 @@ export function h2Call(url: string, path: string, headers: Record<string, string
       session.destroy();
       reject(err);
     });
+    if (o.resetAfterMs !== undefined) {
+      setTimeout(() => {
+        req.close(http2.constants.NGHTTP2_CANCEL);
+        session.destroy();
+        reject(new Error("reset by the client"));
+      }, o.resetAfterMs);
+    }
     if (o.send === false) return;
     req.end(body ? Buffer.from(body) : undefined);
   });

@@ -78,6 +78,13 @@ describe("Connect unary", () => {
     expect(fast.slow[n]!.timeoutMs).toBeLessThanOrEqual(50);
   });
 
+  it("aborts the handler's signal when the client goes away before the answer", async () => {
+    const n = fast.slow.length;
+    await expect(h2Call(fast.url, QUERY, connectProto, query("slow"), { resetAfterMs: 50 })).rejects.toThrow();
+    await new Promise((r) => setTimeout(r, 400));
+    expect(fast.slow[n]).toMatchObject({ aborted: true, timeoutMs: undefined });
+  });
+
   it("takes a gzip request and gzips an answer of 1 KiB or more when Accept-Encoding allows; smaller answers go as they are", async () => {
     const big = await h2Call(fast.url, QUERY, { ...connectJson, "content-encoding": "gzip", "accept-encoding": "gzip" }, gzipSync(JSON.stringify({ sql: "big" })));
     expect(big.status).toBe(200);
