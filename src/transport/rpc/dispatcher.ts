@@ -35,6 +35,12 @@ export interface UnaryMethod {
   readonly call: (req: Message, ctx: CallContext) => unknown;
   /** The service's own binary writer of the response message, if it has one (BinaryEncoder, src/kernel/module.ts). */
   readonly encodeBinary: ((msg: Message) => Uint8Array) | undefined;
+  /**
+   * The service can answer this method at once, from memory (it has a REST
+   * JSON or fast path for it): its calls are worth batching per loop turn
+   * (turn-batch.ts); the others start when they arrive, as on REST.
+   */
+  readonly answersAtOnce: boolean;
   /** The service's own binary reader of the request message, if it has one (BinaryDecoder, src/kernel/module.ts). */
   readonly decodeBinary: ((bytes: Uint8Array) => Message | undefined) | undefined;
 }
@@ -71,6 +77,7 @@ export class Dispatcher {
           call: fn.bind(b.impl) as UnaryMethod["call"],
           encodeBinary: b.binaryEncoders?.[m.localName],
           decodeBinary: b.binaryDecoders?.[m.localName],
+          answersAtOnce: !!(b.jsonPaths?.[m.localName] || b.fastPaths?.[m.localName]),
         });
       }
     }

@@ -6,8 +6,9 @@
 // the dispatcher's gate checks the token and admits the body; then the codec
 // decodes the message, the dispatcher calls the method, and the codec writes
 // the answer straight to the response. No connect-es router, universal
-// request or Headers object per call. The answers are written at the end of
-// the event-loop turn with the REST gateway's (turn-batch.ts).
+// request or Headers object per call. Methods the service can answer at once
+// (the database's point read) are answered at the end of the event-loop
+// turn, batched like the REST gateway's (turn-batch.ts).
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { OutgoingHttpHeaders } from "node:http";
@@ -160,7 +161,15 @@ function handler(m: UnaryMethod, opts: RpcRoutesOptions, later: TurnBatch) {
     if (input instanceof Promise) input.then((i) => call(req, reply, state, i), (err: unknown) => failCall(req, reply, err, undefined));
     else call(req, reply, state, input);
   };
-  return function rpcHandler(req: FastifyRequest, reply: FastifyReply): void {
+  // Batched per loop turn only where the service may answer at once (as the
+  // REST gateway batches its JSON and fast paths); a call that waits anyway
+  // starts when it arrives.
+  if (!m.answersAtOnce) {
+    return function rpcHandler(req: FastifyRequest, reply: FastifyReply): void {
+      run(req, reply);
+    };
+  }
+  return function rpcBatchedHandler(req: FastifyRequest, reply: FastifyReply): void {
     later(() => run(req, reply));
   };
 }
