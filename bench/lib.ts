@@ -176,6 +176,16 @@ export function printTable(rows: Row[]): void {
   for (const l of lines) console.log(fmt(l));
 }
 
+/**
+ * The note of a Connect binary row set beside the REST row of the same
+ * operation (issue 18, docs/benchmarks.md): its server CPU per request as a
+ * ratio of REST's, and optionally its req/s as a ratio of another row's.
+ */
+export function versusRest(connect: BenchResult, rest: BenchResult, restName: string, also?: { name: string; result: BenchResult }): string {
+  const cpu = connect.cpuUsPerReq !== undefined && rest.cpuUsPerReq ? `cpu ${(connect.cpuUsPerReq / rest.cpuUsPerReq).toFixed(2)} x ${restName}` : `(no cpu figure for ${restName})`;
+  return also ? `${cpu}; ${(connect.rps / also.result.rps).toFixed(2)} x ${also.name} req/s` : cpu;
+}
+
 /** Calls fn with `inFlight` calls outstanding for the duration (an in-process baseline). */
 export async function inProcessLoad(fn: () => Promise<unknown>, inFlight: number, durationSec: number): Promise<LoadResult> {
   const lat: number[] = [];

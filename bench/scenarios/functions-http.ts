@@ -7,7 +7,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import ivm from "isolated-vm";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { HttpRequestSchema } from "../../gen/pulsebase/common/v1/options_pb.js";
-import { h1Load, h2, inProcessLoad, seqLoad, type BenchResult, type Row } from "../lib.js";
+import { h1Load, h2, inProcessLoad, seqLoad, versusRest, type BenchResult, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 
 const HANDLER = "export default async function (req, ctx) { return { ok: true, n: req.query.n ?? null, consumer: ctx.consumer.id }; }";
@@ -89,16 +89,16 @@ export async function functionsScenarios(ctx: BenchContext): Promise<Row[]> {
     scenario: "GET /api/fn/hello (warm)", transport: "REST h1", baseline: "trivial function isolated-vm in process", result: warm,
     note: `${againstBare(warm, ctx.baseline("bare Fastify POST REST h1"))}; cold start p50 ${cold[2]!.toFixed(1)} ms, max ${cold[4]!.toFixed(1)} ms`,
   });
-  rows.push({
-    scenario: "FunctionService/Invoke (warm)", transport: "Connect binary h2", baseline: "trivial function isolated-vm in process",
-    result: await h2({
-      url: ctx.https,
-      path: "/pulsebase.platform.v1.FunctionService/Invoke",
-      headers: { ...auth, "content-type": "application/proto", "connect-protocol-version": "1" },
-      body: toBinary(HttpRequestSchema, create(HttpRequestSchema, { method: "GET", pathParams: { slug: "hello" }, query: { n: "1" } })),
-      durationSec: d,
-    }),
+  const restH2 = await h2({ url: ctx.https, path: "/api/fn/hello?n=1", method: "GET", headers: auth, durationSec: d });
+  rows.push({ scenario: "GET /api/fn/hello (warm)", transport: "REST h2", baseline: "trivial function isolated-vm in process", result: restH2 });
+  const connect = await h2({
+    url: ctx.https,
+    path: "/pulsebase.platform.v1.FunctionService/Invoke",
+    headers: { ...auth, "content-type": "application/proto", "connect-protocol-version": "1" },
+    body: toBinary(HttpRequestSchema, create(HttpRequestSchema, { method: "GET", pathParams: { slug: "hello" }, query: { n: "1" } })),
+    durationSec: d,
   });
+  rows.push({ scenario: "FunctionService/Invoke (warm)", transport: "Connect binary h2", baseline: "trivial function isolated-vm in process", result: connect, note: versusRest(connect, restH2, "REST h2") });
   for (const ms of [0, 10]) {
     rows.push({
       scenario: `setTimeout(${ms}) function, 1 in flight`, transport: "REST h1", baseline: "trivial function, 1 in flight REST h1",

@@ -69,6 +69,13 @@ export interface Config {
   /** One info line per request (PULSEBASE_ACCESS_LOG, default on). */
   accessLog: boolean;
   /**
+   * Which pipeline serves unary Connect, gRPC and gRPC-Web calls
+   * (PULSEBASE_RPC_PIPELINE): `fast`, the project's own codecs in front of
+   * the one dispatcher (docs/architecture.md), or `connect-node`, connect-es's
+   * router, kept as a diagnostic fallback.
+   */
+  rpcPipeline: "fast" | "connect-node";
+  /**
    * Bearer token GET /metrics on the admin listener requires
    * (PULSEBASE_METRICS_TOKEN); unset = open to whoever reaches that listener.
    */
@@ -286,6 +293,7 @@ export function loadConfig(env: Env = process.env): Config {
     inProcessWorkers: bool(env, "PULSEBASE_IN_PROCESS_WORKERS", true),
     pgPoolSize: int(env, "PULSEBASE_PG_POOL_SIZE", 10, 1, 1000),
     accessLog: bool(env, "PULSEBASE_ACCESS_LOG", true),
+    rpcPipeline: oneOf(env, "PULSEBASE_RPC_PIPELINE", ["fast", "connect-node"] as const, "fast"),
     metricsToken,
     changePollMs: int(env, "PULSEBASE_CHANGE_POLL_MS", 250, 50, 10_000),
     workerMetricsPort: int(env, "PULSEBASE_WORKER_METRICS_PORT", DEFAULT_WORKER_METRICS_PORT, 0, 65535),

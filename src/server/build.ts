@@ -115,6 +115,7 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     publicUrl: config.publicUrl,
     mediaBaseUrl: config.mediaBaseUrl ?? `https://localhost:${config.httpsPort}`,
     corsOrigins: config.corsOrigins,
+    rpcPipeline: config.rpcPipeline,
     services: modules.flatMap((m) => m.device ?? []),
     authenticate: identity.authenticate,
     ready,

@@ -14,7 +14,9 @@ import { lazyChildLogger } from "../infra/logging/lazy-child-logger.js";
 import { errorLogInterceptor } from "../transport/connect/error-log.js";
 import { registerGrpcInfra } from "../transport/connect/grpc-infra.js";
 import { consumerAuthInterceptor } from "../transport/connect/interceptors.js";
-import { BodyBudget, hasBody, type BodyBudgetOptions } from "../transport/http/body-budget.js";
+import { BodyBudget, hasBody, type BodyBudgetOptions } from "../transport/rpc/body-budget.js";
+import { Dispatcher } from "../transport/rpc/dispatcher.js";
+import { registerRpcRoutes } from "../transport/rpc/rpc-routes.js";
 import { connectBodyGate } from "../transport/http/connect-body-gate.js";
 import { sendError } from "../transport/http/envelopes.js";
 import { forwardedValue, isHost, ProxyTrust } from "../transport/http/forwarded.js";
@@ -47,6 +49,8 @@ export interface PublicAppOptions {
   /** {media_base_url}, for the media path in /openapi.json. */
   mediaBaseUrl?: string;
   corsOrigins: string[];
+  /** Who serves unary Connect, gRPC and gRPC-Web calls (PULSEBASE_RPC_PIPELINE); default "fast". */
+  rpcPipeline?: "fast" | "connect-node";
   services: ServiceBinding[];
   /** The principal at once when it is known (cached), else a promise of it. */
   authenticate(h: string | undefined): ConsumerPrincipal | Promise<ConsumerPrincipal>;
@@ -170,10 +174,20 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
   }
   installErrorHandlers(app, table);
   const notFound = notFoundHandler(table);
+  // Every unary call, whatever its protocol, goes through the one dispatcher
+  // (docs/architecture.md, "One request through each protocol").
+  const dispatcher = new Dispatcher({
+    services: opts.services,
+    authenticate: opts.authenticate,
+    budget,
+    bodyLimitBytes: opts.bodyLimitBytes,
+    anonymousBodyLimitBytes: ANONYMOUS_BODY_LIMIT_BYTES,
+    logger: opts.logger,
+  });
   await registerGateway(app, {
     table,
     bindings,
-    authenticate: opts.authenticate,
+    dispatcher,
     maxFileBytes: opts.maxFileBytes,
     bodyLimitBytes: opts.bodyLimitBytes,
     anonymousBodyLimitBytes: ANONYMOUS_BODY_LIMIT_BYTES,
@@ -193,6 +207,13 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
   });
   for (const r of opts.routes ?? []) registerRawRoute(app, r);
 
+  // PULSEBASE_RPC_PIPELINE=fast (the default): unary Connect POSTs, gRPC
+  // and gRPC-Web through the project's codecs and the dispatcher
+  // (src/transport/rpc/rpc-routes.ts). connect-node's router keeps what
+  // they do not take: Connect GETs of idempotent methods, 405s for other
+  // methods, and everything with PULSEBASE_RPC_PIPELINE=connect-node.
+  const fastPaths = (opts.rpcPipeline ?? "fast") === "fast" ? await registerRpcRoutes(app, { dispatcher, readMaxBytes: opts.bodyLimitBytes }) : new Set<string>();
+
   // The Connect plugin installs its own parsers (application/json included);
   // it may only do so in a scope without ours.
   const consumerPaths = new Set<string>();
@@ -204,6 +225,10 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
   const gate = { budget, authenticate: opts.authenticate, bodyLimitBytes: opts.bodyLimitBytes, anonymousBodyLimitBytes: ANONYMOUS_BODY_LIMIT_BYTES };
   await app.register(async (scope) => {
     scope.removeContentTypeParser("application/json");
+    // The fast routes own POST on their paths.
+    scope.addHook("onRoute", (route) => {
+      if (fastPaths.has(route.url)) route.method = (Array.isArray(route.method) ? route.method : [route.method]).filter((x) => x !== "POST");
+    });
     connectBodyGate(scope, { ...gate, needsConsumer: (path) => consumerPaths.has(path) });
     grpcMessageEncoding(scope);
     await scope.register(fastifyConnectPlugin, {

@@ -35,12 +35,15 @@ describe("observability settings", () => {
   it("logs every request unless PULSEBASE_ACCESS_LOG turns it off; /metrics is open unless a token is set", () => {
     expect(loadConfig({}).accessLog).toBe(true);
     expect(loadConfig({ PULSEBASE_ACCESS_LOG: "off" }).accessLog).toBe(false);
+    expect(loadConfig({}).rpcPipeline).toBe("fast");
+    expect(loadConfig({ PULSEBASE_RPC_PIPELINE: "connect-node" }).rpcPipeline).toBe("connect-node");
     expect(loadConfig({}).metricsToken).toBeUndefined();
     expect(loadConfig({ PULSEBASE_METRICS_TOKEN: " scrape_token_0123456789 " }).metricsToken).toBe("scrape_token_0123456789");
   });
 
   it.each([
     [{ PULSEBASE_ACCESS_LOG: "sometimes" }, /PULSEBASE_ACCESS_LOG must be true or false/],
+    [{ PULSEBASE_RPC_PIPELINE: "grpc-js" }, /PULSEBASE_RPC_PIPELINE must be one of fast, connect-node/],
     [{ PULSEBASE_METRICS_TOKEN: "short" }, /PULSEBASE_METRICS_TOKEN must be at least 16 characters/],
   ])("refuses %o naming the variable", (env, re) => {
     expect(() => loadConfig(env as Record<string, string>)).toThrow(re);

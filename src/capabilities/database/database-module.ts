@@ -17,6 +17,8 @@ import { createDatabaseManager, type DatabaseManager } from "./database-manager.
 import { createDatabaseStore, type DatabaseStore } from "./database-store.js";
 import { dbCapability } from "./function-db.js";
 import { EnginePool } from "../../infra/libsql/engine-pool.js";
+import { decodeQueryRequest } from "./query-request-binary.js";
+import { encodeQueryResponse } from "./query-response-binary.js";
 import { createDatabaseJsonPaths, createDatabaseServiceImpl } from "./platform-service.js";
 import { PointReader } from "../../infra/libsql/point-reader.js";
 import { createQueryRunner, type QueryRunner } from "./query-runner.js";
@@ -85,7 +87,7 @@ export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: 
     manager,
     runner,
     pool,
-    device: [binding(DatabaseService, createDatabaseServiceImpl({ runner }), { jsonPaths: createDatabaseJsonPaths(runner) })],
+    device: [binding(DatabaseService, createDatabaseServiceImpl({ runner }), { jsonPaths: createDatabaseJsonPaths(runner), binaryEncoders: { query: encodeQueryResponse, batch: encodeQueryResponse }, binaryDecoders: { query: decodeQueryRequest } })],
     admin: [
       binding(AdminDatabaseService, createDatabaseAdminServiceImpl({ manager })),
       binding(SqlService, createSqlServiceImpl({ operator: createOperatorSql({ store, pool, remote, dataDir: config.dataDir, limits }) })),

@@ -1,12 +1,10 @@
 // pulsebase.platform.v1.DatabaseService: POST /api/db/query and
 // /api/db/batch. The token's application decides the database.
-import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {
   DatabaseService,
-  QueryResponseSchema,
-  StatementResultSchema,
   type QueryResponse,
+  type StatementResult,
 } from "../../../gen/pulsebase/platform/v1/database_pb.js";
 import { consumerOf, requestIdOf } from "../../kernel/principal.js";
 import type { EngineResult } from "../../infra/libsql/engine-protocol.js";
@@ -14,19 +12,27 @@ import { rowToListValue, valueToJson } from "./proto-values.js";
 import type { QueryRunner } from "./query-runner.js";
 import type { RestJsonPath } from "../../kernel/module.js";
 
+/**
+ * The QueryResponse of the results, built as the plain objects create()
+ * would return (every field set, `error` only when present) without its
+ * reflection: it runs for every answer.
+ */
 export function response(results: EngineResult[], requestId: string): QueryResponse {
-  return create(QueryResponseSchema, {
-    requestId,
-    results: results.map((r) =>
-      create(StatementResultSchema, {
+  return {
+    $typeName: "pulsebase.platform.v1.QueryResponse",
+    results: results.map((r): StatementResult => {
+      const out: StatementResult = {
+        $typeName: "pulsebase.platform.v1.StatementResult",
         columns: r.columns,
         rows: r.rows.map(rowToListValue),
         rowsRead: r.rowsRead,
         rowsWritten: r.rowsWritten,
-        ...(r.error !== undefined ? { error: r.error } : {}),
-      }),
-    ),
-  });
+      };
+      if (r.error !== undefined) out.error = r.error;
+      return out;
+    }),
+    requestId,
+  };
 }
 
 /**
@@ -75,10 +81,13 @@ export function createDatabaseJsonPaths(runner: QueryRunner): Record<"query" | "
 export function createDatabaseServiceImpl(deps: { runner: QueryRunner }): ServiceImpl<typeof DatabaseService> {
   const { runner } = deps;
   return {
-    async query(req, ctx) {
+    // Without a promise when the point reader answers at once (queryNow):
+    // the transport then writes a PK read in the same turn (docs/database.md).
+    query(req, ctx) {
       const { appId } = consumerOf(ctx);
-      const results = await runner.query(appId, { sql: req.sql, params: valueToJson(req.params) });
-      return response(results, requestIdOf(ctx));
+      const requestId = requestIdOf(ctx);
+      const results = runner.queryNow(appId, { sql: req.sql, params: valueToJson(req.params) });
+      return Array.isArray(results) ? response(results, requestId) : results.then((r) => response(r, requestId));
     },
     async batch(req, ctx) {
       const { appId } = consumerOf(ctx);

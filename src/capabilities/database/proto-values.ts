@@ -27,14 +27,15 @@ export function valueToJson(v: Value | undefined): unknown {
   }
 }
 
+// Built as the plain objects create() returns, without its reflection (every cell of every answer).
 function cell(v: EngineValue): Value {
-  if (v === null) return create(ValueSchema, { kind: { case: "nullValue", value: NullValue.NULL_VALUE } });
-  if (typeof v === "number") return create(ValueSchema, { kind: { case: "numberValue", value: v } });
-  return create(ValueSchema, { kind: { case: "stringValue", value: v } });
+  if (v === null) return { $typeName: "google.protobuf.Value", kind: { case: "nullValue", value: NullValue.NULL_VALUE } };
+  if (typeof v === "number") return { $typeName: "google.protobuf.Value", kind: { case: "numberValue", value: v } };
+  return { $typeName: "google.protobuf.Value", kind: { case: "stringValue", value: v } };
 }
 
 export function rowToListValue(row: readonly EngineValue[]): ListValue {
-  return create(ListValueSchema, { values: row.map(cell) });
+  return { $typeName: "google.protobuf.ListValue", values: row.map(cell) };
 }
 
 /** Plain JSON -> Value (tests and clients building requests). */

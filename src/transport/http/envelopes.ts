@@ -51,11 +51,16 @@ function cmsCodeFor(status: number): string {
   }
 }
 
-export function sendError(reply: FastifyReply, iface: Iface, err: unknown): FastifyReply {
+/**
+ * Writes the error in the interface's envelope. A server fault is logged
+ * here unless the dispatcher (src/transport/rpc/dispatcher.ts) logged it
+ * already (`logged`): a failed service call is logged there, once.
+ */
+export function sendError(reply: FastifyReply, iface: Iface, err: unknown, opts?: { logged: boolean }): FastifyReply {
   const e = toAppError(err);
   const { status, body, retryAfter } = errorBody(iface, e);
   // The translated error with its cause chain (down to the driver error, each with its stack; logger.ts).
-  if (isServerFault(e, status)) reply.log.error({ err: e, status }, "request failed");
+  if (!opts?.logged && isServerFault(e, status)) reply.log.error({ err: e, status }, "request failed");
   if (retryAfter) reply.header("retry-after", String(retryAfter));
   return reply.code(status).type("application/json; charset=utf-8").send(body);
 }

@@ -1,19 +1,22 @@
-// The REST transcoding gateway: registers one Fastify route per entry of the
-// route table, turns path, query and body (JSON or multipart) into the request
-// message, calls the service implementation in process, and writes the
-// response message as the documented JSON (or the interface's error envelope).
+// The REST codec in front of the dispatcher (src/transport/rpc/dispatcher.ts,
+// docs/architecture.md "One request through each protocol"): registers one
+// Fastify route per entry of the route table, has the dispatcher check the
+// token and admit the body before it is read, turns path, query and body
+// (JSON or multipart) into the request message, has the dispatcher call the
+// service implementation, and writes the response message as the documented
+// JSON (or the interface's error envelope).
 import { create, type DescMessage, type Message } from "@bufbuild/protobuf";
-import { createContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import multipart from "@fastify/multipart";
 import { Auth } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import { appError, Violations } from "../../kernel/errors.js";
-import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../../kernel/principal.js";
-import { ANONYMOUS, type BodyBudget } from "./body-budget.js";
+import type { ConsumerPrincipal } from "../../kernel/principal.js";
+import { ANONYMOUS, type BodyBudget } from "../rpc/body-budget.js";
+import type { CallContext } from "../rpc/call-context.js";
+import type { Dispatcher, UnaryMethod } from "../rpc/dispatcher.js";
 import { sendError } from "./envelopes.js";
-import { RestHandlerContext } from "./handler-context.js";
 import { readMultipart } from "./multipart-body.js";
-import { turnBatch, type TurnBatch } from "./turn-batch.js";
+import { turnBatch, type TurnBatch } from "../rpc/turn-batch.js";
 import { decodeRest, encodeRest, isPlainObject } from "./rest-json.js";
 import type { RestRoute, RouteTable } from "./route-table.js";
 import { kNotModified, type RawRoute, type RestFastPath, type RestJsonPath, type ServiceBinding } from "../../kernel/module.js";
@@ -22,8 +25,8 @@ export interface GatewayOptions {
   table: RouteTable;
   /** Service bindings (implementation and fast paths) by service type name. */
   bindings: Map<string, ServiceBinding>;
-  /** The principal at once when it is known (cached), else a promise of it. */
-  authenticate(authorization: string | undefined): ConsumerPrincipal | Promise<ConsumerPrincipal>;
+  /** Authentication, body admission, the call and its error log (src/transport/rpc/dispatcher.ts). */
+  dispatcher: Dispatcher;
   /** Largest file part (4 MiB, docs/devices.md). */
   maxFileBytes: number;
   /** Largest request (all parts together). */
@@ -48,8 +51,7 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
   const passthrough: RestRoute[] = [];
   const multipartRoutes: RestRoute[] = [];
   for (const route of opts.table.routes) {
-    const fn = opts.bindings.get(route.service.typeName)?.impl[route.method.localName];
-    if (!fn) throw new Error(`no implementation for ${route.service.typeName}.${route.method.name}`);
+    opts.dispatcher.methodOf(route.service, route.method); // (throws when it has no implementation)
     if (route.passthrough) {
       passthrough.push(route);
       continue;
@@ -76,20 +78,20 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: opts.bodyLimitBytes }, (_req, body, done) => done(null, body));
     for (const route of passthrough) {
-      const { impl } = opts.bindings.get(route.service.typeName)!;
-      scope.route({ method: route.verb, url: route.path, ...bodyGate(route, opts), handler: passthroughHandler(route, impl[route.method.localName]!.bind(impl)) });
+      scope.route({ method: route.verb, url: route.path, ...bodyGate(route, opts), handler: passthroughHandler(route, opts.dispatcher) });
     }
   });
 }
 
 /** Registers a transcoded route (its implementation was checked by registerGateway). */
 function addRoute(app: FastifyInstance, route: RestRoute, opts: GatewayOptions, later: TurnBatch): void {
-  const { impl, fastPaths, jsonPaths } = opts.bindings.get(route.service.typeName)!;
-  const generic = messageHandler(route, impl[route.method.localName]!.bind(impl), opts);
+  const { fastPaths, jsonPaths } = opts.bindings.get(route.service.typeName)!;
+  const generic = messageHandler(route, opts);
   // A fast path skips the gateway's consumer authentication: only for routes without it.
   const fast = route.verb === "GET" && route.auth !== Auth.CONSUMER_UNSPECIFIED ? fastPaths?.[route.method.localName] : undefined;
   const json = route.verb === "POST" && route.auth === Auth.CONSUMER_UNSPECIFIED && route.body === "*" ? jsonPaths?.[route.method.localName] : undefined;
-  const handler = fast ? fastHandler(route, fast, generic, later) : json ? jsonHandler(route, json, generic, later) : generic.handler;
+  const m = opts.dispatcher.methodOf(route.service, route.method);
+  const handler = fast ? fastHandler(route, m, fast, generic, later, opts.dispatcher) : json ? jsonHandler(route, m, json, generic, later, opts.dispatcher) : generic.handler;
   app.route({ method: route.verb, url: route.path, ...bodyGate(route, opts), handler });
 }
 
@@ -102,53 +104,32 @@ function addRoute(app: FastifyInstance, route: RestRoute, opts: GatewayOptions, 
  * where they are read (readGetBody), so a GET without one costs nothing.
  */
 function bodyGate(route: RestRoute, opts: GatewayOptions) {
-  if (route.auth !== Auth.CONSUMER_UNSPECIFIED) {
-    if (route.verb === "GET") return { bodyLimit: opts.anonymousBodyLimitBytes };
-    return {
-      bodyLimit: opts.anonymousBodyLimitBytes,
-      onRequest: function admitAnonymous(req: FastifyRequest, reply: FastifyReply, done: () => void) {
-        const refused = opts.budget.admit(req.raw, reply.raw, ANONYMOUS, opts.anonymousBodyLimitBytes);
-        if (refused) return void sendError(reply, route.iface, refused);
-        done();
-      },
-    };
-  }
-  const admitted = (req: FastifyRequest, reply: FastifyReply, done: () => void, p: ConsumerPrincipal) => {
-    req.pulsebaseConsumer = p;
-    const refused = opts.budget.admit(req.raw, reply.raw, p.appId, opts.bodyLimitBytes);
-    if (refused) return void sendError(reply, route.iface, refused);
-    done();
-  };
-  const refuse = (req: FastifyRequest, reply: FastifyReply, err: unknown) => {
-    opts.budget.drain(req.raw, reply.raw);
-    sendError(reply, route.iface, err);
-  };
+  if (route.auth !== Auth.CONSUMER_UNSPECIFIED && route.verb === "GET") return { bodyLimit: opts.anonymousBodyLimitBytes };
+  const bodyLimit = route.auth !== Auth.CONSUMER_UNSPECIFIED ? opts.anonymousBodyLimitBytes : undefined;
+  const m = opts.dispatcher.methodOf(route.service, route.method);
   return {
+    ...(bodyLimit !== undefined && { bodyLimit }),
     onRequest: function authenticateFirst(req: FastifyRequest, reply: FastifyReply, done: () => void) {
-      let c: ConsumerPrincipal | Promise<ConsumerPrincipal>;
-      try {
-        c = opts.authenticate(req.headers.authorization);
-      } catch (err) {
-        return refuse(req, reply, err);
-      }
-      if (c instanceof Promise) c.then((p) => admitted(req, reply, done, p), (err: unknown) => refuse(req, reply, err));
-      else admitted(req, reply, done, c);
+      opts.dispatcher.admit(m, req.headers.authorization, req.raw, reply.raw, (refused, consumer) => {
+        if (refused) return void sendError(reply, route.iface, refused);
+        req.pulsebaseConsumer = consumer ?? null;
+        done();
+      });
     },
   };
 }
 
-type Call = (req: Message, ctx: RestHandlerContext) => unknown;
-
-function contextFor(route: RestRoute, req: FastifyRequest): RestHandlerContext {
-  const values = createContextValues();
-  values.set(kRequestId, req.id);
-  values.set(kClientAddress, req.ip);
-  return new RestHandlerContext(route.service, route.method, req.method, req.url, req.headers, values);
+/** The call's context, with the consumer the route's onRequest hook authenticated (bodyGate). */
+function contextFor(dispatcher: Dispatcher, m: UnaryMethod, req: FastifyRequest): CallContext {
+  return dispatcher.context(m, "rest", req, req.pulsebaseConsumer);
 }
 
-/** The consumer the route's onRequest hook authenticated (bodyGate), on ctx. */
-function setConsumer(req: FastifyRequest, ctx: RestHandlerContext): void {
-  if (req.pulsebaseConsumer) ctx.values.set(kConsumer, req.pulsebaseConsumer);
+/**
+ * The error answer of a dispatched call: the dispatcher logged it already
+ * when it was a server fault (its one error log).
+ */
+function sendCallError(reply: FastifyReply, route: RestRoute, err: unknown): FastifyReply {
+  return sendError(reply, route.iface, err, { logged: true });
 }
 
 /**
@@ -174,24 +155,29 @@ function responseEncoder(route: RestRoute) {
   };
 }
 
-function messageHandler(route: RestRoute, call: Call, opts: GatewayOptions) {
+function messageHandler(route: RestRoute, opts: GatewayOptions) {
   const input = route.method.input;
   const encode = responseEncoder(route);
+  const m = opts.dispatcher.methodOf(route.service, route.method);
   return {
     encode,
     handler: async function restHandler(req: FastifyRequest, reply: FastifyReply) {
-      const ctx = contextFor(route, req);
+      let msg: Message;
       try {
-        setConsumer(req, ctx);
-        const msg = await requestMessage(route, input, req, reply, opts);
-        const res = (await call(msg, ctx)) as object;
+        msg = await requestMessage(route, input, req, reply, opts);
+      } catch (err) {
+        return sendError(reply, route.iface, err);
+      }
+      const ctx = contextFor(opts.dispatcher, m, req);
+      try {
+        const res = (await opts.dispatcher.invoke(m, msg, ctx)) as object;
         const body = encode(res);
         const set = ctx.setHeaders;
         if (set) copyHeaders(reply, set);
         if (ctx.values.get(kNotModified)) return reply.code(304).send();
         return reply.code(route.status).type("application/json; charset=utf-8").send(body);
       } catch (err) {
-        return sendError(reply, route.iface, err);
+        return sendCallError(reply, route, err);
       }
     },
   };
@@ -204,9 +190,9 @@ function messageHandler(route: RestRoute, call: Call, opts: GatewayOptions) {
  * when it does not answer. Writes what the generic path would write for the
  * same answer: the service's headers (Vary merged), then 304 or the body.
  */
-function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<typeof messageHandler>, later: TurnBatch) {
+function fastHandler(route: RestRoute, m: UnaryMethod, fast: RestFastPath, generic: ReturnType<typeof messageHandler>, later: TurnBatch, dispatcher: Dispatcher) {
   const noQuery: Record<string, string> = {};
-  return batched(route, later, function fastAnswer(req, reply) {
+  return batched(route, m, later, dispatcher, function fastAnswer(req, reply) {
     const h = req.headers;
     if (h["content-type"] === undefined && h["transfer-encoding"] === undefined && !Number(h["content-length"] ?? 0)) {
       const query = route.rawQueryField ? rawQuery(req) : noQuery;
@@ -227,12 +213,12 @@ function fastHandler(route: RestRoute, fast: RestFastPath, generic: ReturnType<t
  * messages (RestJsonPath, src/kernel/module.ts): authenticated like the generic path, then
  * asked; the generic handler runs when it does not answer.
  */
-function jsonHandler(route: RestRoute, json: RestJsonPath, generic: ReturnType<typeof messageHandler>, later: TurnBatch) {
+function jsonHandler(route: RestRoute, m: UnaryMethod, json: RestJsonPath, generic: ReturnType<typeof messageHandler>, later: TurnBatch, dispatcher: Dispatcher) {
   const send = (reply: FastifyReply, text: string) => reply.code(route.status).type("application/json; charset=utf-8").send(text);
   // Without a promise when the answer needs none (a point read): a PK read
   // then runs start to end in one call. (The token was checked before the
   // body was read: bodyGate.)
-  return batched(route, later, function jsonAnswer(req, reply) {
+  return batched(route, m, later, dispatcher, function jsonAnswer(req, reply) {
     const body = req.body;
     const consumer = req.pulsebaseConsumer;
     if (!isPlainObject(body) || !consumer) return generic.handler(req, reply);
@@ -247,14 +233,17 @@ function jsonHandler(route: RestRoute, json: RestJsonPath, generic: ReturnType<t
  * A handler that answers at the end of the loop turn (turn-batch.ts). What
  * the answer throws or rejects with is written by fail(): Fastify's own net
  * for returned promises does not reach work done after the handler returned.
+ * A service's synchronous answer is part of the call: its failure goes to
+ * the dispatcher's error log like any other.
  */
-function batched(route: RestRoute, later: TurnBatch, answer: (req: FastifyRequest, reply: FastifyReply) => unknown) {
+function batched(route: RestRoute, m: UnaryMethod, later: TurnBatch, dispatcher: Dispatcher, answer: (req: FastifyRequest, reply: FastifyReply) => unknown) {
+  const failed = (req: FastifyRequest, reply: FastifyReply, err: unknown) => fail(reply, route, dispatcher.fault(m, "rest", req.id, err));
   const run = (req: FastifyRequest, reply: FastifyReply) => {
     try {
       const r = answer(req, reply);
-      if (r instanceof Promise) r.catch((err: unknown) => fail(reply, route, err));
+      if (r instanceof Promise) r.catch((err: unknown) => failed(req, reply, err));
     } catch (err) {
-      fail(reply, route, err);
+      failed(req, reply, err);
     }
   };
   return function batchedHandler(req: FastifyRequest, reply: FastifyReply): void {
@@ -269,7 +258,7 @@ function fail(reply: FastifyReply, route: RestRoute, err: unknown): void {
     return;
   }
   try {
-    void sendError(reply, route.iface, err);
+    void sendCallError(reply, route, err);
   } catch (e) {
     reply.log.error({ err: e }, "gateway: could not send the error envelope");
     if (!reply.sent) reply.code(500).send();
@@ -369,12 +358,12 @@ async function readGetBody(req: FastifyRequest, reply: FastifyReply, opts: Gatew
   }
 }
 
-function passthroughHandler(route: RestRoute, call: (req: Message, ctx: RestHandlerContext) => unknown) {
+function passthroughHandler(route: RestRoute, dispatcher: Dispatcher) {
   const input = route.method.input;
+  const m = dispatcher.methodOf(route.service, route.method);
   return async function passthrough(req: FastifyRequest, reply: FastifyReply) {
-    const ctx = contextFor(route, req);
+    const ctx = contextFor(dispatcher, m, req);
     try {
-      setConsumer(req, ctx);
       const headers: Record<string, string> = {};
       for (const [k, val] of Object.entries(req.headers)) {
         if (val === undefined || k.startsWith(":")) continue;
@@ -393,7 +382,7 @@ function passthroughHandler(route: RestRoute, call: (req: Message, ctx: RestHand
         body: Buffer.isBuffer(body) ? new Uint8Array(body.buffer, body.byteOffset, body.byteLength) : new Uint8Array(),
         contentType: req.headers["content-type"] ?? "",
       } as never);
-      const res = (await call(msg, ctx)) as { status?: number; headers?: Record<string, string>; body?: Uint8Array };
+      const res = (await dispatcher.invoke(m, msg, ctx)) as { status?: number; headers?: Record<string, string>; body?: Uint8Array };
       for (const [k, val] of Object.entries(res.headers ?? {})) reply.header(k, val);
       const set = ctx.setHeaders;
       if (set) copyHeaders(reply, set);
@@ -401,7 +390,7 @@ function passthroughHandler(route: RestRoute, call: (req: Message, ctx: RestHand
       // a view of the same bytes, not a copy
       return reply.code(res.status || 200).send(b ? Buffer.from(b.buffer, b.byteOffset, b.byteLength) : Buffer.alloc(0));
     } catch (err) {
-      return sendError(reply, route.iface, err);
+      return sendCallError(reply, route, err);
     }
   };
 }

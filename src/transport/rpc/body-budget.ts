@@ -19,8 +19,8 @@ import { constants as h2, type Http2ServerRequest, type Http2ServerResponse } fr
 import type { ConnectError } from "@connectrpc/connect";
 import { appError } from "../../kernel/errors.js";
 
-type RawRequest = IncomingMessage | Http2ServerRequest;
-type RawResponse = ServerResponse | Http2ServerResponse;
+export type RawRequest = IncomingMessage | Http2ServerRequest;
+export type RawResponse = ServerResponse | Http2ServerResponse;
 
 export interface BodyBudgetOptions {
   /** All bodies together. */
