@@ -1,0 +1,171 @@
+// Hostile function code against the sandbox's fetch (docs/functions.md,
+// "Calling other services: fetch"), over real sockets: every spelling of a
+// loopback address the WHATWG URL parser accepts, names resolving to several
+// addresses, redirects to other schemes, a Host header aimed at a virtual
+// host, header injection, proxies from the environment, and a request that
+// would outlive its run. The local server records every request it gets, so
+// "refused" means nothing reached it.
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSandbox } from "../../../src/infra/sandbox/sandbox.js";
+import { createFetchHost, type EgressPolicy } from "../../../src/infra/sandbox/fetch-host.js";
+import type { RunInput, RunTarget } from "../../../src/infra/sandbox/types.js";
+
+let server: Server;
+let port: number;
+let base: string;
+const seen: Array<{ url: string; headers: IncomingMessage["headers"]; bytes: number }> = [];
+const sockets = new Set<Socket>();
+let proxyHits = 0;
+let proxy: Server;
+
+const policies = new Map<number, EgressPolicy>();
+const OPEN = 1, CLOSED = 2, SLOW_POLICY = 3;
+policies.set(OPEN, { allowHosts: [], allowPrivate: true });
+policies.set(CLOSED, { allowHosts: [], allowPrivate: false });
+policies.set(SLOW_POLICY, { allowHosts: [], allowPrivate: true });
+
+const fetchHost = createFetchHost({
+  // the policy of SLOW_POLICY takes a while to read (a cache miss on PostgreSQL)
+  policyOf: async (appId) => {
+    if (appId === SLOW_POLICY) await new Promise((r) => setTimeout(r, 150));
+    return policies.get(appId)!;
+  },
+  // "mixed.test": one public and one loopback address; "v6.test": a mapped loopback
+  resolve: async (host) => {
+    if (host === "mixed.test") return [{ address: "93.184.216.34", family: 4 }, { address: "127.0.0.1", family: 4 }];
+    if (host === "v6.test") return [{ address: "::ffff:127.0.0.1", family: 6 }];
+    if (host === "localhost" || host === "localhost.") return [{ address: "127.0.0.1", family: 4 }];
+    return [{ address: "93.184.216.34", family: 4 }];
+  },
+  limits: { subrequests: 50, responseBytes: 1024 * 1024, timeoutMs: 3_000, redirects: 3 },
+});
+const sandbox = createSandbox({ capabilities: fetchHost.capabilities, limits: { syncSliceMs: 0 } });
+
+beforeAll(async () => {
+  server = createServer({ maxHeaderSize: 1024 * 1024 * 64 }, (req, res) => {
+    let bytes = 0;
+    req.on("data", (c: Buffer) => (bytes += c.length));
+    req.on("end", () => {
+      seen.push({ url: req.url!, headers: req.headers, bytes });
+      const u = new URL(req.url!, "http://x");
+      if (u.pathname === "/redirect") {
+        res.statusCode = Number(u.searchParams.get("status") ?? 302);
+        res.setHeader("location", u.searchParams.get("to")!);
+        return void res.end();
+      }
+      if (u.pathname === "/slow") return; // never answers
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify({ host: req.headers.host, auth: req.headers.authorization ?? null, cookie: req.headers.cookie ?? null }));
+    });
+  });
+  server.on("connection", (s) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  port = (server.address() as AddressInfo).port;
+  base = `http://127.0.0.1:${port}`;
+  proxy = createServer((_req, res) => {
+    proxyHits++;
+    res.end("proxied");
+  });
+  await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
+});
+afterAll(async () => {
+  sandbox.close();
+  await fetchHost.close();
+  server.closeAllConnections();
+  await new Promise((r) => server.close(r));
+  await new Promise((r) => proxy.close(r));
+});
+
+let nextVersion = 1;
+const target = (appId: number, code: string, timeoutMs = 5_000): RunTarget => ({ versionId: nextVersion++, appId, code, memoryMb: 64, timeoutMs });
+const input = (): RunInput => ({ req: null, consumer: null, event: null, env: { BASE: base, PORT: String(port) }, trigger: "manual", requestId: "r" });
+async function run(appId: number, code: string, timeoutMs?: number): Promise<{ outcome: string; body: any; logs: unknown[] }> { // eslint-disable-line @typescript-eslint/no-explicit-any
+  const r = await sandbox.run(target(appId, code, timeoutMs), input());
+  return { outcome: r.outcome, body: r.response ? JSON.parse(r.response.body) : undefined, logs: r.logs };
+}
+/** Each URL fetched in turn (PORT replaced by the server's port): what the function saw of each. */
+const each = (urls: string[]) => `export default async (req, ctx) => {
+  const out = [];
+  for (const u of ${JSON.stringify(urls)}) {
+    try { const r = await fetch(u.replace("PORT", ctx.env.PORT)); out.push("fetched " + r.status); }
+    catch (e) { out.push((e.code ?? e.name) + ""); }
+  }
+  return out;
+}`;
+
+describe("loopback in every spelling is refused by default", () => {
+  it("decimal, octal, hex and short IPv4, 0, IPv6 forms, trailing dots and upper case never reach the server", async () => {
+    const urls = [
+      "http://2130706433:PORT/", "http://017700000001:PORT/", "http://0x7f.1:PORT/", "http://0x7f000001:PORT/", "http://127.1:PORT/",
+      "http://127.0.0.1.:PORT/", "http://0:PORT/", "http://0.0.0.0:PORT/", "http://[::]:PORT/", "http://[::1]:PORT/",
+      "http://[::ffff:7f00:1]:PORT/", "http://[0:0:0:0:0:ffff:127.0.0.1]:PORT/", "http://[::127.0.0.1]:PORT/", "http://[64:ff9b::7f00:1]:PORT/",
+      "http://[2002:7f00:1::]:PORT/", "http://LOCALHOST:PORT/", "http://localhost.:PORT/", "http://127.0.0.1:PORT#@allowed.com",
+      "http://mixed.test:PORT/", "http://v6.test:PORT/", "HTTP://127.0.0.1:PORT/",
+    ];
+    const before = seen.length;
+    const r = await run(CLOSED, each(urls));
+    expect(r.body).toEqual(urls.map(() => "egress_refused"));
+    expect(seen.length).toBe(before);
+  });
+
+  it("refuses userinfo and zone ids as invalid URLs, before any connection", async () => {
+    const before = seen.length;
+    const r = await run(CLOSED, each(["http://allowed.com@127.0.0.1:PORT/", "http://[fe80::1%25lo]:PORT/", "http://a:b@127.0.0.1:PORT/"]));
+    expect(r.body).toEqual(["TypeError", "TypeError", "TypeError"]);
+    expect(seen.length).toBe(before);
+  });
+
+  it("redirects to file:, data:, blob: and javascript: are refused; a protocol-relative one to loopback is refused off the allowlist", async () => {
+    const to = (t: string) => `http://localhost:PORT/redirect?to=${encodeURIComponent(t)}`;
+    policies.set(10, { allowHosts: ["localhost"], allowPrivate: true });
+    const r = await run(10, each([to("file:///etc/passwd"), to("data:text/plain,hi"), to("blob:http://localhost/x"), to("javascript:alert(1)"), to(`//127.0.0.1:${port}/json`)]));
+    expect(r.body).toEqual(["egress_refused", "egress_refused", "egress_refused", "egress_refused", "egress_refused"]);
+  });
+});
+
+describe("headers", () => {
+  it("a Host header cannot aim at another virtual host; Authorization and Cookie do not follow a redirect to another origin", async () => {
+    const r = await run(OPEN, `export default async (req, ctx) => {
+      const a = await (await fetch(ctx.env.BASE + "/json", { headers: { host: "internal.admin", Authorization: "Bearer s", Cookie: "c=1" } })).json();
+      const to = encodeURIComponent("http://localhost:" + ctx.env.PORT + "/json");
+      const b = await (await fetch(ctx.env.BASE + "/redirect?status=307&to=" + to, { method: "POST", body: "x", headers: { Authorization: "Bearer s", Cookie: "c=1" } })).json();
+      return [a, b];
+    }`);
+    expect(r.body[0]).toEqual({ host: `127.0.0.1:${port}`, auth: "Bearer s", cookie: "c=1" });
+    expect(r.body[1]).toEqual({ host: `localhost:${port}`, auth: null, cookie: null });
+  });
+
+  it("CR/LF, and characters whose low byte is CR or LF, cannot inject a header", async () => {
+    const before = seen.length;
+    const r = await run(OPEN, `export default async (req, ctx) => {
+      const out = [];
+      for (const v of ["a\\r\\nX-Injected: 1", "a\\u010d\\u010aX-Injected: 1", "a\\nX-Injected: 1"]) {
+        try { await fetch(ctx.env.BASE + "/json", { headers: { "x-v": v } }); out.push("sent"); } catch (e) { out.push(e.name); }
+      }
+      try { await fetch(ctx.env.BASE + "/json", { headers: { "x-a\\r\\nx-injected": "1" } }); out.push("sent"); } catch (e) { out.push(e.name); }
+      return out;
+    }`);
+    expect(r.body).toEqual(["TypeError", "TypeError", "TypeError", "TypeError"]);
+    expect(seen.slice(before).some((s) => "x-injected" in s.headers)).toBe(false);
+  });
+
+  it("HTTP_PROXY from the environment is not honoured", async () => {
+    const saved = { h: process.env.HTTP_PROXY, l: process.env.http_proxy };
+    const p = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+    process.env.HTTP_PROXY = process.env.http_proxy = p;
+    try {
+      policies.set(11, { allowHosts: [], allowPrivate: true });
+      const r = await run(11, `export default async (req, ctx) => (await fetch(ctx.env.BASE + "/json")).json()`);
+      expect(r.body).toMatchObject({ host: `127.0.0.1:${port}` });
+      expect(proxyHits).toBe(0);
+    } finally {
+      if (saved.h === undefined) delete process.env.HTTP_PROXY; else process.env.HTTP_PROXY = saved.h;
+      if (saved.l === undefined) delete process.env.http_proxy; else process.env.http_proxy = saved.l;
+    }
+  });
+});
