@@ -230,6 +230,8 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
     }
     const r = checkRequest(req);
     const policy = await (state.policy ??= opts.policyOf(call.appId));
+    // the run may have ended while the policy was read (a store miss): its abort has fired and found no request to cancel
+    if (call.signal.aborted) throw appError("unavailable", "the invocation has ended");
     const agent = agentFor(call.appId, policy);
     // One controller per request: the isolate's abort, the run's end (stateOf) and the time limit all fire it.
     const own = new AbortController();

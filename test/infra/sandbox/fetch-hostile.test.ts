@@ -169,3 +169,18 @@ describe("headers", () => {
     }
   });
 });
+describe("a request never outlives its run", () => {
+  it("a fetch left running while the policy is read is cancelled when the run ends", async () => {
+    const open = () => [...sockets].filter((s) => !s.destroyed).length;
+    const before = open();
+    const r = await run(SLOW_POLICY, `export default async (req, ctx) => {
+      fetch(ctx.env.BASE + "/slow").catch(() => {});
+      return "gone";
+    }`);
+    expect(r.body).toBe("gone");
+    // the request must never be made (or be closed at once): wait past the policy read
+    await new Promise((res) => setTimeout(res, 400));
+    expect(seen.filter((s) => s.url === "/slow").length).toBe(0);
+    expect(open()).toBeLessThanOrEqual(before);
+  });
+});
