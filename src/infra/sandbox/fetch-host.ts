@@ -45,6 +45,8 @@ export interface FetchLimits {
   runResponseBytes: number;
   /** Bytes of one request body. */
   requestBytes: number;
+  /** Bytes of one request's headers (names and values): servers refuse more than a few KiB anyway, and the body limit must not be bypassed through them. */
+  requestHeaderBytes: number;
   /** Redirects one request may follow. */
   redirects: number;
   /** One request's time, headers and body, redirects included (the invocation's own timeout cuts it earlier). */
@@ -59,6 +61,7 @@ export const DEFAULT_FETCH_LIMITS: FetchLimits = {
   responseBytes: 10 * 1024 * 1024,
   runResponseBytes: 32 * 1024 * 1024,
   requestBytes: 10 * 1024 * 1024,
+  requestHeaderBytes: 64 * 1024,
   redirects: 10,
   timeoutMs: 30_000,
   processBytes: 256 * 1024 * 1024,
@@ -341,8 +344,11 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
     const redirect = req.redirect === "manual" || req.redirect === "error" ? req.redirect : "follow";
     const headers: Record<string, string> = Object.create(null) as Record<string, string>;
     const pairs = Array.isArray(req.headers) ? req.headers : [];
+    let headerBytes = 0;
     for (const p of pairs.slice(0, 200)) {
       if (!Array.isArray(p) || typeof p[0] !== "string" || typeof p[1] !== "string") continue;
+      headerBytes += p[0].length + p[1].length + 4;
+      if (headerBytes > limits.requestHeaderBytes) throw appError("fetch_limit", `the request headers are larger than ${limits.requestHeaderBytes} bytes`);
       const k = p[0].toLowerCase();
       // the client's own, and the platform's: never from a function
       if (DROPPED_HEADERS.has(k) || k.startsWith("x-pulsebase-") || k.startsWith("proxy-")) continue;

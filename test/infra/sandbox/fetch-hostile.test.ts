@@ -168,7 +168,20 @@ describe("headers", () => {
       if (saved.l === undefined) delete process.env.http_proxy; else process.env.http_proxy = saved.l;
     }
   });
+
+  it("request headers are bounded: megabytes of header values are refused, never sent", async () => {
+    const before = seen.length;
+    const r = await run(OPEN, `export default async (req, ctx) => {
+      const big = "a".repeat(1024 * 1024);
+      const headers = {};
+      for (let i = 0; i < 20; i++) headers["x-h" + i] = big;
+      try { await fetch(ctx.env.BASE + "/json", { headers }); return "sent"; } catch (e) { return e.code ?? e.name; }
+    }`);
+    expect(r.body).toBe("fetch_limit");
+    expect(seen.length).toBe(before);
+  });
 });
+
 describe("a request never outlives its run", () => {
   it("a fetch left running while the policy is read is cancelled when the run ends", async () => {
     const open = () => [...sockets].filter((s) => !s.destroyed).length;
