@@ -7,6 +7,7 @@
 // "refused" means nothing reached it.
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
+import { brotliCompressSync, constants as zlibConstants, deflateSync, gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSandbox } from "../../../src/infra/sandbox/sandbox.js";
 import { createFetchHost, type EgressPolicy } from "../../../src/infra/sandbox/fetch-host.js";
@@ -20,6 +21,12 @@ const sockets = new Set<Socket>();
 let proxyHits = 0;
 let proxy: Server;
 
+const zeros = Buffer.alloc(16 * 1024 * 1024);
+const bombs: Record<string, Buffer> = {
+  br: brotliCompressSync(zeros, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 1 } }),
+  deflate: deflateSync(zeros),
+  gzip: gzipSync(gzipSync(zeros)),
+};
 const policies = new Map<number, EgressPolicy>();
 const OPEN = 1, CLOSED = 2, SLOW_POLICY = 3;
 policies.set(OPEN, { allowHosts: [], allowPrivate: true });
@@ -56,6 +63,23 @@ beforeAll(async () => {
         return void res.end();
       }
       if (u.pathname === "/slow") return; // never answers
+      if (u.pathname === "/bomb") {
+        // 16 MiB of zeros in a few KiB, in the encoding asked for
+        const enc = u.searchParams.get("enc")!;
+        res.setHeader("content-encoding", enc);
+        return void res.end(bombs[enc]);
+      }
+      if (u.pathname === "/trickle") {
+        // headers at once, then a byte every 50 ms, for ever
+        res.writeHead(200, { "content-type": "text/plain" });
+        const t = setInterval(() => res.write("x"), 50);
+        res.on("close", () => clearInterval(t));
+        return;
+      }
+      if (u.pathname === "/big-headers") {
+        res.setHeader("x-big", "a".repeat(256 * 1024));
+        return void res.end("ok");
+      }
       res.setHeader("content-type", "application/json");
       res.end(JSON.stringify({ host: req.headers.host, auth: req.headers.authorization ?? null, cookie: req.headers.cookie ?? null }));
     });
@@ -195,5 +219,55 @@ describe("a request never outlives its run", () => {
     await new Promise((res) => setTimeout(res, 400));
     expect(seen.filter((s) => s.url === "/slow").length).toBe(0);
     expect(open()).toBeLessThanOrEqual(before);
+  });
+});
+
+describe("a hostile upstream", () => {
+  it("decompression bombs (br, deflate, gzip inside gzip) are cut at the response limit or left encoded", async () => {
+    const r = await run(OPEN, `export default async (req, ctx) => {
+      const out = [];
+      for (const enc of ["br", "deflate"]) {
+        try { await fetch(ctx.env.BASE + "/bomb?enc=" + enc); out.push("read"); } catch (e) { out.push(e.code); }
+      }
+      // two layers named as one: decoded once, the inner layer handed over as bytes
+      const twice = await fetch(ctx.env.BASE + "/bomb?enc=gzip");
+      out.push((await twice.arrayBuffer()).byteLength < 1024 * 1024);
+      return out;
+    }`);
+    expect(r.body).toEqual(["fetch_limit", "fetch_limit", true]);
+  });
+
+  it("a response trickling a byte at a time is cut by the request's time limit, inside the function's timeout", async () => {
+    const t0 = Date.now();
+    const r = await run(OPEN, `export default async (req, ctx) => {
+      try { await fetch(ctx.env.BASE + "/trickle"); return "read"; } catch (e) { return e.code; }
+    }`, 10_000);
+    expect(r.body).toBe("timeout");
+    // the host's limit is 3 s here (each byte arriving in time does not extend it)
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    const cut = await run(OPEN, `export default async (req, ctx) => { await fetch(ctx.env.BASE + "/trickle"); return "read"; }`, 400);
+    expect(cut.outcome).toBe("timeout");
+  });
+
+  it("response headers past the client's limit fail the fetch, not the server", async () => {
+    const r = await run(OPEN, `export default async (req, ctx) => {
+      try { await fetch(ctx.env.BASE + "/big-headers"); return "read"; } catch (e) { return e.code; }
+    }`);
+    expect(r.body).toBe("fetch_failed");
+  });
+});
+
+describe("connections are pooled per application and policy", () => {
+  it("a connection opened for an application allowed private addresses never serves another, nor the same after its policy closes", async () => {
+    policies.set(20, { allowHosts: [], allowPrivate: true });
+    policies.set(21, { allowHosts: [], allowPrivate: false });
+    const get = `export default async (req, ctx) => {
+      try { return (await fetch("http://localhost:" + ctx.env.PORT + "/json")).status; } catch (e) { return e.code; }
+    }`;
+    expect((await run(20, get)).body).toBe(200);
+    // a keep-alive connection to localhost is open now
+    expect((await run(21, get)).body).toBe("egress_refused");
+    policies.set(20, { allowHosts: [], allowPrivate: false });
+    expect((await run(20, get)).body).toBe("egress_refused");
   });
 });
