@@ -201,6 +201,7 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
       const bg = [];
       invoke(args[0], args[1], bg).then(function (o) {
         if (bg.length === 0) {
+          bg.closed = true;
           o.left = leftCalls();
           timers.reset(0, 0);
         } else o.bg = true;
@@ -221,7 +222,8 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
     }
     function waitUntil(bg) {
       return function waitUntil(promise) {
-        if (bg.closed) return;
+        // a ctx kept from an ended run: its work would never be waited for, nor its timers fire
+        if (bg.closed) throw new ErrorCtor("ctx.waitUntil belongs to an invocation that has ended: use the ctx of the current one");
         if (bg.length >= ${MAX_WAIT_UNTIL_PER_RUN}) throw new RangeErrorCtor("too many ctx.waitUntil calls: at most ${MAX_WAIT_UNTIL_PER_RUN} in one invocation");
         bg[bg.length] = PromiseCtor.resolve(promise).then(undefined, function (e) { logBackground("A ctx.waitUntil promise rejected:", e); });
       };

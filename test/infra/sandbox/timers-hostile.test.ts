@@ -77,3 +77,30 @@ describe("hostile timers", () => {
     expect(body(r)).toEqual({ out: ["TypeError", "TypeError", "TypeError"], evaluated: false });
   });
 });
+
+describe("a ctx kept from an earlier run", () => {
+  it("its waitUntil, called in a later run, throws instead of taking work no one waits for", async () => {
+    const t = target(`let saved;
+      export default async function (req, ctx) {
+        if (req === "keep") { saved = ctx.waitUntil; return "kept"; }
+        if (req === "keep-bg") { saved = ctx.waitUntil; ctx.waitUntil(new Promise((r) => setTimeout(r, 5))); return "kept"; }
+        try { saved(new Promise((r) => setTimeout(r, 50)).then(() => ctx.note.put("stale-work"))); return "accepted"; }
+        catch (e) { return e.name + ": " + e.message; }
+      }`);
+    expect(body(await sandbox.run(t, input("keep")))).toBe("kept");
+    const r = await sandbox.run(t, input("use"));
+    expect(body(r)).toMatch(/^Error: ctx.waitUntil .*ended/);
+    expect(r.background).toBeUndefined();
+    // also when the earlier run had waitUntil work of its own (one isolate: the same one serves both)
+    const one = createSandbox({ capabilities: [note], limits: { isolatesPerVersion: 1 } });
+    try {
+      const bg = await one.run(t, input("keep-bg"));
+      expect((await bg.background!).outcome).toBe("ok");
+      expect(body(await one.run(t, input("use")))).toMatch(/^Error: ctx.waitUntil .*ended/);
+    } finally {
+      one.close();
+    }
+    await sleep(100);
+    expect(notes).not.toContain("stale-work");
+  });
+});
