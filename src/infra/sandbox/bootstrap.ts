@@ -28,6 +28,7 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
   const isArray = Array.isArray;
   const ErrorCtor = Error;
   const StringCtor = String;
+  const U8 = Uint8Array;
   const maxLogChars = limits.maxLogChars;
   const maxLine = limits.maxLogLineChars;
   const maxBody = limits.maxResponseBytes;
@@ -167,8 +168,9 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
     //     notify, doneRef gets the output when the run finishes;
     //   entry(2): the finished run's output, or undefined when it is still
     //     waiting (on host calls): then doneRef gets the output when it settles;
-    //   entry(4, answers, wake): the answers of host calls, [[id, reply], ...]; the
+    //   entry(4, answers, wake, bytes): the answers of host calls, [[id, reply], ...]; the
     //     run goes on within this call; with wake, then the timers due run;
+    //     bytes: ArrayBuffers a result's "bytes" index points to (fetched bodies);
     //   entry(5): the timers due run (the host's timer rang).
     // A run that handed work to ctx.waitUntil answers first (its output has
     // bg: true) and goes on until that work settles; then doneRef gets the
@@ -181,12 +183,16 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
       }
       if (mode === 4) {
         const answers = parse(input);
+        // run: the bytes of the answers' results, copied beside the JSON (a result's bytes is their index)
+        const bytes = run;
         for (let i = 0; i < answers.length; i++) {
           const id = answers[i][0];
           const w = waiting[id];
           if (w === undefined) continue;
           delete waiting[id];
-          w[0](answers[i][1]);
+          const r = answers[i][1];
+          if (bytes !== undefined && r && r.ok && r.result && typeof r.result.bytes === "number") r.result.bytes = new U8(bytes[r.result.bytes]);
+          w[0](r);
         }
         if (notifyNow === true) timers.runDue();
         return undefined;
