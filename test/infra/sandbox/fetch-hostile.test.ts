@@ -145,6 +145,21 @@ describe("loopback in every spelling is refused by default", () => {
     expect(seen.length).toBe(before);
   });
 
+  it("a Request subclass whose url getter lies, or a URL-like object, is checked by the host like any URL", async () => {
+    const before = seen.length;
+    const r = await run(CLOSED, `export default async (req, ctx) => {
+      const out = [];
+      class Liar extends Request { get url() { return "http://127.0.0.1:" + ctx.env.PORT + "/"; } }
+      class Creds extends Request { get url() { return "http://u:p@127.0.0.1:" + ctx.env.PORT + "/"; } }
+      for (const input of [new Liar("http://example.com/"), new Creds("http://example.com/"), { toString: () => "http://0x7f000001:" + ctx.env.PORT + "/" }]) {
+        try { await fetch(input); out.push("fetched"); } catch (e) { out.push(e.code ?? e.name); }
+      }
+      return out;
+    }`);
+    expect(r.body).toEqual(["egress_refused", "validation_failed", "egress_refused"]);
+    expect(seen.length).toBe(before);
+  });
+
   it("redirects to file:, data:, blob: and javascript: are refused; a protocol-relative one to loopback is refused off the allowlist", async () => {
     const to = (t: string) => `http://localhost:PORT/redirect?to=${encodeURIComponent(t)}`;
     policies.set(10, { allowHosts: ["localhost"], allowPrivate: true });
