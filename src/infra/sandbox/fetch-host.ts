@@ -122,6 +122,8 @@ const CROSS_ORIGIN_DROPPED = new Set(["authorization", "cookie", "cookie2"]);
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 const METHODS = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const MAX_AGENTS = 256;
+/** One application holds at most processBytes / APP_SHARE of fetched responses at once. */
+export const APP_SHARE = 4;
 
 class EgressRefused extends Error {}
 
@@ -177,6 +179,9 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
   // Response bytes held by the process (read, not yet handed to the isolate): many invocations at
   // their own limits at once cannot take the server's memory.
   let held = 0;
+  // ... and by application: one application may hold at most 1/APP_SHARE of the bound, so
+  // responses it keeps stalled (a slow upstream of its own) cannot refuse every other one's fetches.
+  const heldByApp = new Map<number, number>();
 
   function agentFor(appId: number, policy: EgressPolicy): Agent {
     const key = `${policy.allowPrivate ? 1 : 0}|${policy.allowHosts.join(",")}`;
@@ -282,7 +287,7 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
         }
         let bytes: Buffer;
         try {
-          bytes = await readBody(res.body, res.headers["content-encoding"], state, url, hold);
+          bytes = await readBody(res.body, res.headers["content-encoding"], state, url, hold, call.appId);
         } catch (err) {
           discard(res.body);
           throw failure(err, url, host, timeout.fired);
@@ -299,12 +304,17 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
     } finally {
       // given back once the copy is on its way into the isolate (or the request failed)
       held -= hold.bytes;
+      if (hold.bytes > 0) {
+        const left = (heldByApp.get(call.appId) ?? 0) - hold.bytes;
+        if (left > 0) heldByApp.set(call.appId, left);
+        else heldByApp.delete(call.appId);
+      }
       cancelTimer();
       state.inflight.delete(id);
     }
   }
 
-  async function readBody(body: Readable, encoding: string | string[] | undefined, state: RunState, url: URL, hold: { bytes: number }): Promise<Buffer> {
+  async function readBody(body: Readable, encoding: string | string[] | undefined, state: RunState, url: URL, hold: { bytes: number }, appId: number): Promise<Buffer> {
     let stream: Readable = body;
     const enc = typeof encoding === "string" ? encoding.trim().toLowerCase() : "";
     // decoded here, so the limits count what the function gets
@@ -325,7 +335,10 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
         state.bytes += chunk.byteLength;
         held += chunk.byteLength;
         hold.bytes += chunk.byteLength;
+        const appHeld = (heldByApp.get(appId) ?? 0) + chunk.byteLength;
+        heldByApp.set(appId, appHeld);
         if (held > limits.processBytes) return fail(appError("unavailable", `the server is holding too many fetched responses at once (${limits.processBytes} bytes); try again`));
+        if (appHeld > limits.processBytes / APP_SHARE) return fail(appError("unavailable", `this application's functions are holding too many fetched responses at once (${Math.floor(limits.processBytes / APP_SHARE)} bytes); try again`));
         if (size > limits.responseBytes) return fail(appError("fetch_limit", `the response of ${url.origin} is larger than ${limits.responseBytes} bytes (the limit of one response)`));
         if (state.bytes > limits.runResponseBytes) return fail(appError("fetch_limit", `the responses of this invocation are larger than ${limits.runResponseBytes} bytes in all`));
         chunks.push(chunk);

@@ -107,6 +107,7 @@ afterAll(async () => {
 });
 
 let nextVersion = 1;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const target = (appId: number, code: string, timeoutMs = 5_000): RunTarget => ({ versionId: nextVersion++, appId, code, memoryMb: 64, timeoutMs });
 const input = (): RunInput => ({ req: null, consumer: null, event: null, env: { BASE: base, PORT: String(port) }, trigger: "manual", requestId: "r" });
 async function run(appId: number, code: string, timeoutMs?: number): Promise<{ outcome: string; body: any; logs: unknown[] }> { // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -313,6 +314,43 @@ describe("large bodies", () => {
       expect(JSON.parse(r.response!.body)).toEqual({ n: big.length, sum: want });
       // was 125-490 ms on the test machine (base64 and JSON of the body on the service's thread), now 20-90
       expect(delay.max / 1e6).toBeLessThan(400);
+    } finally {
+      sb.close();
+      await host.close();
+      srv.closeAllConnections();
+      srv.close();
+    }
+  });
+});
+
+describe("the process-wide byte bound is shared fairly", () => {
+  it("one application holding stalled responses cannot take every other application's fetches", async () => {
+    const host = createFetchHost({ policyOf: async () => ({ allowHosts: [], allowPrivate: true }), limits: { processBytes: 2 * 1024 * 1024, timeoutMs: 5_000 } });
+    const sb = createSandbox({ capabilities: host.capabilities, limits: { syncSliceMs: 0 } });
+    let holding = 0;
+    const srv = createServer((req, res) => {
+      if (req.url === "/hold") {
+        // most of a response, then nothing: the bytes stay held until the request's time runs out
+        holding++;
+        res.writeHead(200, { "content-length": String(2 * 1024 * 1024) });
+        return void res.write(Buffer.alloc(500 * 1024, 1));
+      }
+      res.end(Buffer.alloc(300 * 1024, 2));
+    });
+    await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+    const env = { URL: `http://127.0.0.1:${(srv.address() as AddressInfo).port}` };
+    try {
+      const attacker = sb.run({ versionId: 1, appId: 1, memoryMb: 64, timeoutMs: 2_000, code: `export default async (req, ctx) => {
+        await Promise.allSettled([0, 1, 2, 3].map(() => fetch(ctx.env.URL + "/hold")));
+        return "done";
+      }` }, { ...input(), env });
+      await expect.poll(() => holding).toBe(4);
+      await sleep(200);
+      const victim = await sb.run({ versionId: 2, appId: 2, memoryMb: 64, timeoutMs: 2_000, code: `export default async (req, ctx) => {
+        try { return (await (await fetch(ctx.env.URL + "/ok")).arrayBuffer()).byteLength; } catch (e) { return e.code; }
+      }` }, { ...input(), env });
+      expect(JSON.parse(victim.response!.body)).toBe(300 * 1024);
+      await attacker;
     } finally {
       sb.close();
       await host.close();
