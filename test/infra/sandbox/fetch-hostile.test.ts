@@ -5,6 +5,7 @@
 // host, header injection, proxies from the environment, and a request that
 // would outlive its run. The local server records every request it gets, so
 // "refused" means nothing reached it.
+import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { monitorEventLoopDelay } from "node:perf_hooks";
@@ -22,11 +23,11 @@ const sockets = new Set<Socket>();
 let proxyHits = 0;
 let proxy: Server;
 
-const zeros = Buffer.alloc(16 * 1024 * 1024);
-const bombs: Record<string, Buffer> = {
-  br: brotliCompressSync(zeros, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 1 } }),
-  deflate: deflateSync(zeros),
-  gzip: gzipSync(gzipSync(zeros)),
+// 4 MiB of zeros (four times the response limit here) in a few KiB, made on first use
+const bombs: Record<string, () => Buffer> = {
+  br: () => brotliCompressSync(Buffer.alloc(4 * 1024 * 1024), { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 1 } }),
+  deflate: () => deflateSync(Buffer.alloc(4 * 1024 * 1024)),
+  gzip: () => gzipSync(gzipSync(Buffer.alloc(4 * 1024 * 1024))),
 };
 const policies = new Map<number, EgressPolicy>();
 const OPEN = 1, CLOSED = 2, SLOW_POLICY = 3;
@@ -65,10 +66,9 @@ beforeAll(async () => {
       }
       if (u.pathname === "/slow") return; // never answers
       if (u.pathname === "/bomb") {
-        // 16 MiB of zeros in a few KiB, in the encoding asked for
         const enc = u.searchParams.get("enc")!;
         res.setHeader("content-encoding", enc);
-        return void res.end(bombs[enc]);
+        return void res.end(bombs[enc]!());
       }
       if (u.pathname === "/trickle") {
         // headers at once, then a byte every 50 ms, for ever
@@ -293,8 +293,7 @@ describe("large bodies", () => {
   it("a 9 MiB binary body (under the 10 MiB limit) reaches a 128 MB function byte for byte, and costs the server's thread little", async () => {
     const host = createFetchHost({ policyOf: async () => ({ allowHosts: [], allowPrivate: true }) });
     const sb = createSandbox({ capabilities: host.capabilities });
-    const big = Buffer.alloc(9 * 1024 * 1024);
-    for (let i = 0; i < big.length; i++) big[i] = (i * 7919) & 0xff;
+    const big = randomBytes(9 * 1024 * 1024);
     const srv = createServer((_req, res) => res.end(big));
     await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
     try {
