@@ -29,6 +29,7 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
   const isArray = Array.isArray;
   const ErrorCtor = Error;
   const StringCtor = String;
+  const U8 = Uint8Array;
   const maxLogChars = limits.maxLogChars;
   const maxLine = limits.maxLogLineChars;
   const maxBody = limits.maxResponseBytes;
@@ -189,8 +190,9 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
     //     notify, doneRef gets the output when the run finishes;
     //   entry(2): the finished run's output, or undefined when it is still
     //     waiting (on host calls): then doneRef gets the output when it settles;
-    //   entry(4, answers, wake): the answers of host calls, [[id, reply], ...]; the
+    //   entry(4, answers, wake, bytes): the answers of host calls, [[id, reply], ...]; the
     //     run goes on within this call; with wake, then the timers due run;
+    //     bytes: ArrayBuffers a result's "bytes" index points to (fetched bodies);
     //   entry(5): the timers due run (the host's timer rang).
     // A run that handed work to ctx.waitUntil answers first (its output has
     // bg: true) and goes on until that work settles; then doneRef gets the
@@ -203,12 +205,16 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
       }
       if (mode === 4) {
         const answers = parse(input);
+        // run: the bytes of the answers' results, copied beside the JSON (a result's bytes is their index)
+        const bytes = run;
         for (let i = 0; i < answers.length; i++) {
           const id = answers[i][0];
           const w = waiting[id];
           if (w === undefined) continue;
           delete waiting[id];
-          w[0](answers[i][1]);
+          const r = answers[i][1];
+          if (bytes !== undefined && r && r.ok && r.result && typeof r.result.bytes === "number") r.result.bytes = new U8(bytes[r.result.bytes]);
+          w[0](r);
         }
         if (notifyNow === true) timers.runDue();
         return undefined;
@@ -223,6 +229,7 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
       const bg = [];
       invoke(args[0], args[1], bg).then(function (o) {
         if (bg.length === 0) {
+          bg.closed = true;
           o.left = leftCalls();
           timers.reset(0, 0);
         } else o.bg = true;
@@ -243,7 +250,8 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
     }
     function waitUntil(bg) {
       return function waitUntil(promise) {
-        if (bg.closed) return;
+        // a ctx kept from an ended run: its work would never be waited for, nor its timers fire
+        if (bg.closed) throw new ErrorCtor("ctx.waitUntil belongs to an invocation that has ended: use the ctx of the current one");
         if (bg.length >= ${MAX_WAIT_UNTIL_PER_RUN}) throw new RangeErrorCtor("too many ctx.waitUntil calls: at most ${MAX_WAIT_UNTIL_PER_RUN} in one invocation");
         bg[bg.length] = PromiseCtor.resolve(promise).then(undefined, function (e) { logBackground("A ctx.waitUntil promise rejected:", e); });
       };

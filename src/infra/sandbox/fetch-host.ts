@@ -45,6 +45,8 @@ export interface FetchLimits {
   runResponseBytes: number;
   /** Bytes of one request body. */
   requestBytes: number;
+  /** Bytes of one request's headers (names and values): servers refuse more than a few KiB anyway, and the body limit must not be bypassed through them. */
+  requestHeaderBytes: number;
   /** Redirects one request may follow. */
   redirects: number;
   /** One request's time, headers and body, redirects included (the invocation's own timeout cuts it earlier). */
@@ -59,6 +61,7 @@ export const DEFAULT_FETCH_LIMITS: FetchLimits = {
   responseBytes: 10 * 1024 * 1024,
   runResponseBytes: 32 * 1024 * 1024,
   requestBytes: 10 * 1024 * 1024,
+  requestHeaderBytes: 64 * 1024,
   redirects: 10,
   timeoutMs: 30_000,
   processBytes: 256 * 1024 * 1024,
@@ -78,15 +81,18 @@ export interface FetchRequestIn {
   redirect: "follow" | "manual" | "error";
 }
 
-/** The response as it goes into the isolate: the body as text when it is valid UTF-8, else base64. */
+/**
+ * The response as it goes into the isolate. The body goes in as bytes, copied
+ * beside the JSON of the answers (function-isolate.ts): a 10 MiB body as a
+ * JSON string cost the service's thread about 150 ms (base64 and escaping).
+ */
 export interface FetchResponseOut {
   status: number;
   statusText: string;
   headers: Array<[string, string]>;
   url: string;
   redirected: boolean;
-  text?: string;
-  base64?: string;
+  bytes: Uint8Array;
 }
 
 export interface FetchHostOptions {
@@ -116,6 +122,8 @@ const CROSS_ORIGIN_DROPPED = new Set(["authorization", "cookie", "cookie2"]);
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 const METHODS = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const MAX_AGENTS = 256;
+/** One application holds at most processBytes / APP_SHARE of fetched responses at once. */
+export const APP_SHARE = 4;
 
 class EgressRefused extends Error {}
 
@@ -171,6 +179,9 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
   // Response bytes held by the process (read, not yet handed to the isolate): many invocations at
   // their own limits at once cannot take the server's memory.
   let held = 0;
+  // ... and by application: one application may hold at most 1/APP_SHARE of the bound, so
+  // responses it keeps stalled (a slow upstream of its own) cannot refuse every other one's fetches.
+  const heldByApp = new Map<number, number>();
 
   function agentFor(appId: number, policy: EgressPolicy): Agent {
     const key = `${policy.allowPrivate ? 1 : 0}|${policy.allowHosts.join(",")}`;
@@ -230,6 +241,8 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
     }
     const r = checkRequest(req);
     const policy = await (state.policy ??= opts.policyOf(call.appId));
+    // the run may have ended while the policy was read (a store miss): its abort has fired and found no request to cancel
+    if (call.signal.aborted) throw appError("unavailable", "the invocation has ended");
     const agent = agentFor(call.appId, policy);
     // One controller per request: the isolate's abort, the run's end (stateOf) and the time limit all fire it.
     const own = new AbortController();
@@ -274,32 +287,34 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
         }
         let bytes: Buffer;
         try {
-          bytes = await readBody(res.body, res.headers["content-encoding"], state, url, hold);
+          bytes = await readBody(res.body, res.headers["content-encoding"], state, url, hold, call.appId);
         } catch (err) {
           discard(res.body);
           throw failure(err, url, host, timeout.fired);
         }
-        const out: FetchResponseOut = {
+        return {
           status: res.statusCode,
           statusText: res.statusText ?? "",
           headers: headerPairs(res.headers),
           url: url.href,
           redirected: hop > 0,
+          bytes,
         };
-        const text = utf8(bytes);
-        if (text !== undefined) out.text = text;
-        else out.base64 = bytes.toString("base64");
-        return out;
       }
     } finally {
       // given back once the copy is on its way into the isolate (or the request failed)
       held -= hold.bytes;
+      if (hold.bytes > 0) {
+        const left = (heldByApp.get(call.appId) ?? 0) - hold.bytes;
+        if (left > 0) heldByApp.set(call.appId, left);
+        else heldByApp.delete(call.appId);
+      }
       cancelTimer();
       state.inflight.delete(id);
     }
   }
 
-  async function readBody(body: Readable, encoding: string | string[] | undefined, state: RunState, url: URL, hold: { bytes: number }): Promise<Buffer> {
+  async function readBody(body: Readable, encoding: string | string[] | undefined, state: RunState, url: URL, hold: { bytes: number }, appId: number): Promise<Buffer> {
     let stream: Readable = body;
     const enc = typeof encoding === "string" ? encoding.trim().toLowerCase() : "";
     // decoded here, so the limits count what the function gets
@@ -320,7 +335,10 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
         state.bytes += chunk.byteLength;
         held += chunk.byteLength;
         hold.bytes += chunk.byteLength;
+        const appHeld = (heldByApp.get(appId) ?? 0) + chunk.byteLength;
+        heldByApp.set(appId, appHeld);
         if (held > limits.processBytes) return fail(appError("unavailable", `the server is holding too many fetched responses at once (${limits.processBytes} bytes); try again`));
+        if (appHeld > limits.processBytes / APP_SHARE) return fail(appError("unavailable", `this application's functions are holding too many fetched responses at once (${Math.floor(limits.processBytes / APP_SHARE)} bytes); try again`));
         if (size > limits.responseBytes) return fail(appError("fetch_limit", `the response of ${url.origin} is larger than ${limits.responseBytes} bytes (the limit of one response)`));
         if (state.bytes > limits.runResponseBytes) return fail(appError("fetch_limit", `the responses of this invocation are larger than ${limits.runResponseBytes} bytes in all`));
         chunks.push(chunk);
@@ -339,8 +357,11 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
     const redirect = req.redirect === "manual" || req.redirect === "error" ? req.redirect : "follow";
     const headers: Record<string, string> = Object.create(null) as Record<string, string>;
     const pairs = Array.isArray(req.headers) ? req.headers : [];
+    let headerBytes = 0;
     for (const p of pairs.slice(0, 200)) {
       if (!Array.isArray(p) || typeof p[0] !== "string" || typeof p[1] !== "string") continue;
+      headerBytes += p[0].length + p[1].length + 4;
+      if (headerBytes > limits.requestHeaderBytes) throw appError("fetch_limit", `the request headers are larger than ${limits.requestHeaderBytes} bytes`);
       const k = p[0].toLowerCase();
       // the client's own, and the platform's: never from a function
       if (DROPPED_HEADERS.has(k) || k.startsWith("x-pulsebase-") || k.startsWith("proxy-")) continue;
@@ -441,14 +462,4 @@ function headerPairs(h: Record<string, string | string[] | undefined>): Array<[s
     else if (v !== undefined) out.push([k, v]);
   }
   return out;
-}
-
-const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
-/** The body as text when it is valid UTF-8 (a lossless copy), else undefined. */
-function utf8(b: Buffer): string | undefined {
-  try {
-    return strictUtf8.decode(b);
-  } catch {
-    return undefined;
-  }
 }

@@ -84,7 +84,7 @@ const HEAP_SAMPLE_MS = 50;
 export class FunctionIsolate {
   readonly isolate: ivm.Isolate;
   private handles: Array<{ release(): void }> = [];
-  private runner: ivm.Reference<(mode: number, input?: string, notify?: boolean, run?: number, deadlineAt?: number) => unknown> | undefined;
+  private runner: ivm.Reference<(mode: number, input?: string, notify?: boolean, run?: number | ArrayBuffer[], deadlineAt?: number) => unknown> | undefined;
   /** The run waiting for its output (fast path after the slice, and the slow path). */
   private settle: ((output: string) => void) | undefined;
   /** Fails that run: a call into the isolate timed out or hit the memory limit. */
@@ -233,7 +233,7 @@ export class FunctionIsolate {
     }
     this.runner = this.keep(
       (await bind.apply(undefined, [handler.derefInto(), doneRef], { result: { reference: true }, timeout: evalTimeoutMs })) as ivm.Reference<
-        (mode: number, input?: string, notify?: boolean, run?: number, deadlineAt?: number) => unknown
+        (mode: number, input?: string, notify?: boolean, run?: number | ArrayBuffer[], deadlineAt?: number) => unknown
       >,
     );
     // Idle: the module's code and its microtasks ran within the eval timeout,
@@ -267,7 +267,8 @@ export class FunctionIsolate {
     if (run.outbox.length > 0) {
       const answers = run.outbox;
       run.outbox = [];
-      this.enter(run, runner.apply(undefined, [4, JSON.stringify(answers), this.wake?.take() === true], { timeout: Math.ceil(left) }));
+      const bytes = takeBytes(answers);
+      this.enter(run, runner.apply(undefined, [4, JSON.stringify(answers), this.wake?.take() === true, bytes], { timeout: Math.ceil(left) }));
     } else if (this.wake?.take()) {
       this.enter(run, runner.apply(undefined, [5], { timeout: Math.ceil(left) }));
     }
@@ -575,6 +576,27 @@ export class FunctionIsolate {
       }
     }
   }
+}
+
+/**
+ * Moves the `bytes` of each answer's result (a fetched body) out of the
+ * JSON: they go in as one structured copy (an ArrayBuffer each, bootstrap.ts
+ * puts them back), the result keeping the index. A body inside the JSON cost
+ * the service's thread about 150 ms per 10 MiB (docs/functions.md, "Limits
+ * of fetch"). Each is copied from exactly its own bytes: a Buffer may be a
+ * view into a larger pooled ArrayBuffer holding other data.
+ */
+function takeBytes(answers: Array<[number, HostReply]>): ivm.Copy<ArrayBuffer[]> | undefined {
+  let out: ArrayBuffer[] | undefined;
+  for (const [, reply] of answers) {
+    const result = reply.ok ? (reply.result as { bytes?: unknown } | null) : null;
+    if (result === null || typeof result !== "object" || !(result.bytes instanceof Uint8Array)) continue;
+    const b = result.bytes;
+    out ??= [];
+    out.push(b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && b.buffer instanceof ArrayBuffer ? b.buffer : b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer);
+    result.bytes = out.length - 1;
+  }
+  return out && new ivm.ExternalCopy(out).copyInto({ release: true });
 }
 
 function messageOf(err: unknown): string {

@@ -168,6 +168,9 @@ export class RunWake {
   private immediate: NodeJS.Immediate | undefined;
   private at = Infinity;
   private stopped = false;
+  /** Rings so far, and when the last one came (Date.now() ms). */
+  private rings = 0;
+  private lastRing = -Infinity;
   /** The isolate has timers due: the next call into it runs them. */
   due = false;
   /** A timer was set due after the deadline (it never fires). */
@@ -186,10 +189,16 @@ export class RunWake {
       this.late = true;
       return;
     }
-    if ((this.timer || this.immediate) && this.at <= dueAt) return;
+    // Each ring costs the service's thread a call into the isolate: after
+    // the first few, at most one per NESTED_MIN_MS per run, the timers due
+    // meanwhile run together (like browsers' clamp; docs/functions.md, "Timers
+    // and waitUntil"). Without it, timers with staggered due times rang once
+    // a millisecond. A ring past the deadline enters nothing: the run ends there.
+    const at = this.rings >= NESTING_LEVEL ? Math.max(dueAt, this.lastRing + NESTED_MIN_MS) : dueAt;
+    if ((this.timer || this.immediate) && this.at <= at) return;
     this.clear();
-    this.at = dueAt;
-    const ms = dueAt - Date.now();
+    this.at = at;
+    const ms = at - Date.now();
     if (ms <= 0) this.immediate = setImmediate(this.fire);
     else this.timer = setTimeout(this.fire, Math.ceil(ms));
   }
@@ -198,6 +207,8 @@ export class RunWake {
     this.timer = this.immediate = undefined;
     this.at = Infinity;
     if (this.stopped) return;
+    this.rings++;
+    this.lastRing = Date.now();
     this.due = true;
     this.ring();
   };
