@@ -409,6 +409,11 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
     err("not-found", "not_found", () => ({ functionId: NO_ID })),
   ]),
   "pulsebase.admin.v1.FunctionService/ListInvocations": op([ok((fx) => ({ functionId: fx.readerFnId, pageSize: 5 }))]),
+  "pulsebase.admin.v1.FunctionService/GetEgressPolicy": op([ok((fx) => ({ appId: fx.appId })), err("not-found", undefined, () => ({ appId: NO_ID }))]),
+  "pulsebase.admin.v1.FunctionService/SetEgressPolicy": op([
+    ok((fx) => ({ appId: fx.scratchAppId, allowHosts: ["api.example.com", "*.mail.example.com"], allowPrivate: false })),
+    err("invalid", "invalid_argument", (fx) => ({ appId: fx.scratchAppId, allowHosts: ["https://bad/host", ""] })),
+  ]),
   "pulsebase.admin.v1.FunctionService/ListKvEntries": op([ok((fx) => ({ appId: fx.appId, prefix: "gr" }))]),
   "pulsebase.admin.v1.FunctionService/GetKvEntry": op([ok((fx) => ({ appId: fx.appId, key: "greeting" })), err("not-found", "not_found", (fx) => ({ appId: fx.appId, key: "nope" }))]),
   "pulsebase.admin.v1.FunctionService/DeleteKvEntry": op([
