@@ -8,13 +8,11 @@ import { execFile, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { PassThrough } from "node:stream";
-import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@connectrpc/connect";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { createModules } from "../../src/server/modules.js";
-import { startTestServer, type TestServer } from "../helpers/server.js";
+import { capturedLogger, startTestServer, type TestServer } from "../helpers/server.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 let s: TestServer;
@@ -22,7 +20,7 @@ let tmp: string;
 let fns: Client<typeof AdminFunctionService>;
 let appId: bigint;
 let token: string;
-const logLines: Array<Record<string, unknown>> = [];
+let logLines: Array<Record<string, unknown>> = [];
 
 async function until<T>(fn: () => Promise<T>, accept: (v: T) => boolean, timeoutMs = 10_000): Promise<T> {
   const end = Date.now() + timeoutMs;
@@ -67,11 +65,9 @@ const V1 = [
 const V2 = ["// v2: the same with a comment", "// of two lines", V1].join("\n");
 
 beforeAll(async () => {
-  const stream = new PassThrough();
-  stream.on("data", (chunk: Buffer) => {
-    for (const line of chunk.toString("utf8").split("\n")) if (line.trim()) logLines.push(JSON.parse(line) as Record<string, unknown>);
-  });
-  s = await startTestServer({ modules: createModules, logger: pino({ level: "info" }, stream) });
+  const captured = capturedLogger();
+  logLines = captured.lines;
+  s = await startTestServer({ modules: createModules, logger: captured.logger });
   tmp = await mkdtemp(join(tmpdir(), "pulsebase-fnerr-"));
   const app = await s.createApp("errors");
   appId = app.appId;

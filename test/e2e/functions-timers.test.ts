@@ -4,14 +4,12 @@
 // before their waitUntil work runs, and a hostile function (a timer past the
 // deadline, 10,000 timers, work that never settles) is refused or cut while
 // another application keeps answering.
-import { PassThrough } from "node:stream";
-import pino from "pino";
 import { fromJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { createModules } from "../../src/server/modules.js";
-import { startTestServer, type TestServer } from "../helpers/server.js";
+import { capturedLogger, startTestServer, type TestServer } from "../helpers/server.js";
 
 const TIMERS = `let runs = 0;
 export default async function (req, ctx) {
@@ -61,14 +59,12 @@ let s: TestServer;
 const apps: Record<"a" | "b", { token: string; appId: bigint; functionId: bigint }> = {} as never;
 const fns = () => s.adminClient(AdminFunctionService);
 /** The server's log lines (pino JSON). */
-const logLines: Array<Record<string, unknown>> = [];
+let logLines: Array<Record<string, unknown>> = [];
 
 beforeAll(async () => {
-  const stream = new PassThrough();
-  stream.on("data", (chunk: Buffer) => {
-    for (const line of chunk.toString("utf8").split("\n")) if (line.trim()) logLines.push(JSON.parse(line) as Record<string, unknown>);
-  });
-  s = await startTestServer({ modules: createModules, env: { NATS_URL: "" }, logger: pino({ level: "info" }, stream) });
+  const captured = capturedLogger();
+  logLines = captured.lines;
+  s = await startTestServer({ modules: createModules, env: { NATS_URL: "" }, logger: captured.logger });
   for (const name of ["a", "b"] as const) {
     const app = await s.createApp(`timers ${name}`);
     const fn = await fns().createFunction({ appId: app.appId, name: "timers", timeoutMs: 1000 });

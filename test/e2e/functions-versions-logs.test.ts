@@ -10,14 +10,12 @@ import { createHash } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { PassThrough } from "node:stream";
-import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { createModules } from "../../src/server/modules.js";
 import { createKvStore } from "../../src/capabilities/functions/kv-store.js";
-import { startTestServer, type TestServer } from "../helpers/server.js";
+import { capturedLogger, startTestServer, type TestServer } from "../helpers/server.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 let s: TestServer;
@@ -25,7 +23,7 @@ let tmp: string;
 let fns: Client<typeof AdminFunctionService>;
 let appId: bigint;
 let token: string;
-const logLines: Array<Record<string, unknown>> = [];
+let logLines: Array<Record<string, unknown>> = [];
 
 /** Polls fn until accept(value) holds. */
 async function until<T>(fn: () => Promise<T>, accept: (v: T) => boolean, opts: { timeoutMs?: number; intervalMs?: number } = {}): Promise<T> {
@@ -61,11 +59,9 @@ function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: st
 }
 
 beforeAll(async () => {
-  const stream = new PassThrough();
-  stream.on("data", (chunk: Buffer) => {
-    for (const line of chunk.toString("utf8").split("\n")) if (line.trim()) logLines.push(JSON.parse(line) as Record<string, unknown>);
-  });
-  s = await startTestServer({ modules: createModules, logger: pino({ level: "info" }, stream) });
+  const captured = capturedLogger();
+  logLines = captured.lines;
+  s = await startTestServer({ modules: createModules, logger: captured.logger });
   tmp = await mkdtemp(join(tmpdir(), "pulsebase-fnv-"));
   const app = await s.createApp("versions");
   appId = app.appId;

@@ -46,3 +46,14 @@ export async function createTestDb(kind: "postgres" | "pglite" = "postgres"): Pr
     },
   };
 }
+
+/** A team and one application per name (plan `{}`, app key `pk_<name>`), straight in the schema; their ids in order. */
+export async function createApps<N extends string[]>(db: TestDb, ...names: N): Promise<{ [K in keyof N]: number }> {
+  const team = await db.sql.query<{ id: number }>("INSERT INTO teams (name) VALUES ('t') RETURNING id");
+  const ids: number[] = [];
+  for (const n of names) {
+    const r = await db.sql.query<{ id: number }>("INSERT INTO apps (team_id, name, app_key, plan) VALUES ($1, $2, $3, '{}') RETURNING id", [team.rows[0]!.id, n, `pk_${n}`]);
+    ids.push(Number(r.rows[0]!.id));
+  }
+  return ids as { [K in keyof N]: number };
+}

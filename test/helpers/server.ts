@@ -7,6 +7,7 @@ import { join } from "node:path";
 import type { DescService } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { PassThrough } from "node:stream";
 import pino from "pino";
 import { Agent, fetch as undiciFetch, type RequestInit as UndiciRequestInit } from "undici";
 import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
@@ -134,4 +135,14 @@ export async function startTestServer(opts: {
     },
   };
   return server;
+}
+
+/** A server logger (pino at `info`) whose JSON lines the test reads, parsed, in `lines`. */
+export function capturedLogger(): { logger: NonNullable<Deps["logger"]>; lines: Array<Record<string, unknown>> } {
+  const lines: Array<Record<string, unknown>> = [];
+  const stream = new PassThrough();
+  stream.on("data", (chunk: Buffer) => {
+    for (const line of chunk.toString("utf8").split("\n")) if (line.trim()) lines.push(JSON.parse(line) as Record<string, unknown>);
+  });
+  return { logger: pino({ level: "info" }, stream) as NonNullable<Deps["logger"]>, lines };
 }

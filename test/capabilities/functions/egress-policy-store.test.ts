@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { errorDetail } from "../../../src/kernel/errors.js";
 import { createEgressPolicyStore, normalizeHost, type EgressPolicyStore } from "../../../src/capabilities/functions/egress-policy-store.js";
-import { createTestDb, type TestDb } from "../../helpers/db.js";
+import { createApps, createTestDb, type TestDb } from "../../helpers/db.js";
 
 describe("normalizeHost", () => {
   it("keeps host names, IP addresses and *. patterns in one form; refuses the rest", () => {
@@ -28,11 +28,7 @@ for (const kind of ["postgres", "pglite"] as const) {
 
     beforeAll(async () => {
       db = await createTestDb(kind);
-      const team = await db.sql.query<{ id: number }>("INSERT INTO teams (name) VALUES ('t') RETURNING id");
-      const mk = async (n: string) =>
-        Number((await db.sql.query<{ id: number }>("INSERT INTO apps (team_id, name, app_key, plan) VALUES ($1, $2, $3, '{}') RETURNING id", [team.rows[0]!.id, n, `pk_${n}`])).rows[0]!.id);
-      app1 = await mk("one");
-      app2 = await mk("two");
+      [app1, app2] = await createApps(db, "one", "two");
       store = createEgressPolicyStore(db.sql, 60_000);
     });
     afterAll(() => db.drop());

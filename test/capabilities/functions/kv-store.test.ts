@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { errorDetail } from "../../../src/kernel/errors.js";
 import { createKvStore, type KvStore } from "../../../src/capabilities/functions/kv-store.js";
-import { createTestDb, type TestDb } from "../../helpers/db.js";
+import { createApps, createTestDb, type TestDb } from "../../helpers/db.js";
 
 for (const kind of ["postgres", "pglite"] as const) {
   describe(`kv store (${kind})`, () => {
@@ -20,12 +20,7 @@ for (const kind of ["postgres", "pglite"] as const) {
 
     beforeAll(async () => {
       db = await createTestDb(kind);
-      const team = await db.sql.query<{ id: number }>("INSERT INTO teams (name) VALUES ('t') RETURNING id");
-      const mk = async (n: string) =>
-        Number((await db.sql.query<{ id: number }>("INSERT INTO apps (team_id, name, app_key, plan) VALUES ($1, $2, $3, '{}') RETURNING id", [team.rows[0]!.id, n, `pk_${n}`])).rows[0]!.id);
-      app1 = await mk("one");
-      app2 = await mk("two");
-      app3 = await mk("three");
+      [app1, app2, app3] = await createApps(db, "one", "two", "three");
       kv = createKvStore(db.sql);
       small = createKvStore(db.sql, { maxBytesPerApp: 1000, maxKeysPerApp: 5, maxValueBytes: 300 });
     });
