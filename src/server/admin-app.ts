@@ -3,13 +3,22 @@
 // cleartext HTTP/2 with prior knowledge on the same port; bound to 127.0.0.1
 // by default). A device token never works here. gRPC health is open (load
 // balancers probe it without credentials); reflection needs the token.
-import { createContextValues, type Interceptor } from "@connectrpc/connect";
+// With PULSEBASE_RPC_PIPELINE=fast (the default) the unary calls go through
+// the same codecs and dispatcher as the public listener's, the access policy
+// (operator token, or the console's roles and audit) run by the dispatcher;
+// connect-node's router keeps Connect GETs, the streaming methods and
+// everything with connect-node, the same policy run by an interceptor
+// (docs/architecture.md, "One request through each protocol").
+import { createContextValues } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import Fastify, { LogController, type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { errorLogInterceptor } from "../transport/connect/error-log.js";
 import { registerGrpcInfra } from "../transport/connect/grpc-infra.js";
-import { operatorAuthInterceptor } from "../transport/connect/interceptors.js";
+import { operatorTokenPolicy, policyInterceptor } from "../transport/connect/interceptors.js";
+import { Dispatcher } from "../transport/rpc/dispatcher.js";
+import { registerRpcRoutes } from "../transport/rpc/rpc-routes.js";
+import type { CallPolicy } from "../kernel/call-policy.js";
 import { sendError } from "../transport/http/envelopes.js";
 import { appError } from "../kernel/errors.js";
 import { kClientAddress, kRequestId } from "../kernel/principal.js";
@@ -29,8 +38,10 @@ export async function buildAdminApp(opts: {
   /** The readiness probe behind grpc.health.v1 (always serving when absent). */
   ready?(): Promise<void>;
   extraRoutes?: ((app: FastifyInstance) => Promise<void> | void)[];
-  /** Access control for the admin services (the console's roles); the operator token alone when unset. */
-  authInterceptor?: Interceptor;
+  /** Access control for the admin services (the console's roles and audit); the operator token alone when unset. */
+  policy?: CallPolicy;
+  /** Who serves unary Connect, gRPC and gRPC-Web calls (PULSEBASE_RPC_PIPELINE); default "fast". */
+  rpcPipeline?: "fast" | "connect-node";
   /** Proxies whose X-Forwarded-For gives the client's address (audit log, sign-in limits). */
   trustedProxies?: string[];
 }): Promise<FastifyInstance> {
@@ -50,22 +61,40 @@ export async function buildAdminApp(opts: {
   app.get("/healthz", (_req, reply) => reply.send({ status: "ok" }));
   app.setNotFoundHandler((_req, reply) => sendError(reply, "platform", appError("not_found", "No such endpoint.")));
   for (const r of opts.extraRoutes ?? []) await r(app);
-  await app.register(fastifyConnectPlugin, {
-    routes: (router) => {
-      for (const s of opts.services) router.service(s.service, s.impl as never);
-    },
-    interceptors: [errorLogInterceptor(opts.logger), opts.authInterceptor ?? operatorAuthInterceptor(opts.operatorToken)],
-    contextValues: (req) =>
-      createContextValues()
-        .set(kRequestId, String(req.id))
-        .set(kClientAddress, req.ip)
-        .set(kUserAgent, String(req.headers["user-agent"] ?? "")),
-    readMaxBytes: opts.bodyLimitBytes,
+  const policy = opts.policy ?? operatorTokenPolicy(opts.operatorToken);
+  // No consumer tokens and no body budget here: every method takes the
+  // listener's body limit, as connect-node's router does.
+  const dispatcher = new Dispatcher({
+    services: opts.services,
+    bodyLimitBytes: opts.bodyLimitBytes,
+    anonymousBodyLimitBytes: opts.bodyLimitBytes,
+    logger: opts.logger,
+    policy,
+    contextValues: (req, values) => values.set(kUserAgent, String(req.headers["user-agent"] ?? "")),
+  });
+  const fastPaths = (opts.rpcPipeline ?? "fast") === "fast" ? await registerRpcRoutes(app, { dispatcher, readMaxBytes: opts.bodyLimitBytes }) : new Set<string>();
+  await app.register(async (scope) => {
+    // The fast routes own POST on their paths.
+    scope.addHook("onRoute", (route) => {
+      if (fastPaths.has(route.url)) route.method = (Array.isArray(route.method) ? route.method : [route.method]).filter((x) => x !== "POST");
+    });
+    await scope.register(fastifyConnectPlugin, {
+      routes: (router) => {
+        for (const s of opts.services) router.service(s.service, s.impl as never);
+      },
+      interceptors: [errorLogInterceptor(opts.logger), policyInterceptor(policy)],
+      contextValues: (req) =>
+        createContextValues()
+          .set(kRequestId, String(req.id))
+          .set(kClientAddress, req.ip)
+          .set(kUserAgent, String(req.headers["user-agent"] ?? "")),
+      readMaxBytes: opts.bodyLimitBytes,
+    });
   });
   await registerGrpcInfra(app, {
     services: opts.services,
     ready: opts.ready ?? (async () => {}),
-    reflectionInterceptors: [operatorAuthInterceptor(opts.operatorToken)],
+    reflectionInterceptors: [policyInterceptor(operatorTokenPolicy(opts.operatorToken))],
     readMaxBytes: opts.bodyLimitBytes,
   });
   return app;

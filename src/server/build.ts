@@ -128,7 +128,8 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     services: [...modules, consoleParts].flatMap((m) => m.admin ?? []),
     bodyLimitBytes: config.bodyLimitBytes,
     ready,
-    authInterceptor: consoleParts.interceptor,
+    policy: consoleParts.policy,
+    rpcPipeline: config.rpcPipeline,
     trustedProxies: config.trustedProxies,
     extraRoutes: [
       (app) => registerMetricsRoute(app, metrics, { metricsToken: config.metricsToken, operatorToken: deps.operatorToken }),

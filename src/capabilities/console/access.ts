@@ -1,7 +1,8 @@
 // The admin listener's access control, driven by the proto: every admin
 // method declares the least role it needs (`role`) and whether it changes
 // state (`mutates`); request fields naming a resource carry `scope`. This
-// interceptor finds the caller (session cookie + CSRF header, or the
+// policy (src/kernel/call-policy.ts; the admin listener's dispatcher and
+// connect-node's router both run it) finds the caller (session cookie + CSRF header, or the
 // operator token), resolves each named resource to its team, checks the
 // caller's role there, and writes every mutation attempt to the audit log.
 // A resource of a team the caller is not in answers not_found, like one
@@ -9,9 +10,10 @@
 // permission_denied.
 import { getOption, type DescField, type DescMessage, type DescMethod, type Message } from "@bufbuild/protobuf";
 import { reflect } from "@bufbuild/protobuf/reflect";
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { mutates as mutatesOption, Role, role as roleOption, Scope, scope as scopeOption } from "../../../gen/pulsebase/common/v1/options_pb.js";
+import type { CallPolicy } from "../../kernel/call-policy.js";
 import { appError, errorDetail } from "../../kernel/errors.js";
 import { bearerToken, kClientAddress, sameToken } from "../../kernel/principal.js";
 import type { AccountStore, MembershipRow } from "./account-store.js";
@@ -124,7 +126,8 @@ export interface AccessDeps {
   logger: Logger;
 }
 
-export function accessInterceptor(deps: AccessDeps): Interceptor {
+/** The admin listener's policy (src/kernel/call-policy.ts), for both of its pipelines. */
+export function accessPolicy(deps: AccessDeps): CallPolicy {
   async function authenticate(header: { get(n: string): string | null }): Promise<OperatorPrincipal | undefined> {
     const bearer = bearerToken(header.get("authorization"));
     if (bearer) {
@@ -141,26 +144,18 @@ export function accessInterceptor(deps: AccessDeps): Interceptor {
     return p;
   }
 
-  return (next) => async (req) => {
-    const access = methodAccess(req.method);
-    // A server-streaming call's one request message arrives as a stream:
-    // read it here, so its scoped fields are checked like a unary call's.
-    let message: Message | undefined;
-    if (req.stream) {
-      if (req.method.methodKind !== "server_streaming") throw appError("permission_denied", "Client streams are not served on the admin API.");
-      const first = await req.message[Symbol.asyncIterator]().next();
-      message = first.done ? undefined : (first.value as Message);
-      const replay = message;
-      req = { ...req, message: (async function* () { if (replay) yield replay; })() };
-    } else message = req.message as Message;
+  return async ({ method, header, message, values }) => {
+    const access = methodAccess(method);
+    // A server-streaming call's one request message is read by the caller; a client stream has none to check.
+    if (method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming") throw appError("permission_denied", "Client streams are not served on the admin API.");
     const note: AuditNote = { resource: {} };
-    req.contextValues.set(kAuditNote, note);
+    values.set(kAuditNote, note);
     let principal: OperatorPrincipal | undefined;
     let teamId: number | undefined;
-    const audit = async (outcome: string, response?: Message) => {
+    const audit = async (outcome: string, response?: unknown) => {
       if (!access.mutates) return;
-      const resource = { ...(message ? auditResource(req.method.input, message) : {}), ...note.resource };
-      const id = response && (response as unknown as { id?: unknown }).id;
+      const resource = { ...(message ? auditResource(method.input, message) : {}), ...note.resource };
+      const id = response && (response as { id?: unknown }).id;
       if ((typeof id === "bigint" || typeof id === "number") && id !== 0 && resource.id === undefined) resource.id = String(id);
       const actor = principal ?? undefined;
       try {
@@ -168,12 +163,12 @@ export function accessInterceptor(deps: AccessDeps): Interceptor {
           actorKind: actor ? actor.kind : note.actor ? "user" : "anonymous",
           actorUserId: actor?.userId || note.actor?.userId,
           actorEmail: actor?.email || note.actor?.email || "",
-          method: `${req.method.parent.typeName}/${req.method.name}`,
+          method: `${method.parent.typeName}/${method.name}`,
           resource,
           teamId,
           outcome,
-          address: req.contextValues.get(kClientAddress),
-          userAgent: req.contextValues.get(kUserAgent),
+          address: values.get(kClientAddress),
+          userAgent: values.get(kUserAgent),
         });
       } catch (err) {
         deps.logger.error({ err }, "audit log write failed");
@@ -181,29 +176,22 @@ export function accessInterceptor(deps: AccessDeps): Interceptor {
     };
     try {
       if (access.role === Role.UNSPECIFIED) throw appError("permission_denied", "This method declares no role.");
-      principal = await authenticate(req.header);
-      req.contextValues.set(kOperator, principal);
+      principal = await authenticate(header);
+      values.set(kOperator, principal);
       if (access.role !== Role.ANONYMOUS) {
         if (!principal) throw appError("unauthenticated", "Sign in first (session cookie) or send the operator token.");
         if (principal.session && !access.csrfExempt) {
-          const sent = req.header.get(CSRF_HEADER) ?? "";
+          const sent = header.get(CSRF_HEADER) ?? "";
           if (!sent || !sameToken(sent, principal.session.csrf)) throw appError("permission_denied", "The X-CSRF-Token header is missing or wrong.");
         }
         if (!message) throw appError("validation_failed", "The request message is missing.");
-        await authorize(principal, access, req.method.input, message, (t) => (teamId ??= t));
+        await authorize(principal, access, method.input, message, (t) => (teamId ??= t));
       }
     } catch (e) {
       await audit(errorCodeOf(e));
       throw e;
     }
-    try {
-      const res = await next(req);
-      await audit("ok", res.stream ? undefined : (res.message as Message));
-      return res;
-    } catch (e) {
-      await audit(errorCodeOf(e));
-      throw e;
-    }
+    return (error, response) => audit(error === undefined ? "ok" : errorCodeOf(error), error === undefined ? response : undefined);
   };
 
   /** Checks the role; tells the team the call acts in (for the audit log, refusals included). */

@@ -1,14 +1,14 @@
 // The console capability's module definition, wired once per server: the
-// AccountService, the access interceptor for every admin method, the built
+// AccountService, the access policy of every admin method, the built
 // front end at / of the admin listener.
-import type { Interceptor } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { AccountService } from "../../../gen/pulsebase/admin/v1/account_pb.js";
+import type { CallPolicy } from "../../kernel/call-policy.js";
 import type { ConsoleConfig } from "../../kernel/config.js";
 import { binding, type PulsebaseModule } from "../../kernel/module.js";
 import type { Sql } from "../../infra/storage/sql.js";
-import { accessInterceptor } from "./access.js";
+import { accessPolicy } from "./access.js";
 import { createAccountServiceImpl } from "./account-service.js";
 import { AccountStore } from "./account-store.js";
 import { AuditStore } from "./audit-store.js";
@@ -21,7 +21,7 @@ export interface ConsoleModule extends PulsebaseModule {
   accounts: AccountStore;
   audit: AuditStore;
   /** Guards every admin service (roles, sessions, audit). */
-  interceptor: Interceptor;
+  policy: CallPolicy;
   /** The front end on the admin listener. */
   adminRoutes(app: FastifyInstance): Promise<void>;
 }
@@ -33,7 +33,7 @@ export function createConsoleModule(opts: { sql: Sql; logger: Logger; operatorTo
     name: "console",
     accounts,
     audit,
-    interceptor: accessInterceptor({
+    policy: accessPolicy({
       operatorToken: opts.operatorToken,
       operatorTokenRole: roleOf(opts.config.operatorTokenRole),
       accounts,

@@ -116,10 +116,20 @@ export function connectErrorOf(err: unknown): ConnectError {
   return err instanceof ConnectError ? err : new ConnectError("internal error", Code.Internal, undefined, undefined, err);
 }
 
-/** Fetch Headers onto Node's outgoing header object (repeated names joined, as connect-node writes them). */
+/**
+ * Fetch Headers onto Node's outgoing header object, replacing what the reply
+ * had under the same name; a name Headers gives more than once (Set-Cookie:
+ * the console's Login and Logout) becomes a list, as connect-node writes it.
+ */
 export function putHeaders(into: OutgoingHttpHeaders, h: Headers | undefined, prefix = ""): void {
   if (!h) return;
+  let last = "";
   h.forEach((value, key) => {
-    into[prefix + key] = value;
+    const k = prefix + key;
+    const prev = into[k];
+    // Headers yields a repeated name's values one after another (sorted by name).
+    if (k === last && prev !== undefined) into[k] = Array.isArray(prev) ? [...prev, value] : [String(prev), value];
+    else into[k] = value;
+    last = k;
   });
 }

@@ -7,10 +7,11 @@
 // ServiceImpl method directly and log server faults in one place. The codecs
 // only turn bytes into the request message and the answer into bytes.
 import { getOption, type DescMethod, type DescService, type Message } from "@bufbuild/protobuf";
-import { ConnectError, createContextValues } from "@connectrpc/connect";
+import { ConnectError, createContextValues, type ContextValues } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
 import type { Logger } from "pino";
 import { auth as authOption, Auth } from "../../../gen/pulsebase/common/v1/options_pb.js";
+import type { CallPolicy } from "../../kernel/call-policy.js";
 import { deadline } from "../../kernel/deadlines.js";
 import { appError, errorDetail, httpStatusOf, isServerFault, toAppError } from "../../kernel/errors.js";
 import type { ServiceBinding } from "../../kernel/module.js";
@@ -47,11 +48,21 @@ export interface UnaryMethod {
 
 export interface DispatcherOptions {
   services: ServiceBinding[];
-  authenticate: Authenticate;
-  budget: BodyBudget;
+  /** Checks the consumer token of methods whose `auth` option asks for one; without it (the admin listener) no method takes one. */
+  authenticate?: Authenticate;
+  /** The process's budget of request bodies; without it (the admin listener) Fastify's body limit alone. */
+  budget?: BodyBudget;
   bodyLimitBytes: number;
   anonymousBodyLimitBytes: number;
   logger: Logger;
+  /**
+   * The listener's access policy (the admin listener's operator token or
+   * console roles), run on the request message before the method and told
+   * how the call settled; its refusal is the call's answer.
+   */
+  policy?: CallPolicy;
+  /** Context values of the listener's own (the admin listener's user agent, for the audit log). */
+  contextValues?: (req: FastifyRequest, values: ContextValues) => void;
 }
 
 /** What the gate decided: the consumer (methods that need one), or the refusal. */
@@ -66,15 +77,16 @@ export class Dispatcher {
         if (m.methodKind !== "unary") continue;
         const fn = b.impl[m.localName];
         if (!fn) throw new Error(`no implementation for ${b.service.typeName}.${m.name}`);
-        const needsConsumer = getOption(m, authOption) === Auth.CONSUMER_UNSPECIFIED;
+        const needsConsumer = opts.authenticate !== undefined && getOption(m, authOption) === Auth.CONSUMER_UNSPECIFIED;
+        const bound = fn.bind(b.impl) as UnaryMethod["call"];
         this.byPath.set(`/${b.service.typeName}/${m.name}`, {
           service: b.service,
           method: m,
           path: `/${b.service.typeName}/${m.name}`,
           procedure: `${b.service.typeName}/${m.name}`,
           needsConsumer,
-          bodyLimit: needsConsumer ? opts.bodyLimitBytes : opts.anonymousBodyLimitBytes,
-          call: fn.bind(b.impl) as UnaryMethod["call"],
+          bodyLimit: needsConsumer || !opts.authenticate ? opts.bodyLimitBytes : opts.anonymousBodyLimitBytes,
+          call: opts.policy ? guarded(opts.policy, m, bound) : bound,
           encodeBinary: b.binaryEncoders?.[m.localName],
           decodeBinary: b.binaryDecoders?.[m.localName],
           answersAtOnce: !!(b.jsonPaths?.[m.localName] || b.fastPaths?.[m.localName]),
@@ -109,6 +121,7 @@ export class Dispatcher {
    */
   admit(m: UnaryMethod, authorization: string | undefined, raw: RawRequest, res: RawResponse, done: Admission): void {
     const budget = this.opts.budget;
+    if (!budget) return done(undefined, undefined);
     if (!m.needsConsumer) return done(budget.admit(raw, res, ANONYMOUS, m.bodyLimit), undefined);
     const admitted = (p: ConsumerPrincipal) => done(budget.admit(raw, res, p.appId, m.bodyLimit), p);
     const refuse = (err: unknown) => {
@@ -117,7 +130,7 @@ export class Dispatcher {
     };
     let c: ConsumerPrincipal | Promise<ConsumerPrincipal>;
     try {
-      c = this.opts.authenticate(authorization);
+      c = this.opts.authenticate!(authorization);
     } catch (err) {
       return refuse(err);
     }
@@ -131,6 +144,7 @@ export class Dispatcher {
     values.set(kRequestId, req.id);
     values.set(kClientAddress, req.ip);
     if (consumer) values.set(kConsumer, consumer);
+    this.opts.contextValues?.(req, values);
     return new CallContext(m.service, m.method, protocol, req.method, req.url, req.headers, values, timeoutMs);
   }
 
@@ -174,8 +188,29 @@ export class Dispatcher {
 
   /** Puts a body the server will not read on the clock (body-budget.ts). */
   drain(raw: RawRequest, res: RawResponse): void {
-    this.opts.budget.drain(raw, res);
+    this.opts.budget?.drain(raw, res);
   }
+}
+
+/**
+ * The method behind the listener's policy: refused before it runs, and the
+ * policy told its error or answer once it has settled (inside the call, so
+ * the deadline and fault() cover the policy too).
+ */
+function guarded(policy: CallPolicy, method: DescMethod, call: UnaryMethod["call"]): UnaryMethod["call"] {
+  return async (req, ctx) => {
+    const settle = await policy({ method, header: ctx.requestHeader, message: req, values: ctx.values });
+    if (!settle) return call(req, ctx);
+    let out: unknown;
+    try {
+      out = await call(req, ctx);
+    } catch (e) {
+      await settle(e, undefined);
+      throw e;
+    }
+    await settle(undefined, out);
+    return out;
+  };
 }
 
 function expire(ctx: CallContext): ConnectError {
