@@ -2,7 +2,7 @@
 // (PULSEBASE_RPC_PIPELINE=fast, docs/architecture.md "One request through
 // each protocol"): one POST route per unary method, in a scope whose only
 // body parser hands the raw bytes over. Before the body is read the codec is
-// chosen from the content type (415 otherwise, as connect-node answers) and
+// chosen from the content type (415 in the platform envelope otherwise) and
 // the dispatcher's gate checks the token and admits the body; then the codec
 // decodes the message, the dispatcher calls the method, and the codec writes
 // the answer straight to the response. No connect-es router, universal
@@ -13,7 +13,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { OutgoingHttpHeaders } from "node:http";
 import type { Message } from "@bufbuild/protobuf";
-import { appError } from "../../kernel/errors.js";
+import { appError, catalogue } from "../../kernel/errors.js";
 import type { ConsumerPrincipal } from "../../kernel/principal.js";
 import type { CallContext } from "./call-context.js";
 import type { Negotiated, RpcCodec, RpcResponse } from "./codec.js";
@@ -76,8 +76,10 @@ function fastifyError(err: FastifyError): ConnectError {
   return new ConnectError("the request was aborted", Code.Aborted, undefined, undefined, err);
 }
 
+const UNSUPPORTED_MEDIA_TYPE = JSON.stringify({ error: "unsupported_media_type", message: catalogue.unsupported_media_type.message });
+
 /**
- * Before the body is read: the codec (415 without a body when no protocol
+ * Before the body is read: the codec (415 when no protocol
  * takes the content type), a bad compression or timeout header answered at
  * once, then the dispatcher's gate (token, budget).
  */
@@ -95,8 +97,18 @@ function gate(m: UnaryMethod, dispatcher: Dispatcher) {
     }
     if (!codec || !n) {
       dispatcher.drain(req.raw, reply.raw);
-      reply.raw.writeHead(415, reply.getHeaders() as OutgoingHttpHeaders);
-      reply.raw.end();
+      // A variant of an RPC protocol this route does not serve (streaming,
+      // gRPC-Web text) or no type at all: 415 without a body, as connect-es
+      // answers. Anything else (a form, plain text) is no RPC at all: the
+      // platform's 415 envelope, as every other route of the listener
+      // answers it (docs/devices.md, "Errors and what to retry").
+      if (type === "" || type.startsWith("application/connect") || type.startsWith("application/grpc")) {
+        reply.raw.writeHead(415, reply.getHeaders() as OutgoingHttpHeaders);
+        reply.raw.end();
+      } else {
+        reply.raw.writeHead(415, { ...(reply.getHeaders() as OutgoingHttpHeaders), "content-type": "application/json; charset=utf-8", "content-length": UNSUPPORTED_MEDIA_TYPE.length });
+        reply.raw.end(UNSUPPORTED_MEDIA_TYPE);
+      }
       return;
     }
     const state: CallState = { codec, n, consumer: undefined };

@@ -123,7 +123,10 @@ describe("Connect unary", () => {
   });
 
   it("415 for a content type no protocol takes; an unknown method is the listener's 404", async () => {
-    expect((await h2Call(fast.url, QUERY, { "content-type": "text/plain", authorization: GOOD }, Buffer.from("x"))).status).toBe(415);
+    const plain = await h2Call(fast.url, QUERY, { "content-type": "text/plain", authorization: GOOD }, Buffer.from("x"));
+    expect(plain.status).toBe(415);
+    // no RPC at all: the platform's envelope, like every other route of the listener
+    expect(JSON.parse(plain.body.toString())).toEqual({ error: "unsupported_media_type", message: "Unsupported content type." });
     const unknown = await h2Call(fast.url, "/pulsebase.platform.v1.DatabaseService/Nope", connectProto, query("x"));
     expect(unknown.status).toBe(404);
   });
