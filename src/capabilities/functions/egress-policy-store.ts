@@ -34,6 +34,9 @@ export function normalizeHost(entry: string): string | undefined {
   let h = entry.trim().toLowerCase();
   if (h.endsWith(".")) h = h.slice(0, -1);
   if (h.startsWith("[") && h.endsWith("]")) h = h.slice(1, -1);
+  // IPv6 in the WHATWG URL's canonical form, as fetch-host.ts compares it
+  // ("2001:0DB8::0001" is stored as "2001:db8::1"); IPv4 is already canonical.
+  if (isIP(h) === 6) return new URL(`http://[${h}]/`).hostname.slice(1, -1);
   if (isIP(h)) return h;
   const wildcard = h.startsWith("*.");
   const name = wildcard ? h.slice(2) : h;

@@ -7,7 +7,7 @@ import type { ConsumerPrincipal } from "../../kernel/principal.js";
 import { TtlCache } from "../../kernel/ttl-cache.js";
 import type { Sandbox } from "../../infra/sandbox/sandbox.js";
 import type { Sql } from "../../infra/storage/sql.js";
-import { createLeasedLimiter, enforce, type RateLimiter } from "../../infra/rate-limit/leased-limiter.js";
+import { createLeasedLimiter, enforce, type Limit, type RateLimiter } from "../../infra/rate-limit/leased-limiter.js";
 import { bucketPolicy } from "../../infra/rate-limit/bucket-policy.js";
 import { localLimiter } from "../../infra/rate-limit/local-limiter.js";
 import type { BackgroundResult, LogLine, RunResult } from "../../infra/sandbox/types.js";
@@ -84,6 +84,7 @@ const appBucket = (appId: number) => `app:${appId}`;
 /** 404 not_found, the platform's code for anything absent: unknown, disabled or malformed slugs alike. */
 const NO_SUCH_SLUG = "No enabled HTTP trigger matches this slug.";
 const RESOLVE_CACHE_MAX = 10_000;
+const RATE_LIMITED = "Function invocation rate limit reached.";
 /** Token-less calls: the same answer for an unknown app key, an unknown slug and a consumer-mode trigger (nothing to probe). */
 const NO_PUBLIC_SLUG = "No enabled public or signed HTTP trigger matches this slug.";
 /** Token-less calls of nothing (404) one client address may make per minute before it gets 429. */
@@ -192,19 +193,37 @@ export function createFunctionRuntime(deps: {
     return { timeoutMs, memoryMb };
   }
 
-  async function checkRate(r: ResolvedRow, appId: number): Promise<void> {
-    const taken = await limiter.take({ key: appBucket(appId), limit: r.plan.functionInvocationsPerMinute }, { key: `fn:${r.function_id}`, limit: r.invocations_per_minute });
-    enforce(taken, "rate_limited", "Function invocation rate limit reached.");
+  /** The application's and the function's per-minute limits. */
+  function invocationLimits(r: ResolvedRow, appId: number): [Limit, Limit] {
+    return [{ key: appBucket(appId), limit: r.plan.functionInvocationsPerMinute }, { key: `fn:${r.function_id}`, limit: r.invocations_per_minute }];
   }
 
-  async function run(appId: number, rq: RunRequest): Promise<RunReport> {
+  async function checkRate(r: ResolvedRow, appId: number): Promise<void> {
+    enforce(await limiter.take(...invocationLimits(r, appId)), "rate_limited", RATE_LIMITED);
+  }
+
+  /**
+   * Runs the version and reports. Without a promise when the code is cached
+   * and the sandbox answers at once (a warm isolate, a run inside its slice):
+   * the warm path of a quick HTTP function has no await.
+   */
+  function run(appId: number, rq: RunRequest): RunReport | Promise<RunReport> {
     const r = rq.resolved;
-    const { timeoutMs, memoryMb } = effective(r);
     const code = codeOf(r.version_id!);
-    const result: RunResult = await sandbox.run(
-      { versionId: r.version_id!, appId, code: typeof code === "string" ? code : await code, memoryMb, timeoutMs, fileName: moduleFileName(r.function_name, r.version ?? 0) },
-      { req: rq.req, consumer: rq.consumer, event: rq.event, env: r.env, trigger: rq.triggerKind, requestId: rq.requestId },
-    );
+    const start = (c: string): RunReport | Promise<RunReport> => {
+      const { timeoutMs, memoryMb } = effective(r);
+      const result = sandbox.run(
+        { versionId: r.version_id!, appId, code: c, memoryMb, timeoutMs, fileName: moduleFileName(r.function_name, r.version ?? 0) },
+        { req: rq.req, consumer: rq.consumer, event: rq.event, env: r.env, trigger: rq.triggerKind, requestId: rq.requestId },
+      );
+      return result instanceof Promise ? result.then((x) => report(appId, rq, x)) : report(appId, rq, result);
+    };
+    return typeof code === "string" ? start(code) : code.then(start);
+  }
+
+  /** The run's report; the invocation recorded (at once for manual and schedule runs, which wait for their id). */
+  function report(appId: number, rq: RunRequest, result: RunResult): RunReport | Promise<RunReport> {
+    const r = rq.resolved;
     let logs = result.logs;
     let status: number;
     let response: ShapedResponse | undefined;
@@ -258,11 +277,18 @@ export function createFunctionRuntime(deps: {
         .catch(() => undefined);
       return report;
     }
-    if (result.background) withBackground(await result.background);
-    let invocationId: number | undefined;
-    if (rq.recordNow) invocationId = await recorder.recordNow(recordOf());
-    else recorder.record(recordOf());
-    return reportOf(invocationId);
+    if (result.background || rq.recordNow) return later(result.background);
+    recorder.record(recordOf());
+    return reportOf(undefined);
+
+    /** The waits of runs that are not HTTP calls: their ctx.waitUntil work, and the recorded id. */
+    async function later(background: Promise<BackgroundResult> | undefined): Promise<RunReport> {
+      if (background) withBackground(await background);
+      let invocationId: number | undefined;
+      if (rq.recordNow) invocationId = await recorder.recordNow(recordOf());
+      else recorder.record(recordOf());
+      return reportOf(invocationId);
+    }
 
     function recordOf(): InvocationRecord {
       const detail = outcome === "ok" ? NO_ERROR : errorDetailOf({ ...result, error }, outcome);
@@ -307,6 +333,39 @@ export function createFunctionRuntime(deps: {
     }
   }
 
+  /** invokeHttp once the trigger is resolved: 402, 404, 503, the open triggers' checks, req, 429, then the run. */
+  function invokeResolved(consumer: ConsumerPrincipal, r: ResolvedRow | undefined, buildReq: () => unknown, requestId: string, call: HttpCall | undefined): ShapedResponse | Promise<ShapedResponse> {
+    if (!r) throw appError("not_found", NO_SUCH_SLUG);
+    if (config.enforcePlan && !r.plan.functionsEnabled) throw appError("plan_required");
+    if (r.function_id === null) throw appError("not_found", NO_SUCH_SLUG);
+    if (r.version_id === null) throw appError("no_active_version");
+    const withReq = (): ShapedResponse | Promise<ShapedResponse> => {
+      const built = buildReq();
+      return built instanceof Promise ? built.then((req: unknown) => rateThenRun(consumer, r, req, requestId)) : rateThenRun(consumer, r, built, requestId);
+    };
+    if (r.trigger_auth !== "consumer") return admitOpen(r, call ?? { headers: {}, body: new Uint8Array(), clientAddress: "" }).then(withReq);
+    return withReq();
+  }
+
+  function rateThenRun(consumer: ConsumerPrincipal, r: ResolvedRow, req: unknown, requestId: string): ShapedResponse | Promise<ShapedResponse> {
+    const go = (): ShapedResponse | Promise<ShapedResponse> => {
+      const rep = run(consumer.appId, {
+        resolved: r,
+        req,
+        consumer: { id: consumer.consumerId, user_id: consumer.userId, device_id: consumer.deviceId },
+        event: null,
+        triggerKind: "http",
+        triggerId: r.trigger_id,
+        requestId,
+      });
+      return rep instanceof Promise ? rep.then((x) => answer(x, requestId)) : answer(rep, requestId);
+    };
+    const now = limiter.takeNow(...invocationLimits(r, consumer.appId));
+    if (now === undefined) return checkRate(r, consumer.appId).then(go);
+    enforce(now, "rate_limited", RATE_LIMITED);
+    return go();
+  }
+
   function answer(report: RunReport, requestId: string): ShapedResponse {
     if (report.status === 504) throw appError("function_timeout");
     if (!report.response) throw appError("function_error", `The function failed. Request id: ${requestId}`);
@@ -319,7 +378,7 @@ export function createFunctionRuntime(deps: {
      * not_found (no enabled trigger), 503 no active version, 429 rate limit; then runs:
      * 500 when the function failed, 504 past its timeout.
      */
-    async invokeHttp(
+    invokeHttp(
       consumer: ConsumerPrincipal,
       slug: string,
       /** Builds req (parses the body) once the trigger is known to exist: a bad body is a 422 only then. */
@@ -327,27 +386,13 @@ export function createFunctionRuntime(deps: {
       requestId: string,
       /** The raw request, for the signature and per-address checks of public and signed triggers. */
       call?: HttpCall,
-    ): Promise<ShapedResponse> {
+    ): ShapedResponse | Promise<ShapedResponse> {
+      // Without a promise on the warm path (cached trigger, leased tokens, a
+      // warm isolate that answers inside its slice); any step that has to
+      // wait goes on asynchronously from there.
       const hit = resolveHttp(consumer.appId, slug);
-      const r = hit instanceof Promise ? await hit : hit.row;
-      if (!r) throw appError("not_found", NO_SUCH_SLUG);
-      if (config.enforcePlan && !r.plan.functionsEnabled) throw appError("plan_required");
-      if (r.function_id === null) throw appError("not_found", NO_SUCH_SLUG);
-      if (r.version_id === null) throw appError("no_active_version");
-      // A token does not stand in for a signed trigger's signature.
-      if (r.trigger_auth !== "consumer") await admitOpen(r, call ?? { headers: {}, body: new Uint8Array(), clientAddress: "" });
-      const built = buildReq();
-      const req = built instanceof Promise ? ((await built) as unknown) : built;
-      await checkRate(r, consumer.appId);
-      return answer(await run(consumer.appId, {
-        resolved: r,
-        req,
-        consumer: { id: consumer.consumerId, user_id: consumer.userId, device_id: consumer.deviceId },
-        event: null,
-        triggerKind: "http",
-        triggerId: r.trigger_id,
-        requestId,
-      }), requestId);
+      if (hit instanceof Promise) return hit.then((r) => invokeResolved(consumer, r, buildReq, requestId, call));
+      return invokeResolved(consumer, hit.row, buildReq, requestId, call);
     },
 
     /**

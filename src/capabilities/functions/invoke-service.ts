@@ -38,10 +38,12 @@ export function createFunctionInvokeServiceImpl(deps: { runtime: FunctionRuntime
   const respond = (res: ShapedResponse): MessageInitShape<typeof HttpResponseSchema> => ({ status: res.status, headers: res.headers, body: res.body });
 
   return {
-    async invoke(req, ctx) {
+    // Without a promise when the runtime answers at once (the warm path, function-runtime.ts).
+    invoke(req, ctx) {
       const consumer = consumerOf(ctx);
       const p = prepare(req, ctx);
-      return respond(await runtime.invokeHttp(consumer, p.slug, p.buildReq, p.requestId, p.call));
+      const res = runtime.invokeHttp(consumer, p.slug, p.buildReq, p.requestId, p.call);
+      return res instanceof Promise ? res.then(respond) : respond(res);
     },
 
     async invokePublic(req, ctx) {

@@ -35,6 +35,13 @@ export interface Policy {
 export interface RateLimiter {
   /** One token of every limit, or none of them (the refusal names the key that waits longest). */
   take(...limits: Limit[]): Promise<Verdict>;
+  /**
+   * take() without a promise when the leases held here decide it: allowed
+   * (a token of every limit spent) when each has one; undefined leaves the
+   * decision to take() (which may ask the policy). The hot path of a call
+   * whose tokens are leased (a warm function) then has no await.
+   */
+  takeNow(...limits: Limit[]): Verdict | undefined;
   /** Synchronous: true (a token spent) when unlimited or a token is leased here; false leaves the decision to take(). */
   tryTake(key: string, limit: number): boolean;
   /** The key's limit changed: its unspent lease goes back now. */
@@ -153,6 +160,15 @@ export function createLeasedLimiter(policy: Policy, opts: LeaseOptions): RateLim
         }
         if (worst) return worst;
       }
+    },
+
+    takeNow(...limits) {
+      const t = now();
+      for (const { key, limit } of limits) {
+        if (limit > 0 && current(key, limit, t).tokens < 1) return undefined;
+      }
+      for (const { key, limit } of limits) if (limit > 0) leases.get(key)!.tokens--;
+      return ALLOWED;
     },
 
     tryTake(key, limit) {

@@ -59,8 +59,8 @@ export class IsolatePool {
     return s;
   }
 
-  /** Takes a warm isolate of `key`, or creates one with `create`. */
-  acquire(key: string, create: () => Promise<FunctionIsolate>, waitMs: number): Promise<Lease> {
+  /** Takes a warm isolate of `key` (at once, without a promise), or creates one with `create`. */
+  acquire(key: string, create: () => Promise<FunctionIsolate>, waitMs: number): Lease | Promise<Lease> {
     if (this.closed) return Promise.reject(new Error("sandbox closed"));
     const now = this.tryAcquire(key, create);
     if (now) return now;
@@ -82,7 +82,7 @@ export class IsolatePool {
     });
   }
 
-  private tryAcquire(key: string, create: () => Promise<FunctionIsolate>): Promise<Lease> | undefined {
+  private tryAcquire(key: string, create: () => Promise<FunctionIsolate>): Lease | Promise<Lease> | undefined {
     const s = this.slot(key);
     let warm = s.idle.pop();
     // never hand out one disposed while idle (it cannot be, short of a bug: be safe)
@@ -94,7 +94,7 @@ export class IsolatePool {
     if (warm) {
       warm.busy = true;
       this.leased.add(warm);
-      return Promise.resolve({ isolate: warm, cold: false });
+      return { isolate: warm, cold: false };
     }
     if (s.count >= this.perKey) return undefined;
     if (this.total >= this.maxIsolates && !this.evictOneIdle()) return undefined;
@@ -164,7 +164,8 @@ export class IsolatePool {
         if (!p) break;
         q.shift();
         w.cancel();
-        p.then(w.resolve, w.reject);
+        if (p instanceof Promise) p.then(w.resolve, w.reject);
+        else w.resolve(p);
       }
       if (q.length === 0) this.waiters.delete(key);
     }

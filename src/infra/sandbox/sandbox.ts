@@ -1,8 +1,8 @@
 // The sandbox as the rest of the service sees it: run a function version with
 // inputs, check code at deploy time, release isolates of retired versions.
 // One pool of warm isolates per (version, memory limit).
-import { CompileError, FunctionIsolate } from "./function-isolate.js";
-import { IsolatePool, PoolTimeoutError } from "./isolate-pool.js";
+import { CompileError, FunctionIsolate, type IsolateRunOutput } from "./function-isolate.js";
+import { IsolatePool, PoolTimeoutError, type Lease } from "./isolate-pool.js";
 import type { HostCapability } from "../../kernel/host-capability.js";
 import { DEFAULT_SANDBOX_LIMITS, type RunInput, type RunResult, type RunTarget, type SandboxLimits } from "./types.js";
 
@@ -16,7 +16,8 @@ export interface SandboxOptions {
 
 export interface Sandbox {
   readonly limits: SandboxLimits;
-  run(target: RunTarget, input: RunInput): Promise<RunResult>;
+  /** Synchronous when a warm isolate runs the function start to end inside its slice (the warm path of a quick function). */
+  run(target: RunTarget, input: RunInput): RunResult | Promise<RunResult>;
   /** Compiles and evaluates the module in a throwaway isolate; throws CompileError. */
   check(code: string, memoryMb: number): Promise<void>;
   /** Releases the idle isolates of a version (after it stops being active). */
@@ -46,6 +47,11 @@ function acquireFailed(err: unknown, target: RunTarget, started: number): RunRes
   }
   // e.g. a memory limit too low for its top level
   return { outcome: "error", error: err instanceof Error ? err.message : String(err), logs: [], logsTruncated: false, durationMs, memoryBytes: 0, coldStart: true };
+}
+
+/** What is left of a run's timeout, in whole ms (at least 1). */
+function left(started: number, target: RunTarget): number {
+  return Math.max(1, Math.round(started + target.timeoutMs - performance.now()));
 }
 
 /** Heap limit of the throwaway isolate used by check(). */
@@ -107,81 +113,111 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
     else sinceCut.set(key, n + 1);
   };
 
+  /**
+   * Runs on a leased isolate; synchronous when the run ends inside its
+   * slice. A run cut at its slice is run again on the slow path (nothing of
+   * it took effect). The isolate goes back to the pool when the run is over:
+   * after its ctx.waitUntil work, or once a call still in flight is (see
+   * FunctionIsolate.afterRun).
+   */
+  function runLeased(target: RunTarget, input: RunInput, key: string, create: () => Promise<FunctionIsolate>, started: number, lease: Lease): RunResult | Promise<RunResult> {
+    const iso = lease.isolate;
+    const sliceMs = isSlow(key) ? 0 : limits.syncSliceMs;
+    let out: IsolateRunOutput | Promise<IsolateRunOutput>;
+    try {
+      out = iso.run(input, left(started, target), sliceMs);
+    } catch (err) {
+      pool.release(key, iso);
+      throw err;
+    }
+    const first = (o: IsolateRunOutput): RunResult | Promise<RunResult> => {
+      if (o.kind === "slice") {
+        cut(key);
+        pool.release(key, iso);
+        return runAgain(target, input, key, create, started);
+      }
+      if (sliceMs > 0) {
+        fastRun(key);
+        if (!lease.cold) judge(key, iso.lastSliceMs);
+      }
+      return settled(key, iso, lease.cold, started, o, target);
+    };
+    if (out instanceof Promise) {
+      return out.then(first, (err: unknown) => {
+        pool.release(key, iso);
+        throw err;
+      });
+    }
+    return first(out);
+  }
+
+  /** A run cut at its slice, again on the slow path. */
+  async function runAgain(target: RunTarget, input: RunInput, key: string, create: () => Promise<FunctionIsolate>, started: number): Promise<RunResult> {
+    let lease: Lease;
+    try {
+      lease = await pool.acquire(key, create, left(started, target));
+    } catch (err) {
+      return acquireFailed(err, target, started);
+    }
+    let out: IsolateRunOutput;
+    try {
+      out = await lease.isolate.run(input, left(started, target), 0);
+    } catch (err) {
+      pool.release(key, lease.isolate);
+      throw err;
+    }
+    return settled(key, lease.isolate, lease.cold, started, out, target);
+  }
+
+  /** The run's result; the isolate goes back to the pool once the run is over. */
+  function settled(key: string, iso: FunctionIsolate, cold: boolean, started: number, out: IsolateRunOutput, target: RunTarget): RunResult {
+    const background = out.background;
+    // An isolate whose run's end is still being checked stays leased
+    // until it is known idle (or disposed): see FunctionIsolate.afterRun.
+    if (background) void background.then(() => iso.afterRun, () => undefined).then(() => pool.release(key, iso));
+    else if (iso.afterRun) void iso.afterRun.then(() => pool.release(key, iso));
+    else pool.release(key, iso);
+    return {
+      background: background?.then((bg) => ({
+        outcome: bg.kind,
+        error: bg.error,
+        logs: bg.logs,
+        logsTruncated: bg.logsTruncated,
+        durationMs: performance.now() - started,
+        memoryBytes: iso.heapSampled,
+      })),
+      outcome: out.kind === "slice" ? "timeout" : out.kind,
+      response: out.response,
+      // the function's timeout, not what was left of it when this isolate started the run
+      error: out.kind === "timeout" || out.kind === "slice" ? `timed out after ${target.timeoutMs} ms` : out.error,
+      errorName: out.errorName,
+      errorMessage: out.errorMessage,
+      errorStack: out.errorStack,
+      logs: out.logs,
+      logsTruncated: out.logsTruncated,
+      durationMs: performance.now() - started,
+      memoryBytes: iso.heapSampled,
+      coldStart: cold,
+    };
+  }
+
   return {
     limits,
 
-    async run(target, input) {
+    run(target, input) {
       const started = performance.now();
-      const deadline = started + target.timeoutMs;
       const key = `${target.versionId}:${target.memoryMb}`;
       const create = () =>
         FunctionIsolate.create(target.code, target.memoryMb, limits, target.appId, capabilities, Math.max(1, target.timeoutMs), target.fileName);
-      let lease;
+      let lease: Lease | Promise<Lease>;
       try {
-        lease = await pool.acquire(key, create, target.timeoutMs);
+        lease = pool.acquire(key, create, target.timeoutMs);
       } catch (err) {
         return acquireFailed(err, target, started);
       }
-      let iso: FunctionIsolate | undefined = lease.isolate;
-      let cold = lease.cold;
-      // the run's ctx.waitUntil work: the isolate stays leased until it is over
-      let background: Promise<unknown> | undefined;
-      const left = () => Math.max(1, Math.round(deadline - performance.now()));
-      try {
-        const sliceMs = isSlow(key) ? 0 : limits.syncSliceMs;
-        let out = await iso.run(input, left(), sliceMs);
-        if (out.kind === "slice") cut(key);
-        else if (sliceMs > 0) {
-          fastRun(key);
-          if (!cold) judge(key, iso.lastSliceMs);
-        }
-        if (out.kind === "slice") {
-          // Nothing of the cut run took effect: run it again on the slow path.
-          pool.release(key, iso);
-          iso = undefined;
-          try {
-            const again = await pool.acquire(key, create, left());
-            iso = again.isolate;
-            cold = again.cold;
-          } catch (err) {
-            return acquireFailed(err, target, started);
-          }
-          out = await iso.run(input, left(), 0);
-        }
-        const ran = iso;
-        background = out.background;
-        return {
-          background: out.background?.then((bg) => ({
-            outcome: bg.kind,
-            error: bg.error,
-            logs: bg.logs,
-            logsTruncated: bg.logsTruncated,
-            durationMs: performance.now() - started,
-            memoryBytes: ran.heapSampled,
-          })),
-          outcome: out.kind === "slice" ? "timeout" : out.kind,
-          response: out.response,
-          // the function's timeout, not what was left of it when this isolate started the run
-          error: out.kind === "timeout" || out.kind === "slice" ? `timed out after ${target.timeoutMs} ms` : out.error,
-          errorName: out.errorName,
-          errorMessage: out.errorMessage,
-          errorStack: out.errorStack,
-          logs: out.logs,
-          logsTruncated: out.logsTruncated,
-          durationMs: performance.now() - started,
-          memoryBytes: iso.heapSampled,
-          coldStart: cold,
-        };
-      } finally {
-        if (iso) {
-          // An isolate whose run's end is still being checked stays leased
-          // until it is known idle (or disposed): see FunctionIsolate.quiesce.
-          const leased = iso;
-          if (background) void background.then(() => leased.afterRun, () => undefined).then(() => pool.release(key, leased));
-          else if (iso.afterRun) void iso.afterRun.then(() => pool.release(key, leased));
-          else pool.release(key, iso);
-        }
-      }
+      if (lease instanceof Promise) return lease.then((l) => runLeased(target, input, key, create, started, l), (err: unknown) => acquireFailed(err, target, started));
+      // A warm isolate: a quick function runs start to end in this call, without a promise.
+      return runLeased(target, input, key, create, started, lease);
     },
 
     async check(code, memoryMb) {

@@ -361,8 +361,20 @@ async function readGetBody(req: FastifyRequest, reply: FastifyReply, opts: Gatew
 function passthroughHandler(route: RestRoute, dispatcher: Dispatcher) {
   const input = route.method.input;
   const m = dispatcher.methodOf(route.service, route.method);
-  return async function passthrough(req: FastifyRequest, reply: FastifyReply) {
+  type Raw = { status?: number; headers?: Record<string, string>; body?: Uint8Array };
+  const answer = (reply: FastifyReply, ctx: CallContext, res: Raw) => {
+    for (const [k, val] of Object.entries(res.headers ?? {})) reply.header(k, val);
+    const set = ctx.setHeaders;
+    if (set) copyHeaders(reply, set);
+    const b = res.body;
+    // a view of the same bytes, not a copy
+    return reply.code(res.status || 200).send(b ? Buffer.from(b.buffer, b.byteOffset, b.byteLength) : Buffer.alloc(0));
+  };
+  // Not async: a service that answers at once (a warm function,
+  // function-runtime.ts) is answered in this call, without a promise.
+  return function passthrough(req: FastifyRequest, reply: FastifyReply) {
     const ctx = contextFor(dispatcher, m, req);
+    let out: unknown;
     try {
       const headers: Record<string, string> = {};
       for (const [k, val] of Object.entries(req.headers)) {
@@ -382,15 +394,21 @@ function passthroughHandler(route: RestRoute, dispatcher: Dispatcher) {
         body: Buffer.isBuffer(body) ? new Uint8Array(body.buffer, body.byteOffset, body.byteLength) : new Uint8Array(),
         contentType: req.headers["content-type"] ?? "",
       } as never);
-      const res = (await dispatcher.invoke(m, msg, ctx)) as { status?: number; headers?: Record<string, string>; body?: Uint8Array };
-      for (const [k, val] of Object.entries(res.headers ?? {})) reply.header(k, val);
-      const set = ctx.setHeaders;
-      if (set) copyHeaders(reply, set);
-      const b = res.body;
-      // a view of the same bytes, not a copy
-      return reply.code(res.status || 200).send(b ? Buffer.from(b.buffer, b.byteOffset, b.byteLength) : Buffer.alloc(0));
+      out = dispatcher.invoke(m, msg, ctx);
     } catch (err) {
-      return sendCallError(reply, route, err);
+      void sendCallError(reply, route, err);
+      return;
+    }
+    if (out instanceof Promise) {
+      return out.then(
+        (res: Raw) => answer(reply, ctx, res),
+        (err: unknown) => sendCallError(reply, route, err),
+      );
+    }
+    try {
+      answer(reply, ctx, out as Raw);
+    } catch (err) {
+      void sendCallError(reply, route, err);
     }
   };
 }

@@ -12,6 +12,9 @@ describe("normalizeHost", () => {
     expect(normalizeHost("API.Example.com.")).toBe("api.example.com");
     expect(normalizeHost("*.Example.com")).toBe("*.example.com");
     expect(normalizeHost("[::1]")).toBe("::1");
+    // as fetch's URL writes the host it compares: an operator's long form still matches
+    expect(normalizeHost("2001:0DB8:0000::0001")).toBe("2001:db8::1");
+    expect(normalizeHost("[::FFFF:192.0.2.1]")).toBe("::ffff:c000:201");
     expect(normalizeHost("10.0.0.1")).toBe("10.0.0.1");
     for (const bad of ["", "https://a.com", "a.com/x", "a.com:443", "*.com", "*", "-a.com", "a..com", "a b.com", "x".repeat(64) + ".com", "*.*.a.com"]) {
       expect(normalizeHost(bad), bad).toBeUndefined();

@@ -58,7 +58,7 @@ function runtimeOver(store: FunctionStore, limiterSql: Sql): FunctionRuntime {
 
 /** One HTTP-trigger invocation: "ok" or the error code. */
 const invoke = (runtime: FunctionRuntime, appId: number) =>
-  runtime.invokeHttp(consumerOfApp(appId), "hi", async () => ({}), "req-race").then(
+  Promise.resolve().then(() => runtime.invokeHttp(consumerOfApp(appId), "hi", async () => ({}), "req-race")).then(
     () => "ok",
     (err: unknown) => errorDetail(err)?.code ?? String(err),
   );

@@ -182,7 +182,7 @@ describe("isolate pool bounds", () => {
     const small = createSandbox({ capabilities: [dbCapability(fdb)], limits: { maxIsolates: 2, isolatesPerVersion: 2, idleMs: 100 } });
     try {
       const versions = Array.from({ length: 5 }, (_, v) => ({ versionId: 1000 + v, appId: 1, code: `export default async (req) => { await null; return ${v} * 100 + req.body; }`, memoryMb: 16, timeoutMs: 5000 }));
-      const runs = versions.flatMap((t, v) => Array.from({ length: 4 }, (_, i) => small.run(t, input({ req: { body: i } })).then((r) => [v, i, r] as const)));
+      const runs = versions.flatMap((t, v) => Array.from({ length: 4 }, (_, i) => Promise.resolve(small.run(t, input({ req: { body: i } }))).then((r) => [v, i, r] as const)));
       for (const [v, i, r] of await Promise.all(runs)) {
         expect(r.outcome).toBe("ok");
         expect(r.response?.body).toBe(String(v * 100 + i));
