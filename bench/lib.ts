@@ -186,6 +186,52 @@ export function versusRest(connect: BenchResult, rest: BenchResult, restName: st
   return also ? `${cpu}; ${(connect.rps / also.result.rps).toFixed(2)} x ${also.name} req/s` : cpu;
 }
 
+/**
+ * Two loads measured turn about, `rounds` times each (each turn a
+ * `1 / rounds` share of the scenario's duration), merged per side: the
+ * figures of a pair whose ratio is the point (Connect binary against REST,
+ * a function against the bare POST) then come from the same minutes, so the
+ * machine's neighbours weigh on both alike (docs/benchmarks.md). Each
+ * `load` gets the turn's duration in seconds.
+ */
+export async function alternate(
+  a: (durationSec: number) => Promise<BenchResult>,
+  b: (durationSec: number) => Promise<BenchResult>,
+  durationSec: number,
+  rounds = Number(process.env.BENCH_ROUNDS || 4),
+): Promise<[BenchResult, BenchResult]> {
+  const turn = Math.max(0.5, durationSec / rounds);
+  const as: BenchResult[] = [];
+  const bs: BenchResult[] = [];
+  for (let i = 0; i < rounds; i++) {
+    as.push(await a(turn));
+    bs.push(await b(turn));
+  }
+  return [merged(as), merged(bs)];
+}
+
+/** Turns of one load as one result: totals, CPU per request over all of them, the median turn's p50 and p99. */
+function merged(rs: BenchResult[]): BenchResult {
+  const answered = (r: BenchResult) => Object.values(r.statuses).reduce((x, n) => x + n, 0) || r.requests;
+  const statuses: Record<string, number> = {};
+  for (const r of rs) for (const [k, n] of Object.entries(r.statuses)) statuses[k] = (statuses[k] ?? 0) + n;
+  const requests = rs.reduce((x, r) => x + r.requests, 0);
+  const durationMs = rs.reduce((x, r) => x + r.durationMs, 0);
+  const all = rs.reduce((x, r) => x + answered(r), 0);
+  const cpuMs = rs.every((r) => r.cpuUsPerReq !== undefined) ? rs.reduce((x, r) => x + (r.cpuUsPerReq! * answered(r)) / 1000, 0) : undefined;
+  const median = (f: (r: BenchResult) => number) => rs.map(f).sort((x, y) => x - y)[rs.length >> 1]!;
+  return {
+    requests,
+    errors: rs.reduce((x, r) => x + r.errors, 0),
+    durationMs,
+    rps: (requests / durationMs) * 1000,
+    p50Ms: median((r) => r.p50Ms),
+    p99Ms: median((r) => r.p99Ms),
+    statuses,
+    cpuUsPerReq: cpuMs !== undefined && all ? (cpuMs * 1000) / all : undefined,
+  };
+}
+
 /** Calls fn with `inFlight` calls outstanding for the duration (an in-process baseline). */
 export async function inProcessLoad(fn: () => Promise<unknown>, inFlight: number, durationSec: number): Promise<LoadResult> {
   const lat: number[] = [];

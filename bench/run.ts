@@ -37,6 +37,8 @@ export interface BenchContext {
   natsNamespace: string;
   /** The server's data directory (embedded database files live there). */
   dataDir: string;
+  /** The bare Fastify POST route of the baseline server (for pairs measured turn about with it). */
+  bareUrl: string;
   /** A baseline row measured earlier in this run, by "scenario transport". */
   baseline(name: string): BenchResult;
   /** A new app and one registered consumer. */
@@ -116,6 +118,7 @@ function contextFor(info: ServerInfo): BenchContext {
   const admin = createClient(IdentityService, adminTransport);
   return {
     https, adminUrl, operatorToken: info.operatorToken, durationSec, admin,
+    bareUrl: `https://127.0.0.1:${base.info.https}/baseline`,
     adminClient: (service) => createClient(service, adminTransport),
     dataDir: info.dataDir,
     databaseUrl: process.env.DATABASE_URL || "postgres://root@127.0.0.1:5432/test",

@@ -8,7 +8,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import autocannon from "autocannon";
 import { RecordEventRequestSchema } from "../../gen/pulsebase/platform/v1/analytics_pb.js";
 import { createPgSql } from "../../src/infra/storage/pg-sql.js";
-import { h1Load, h2, versusRest, type Row } from "../lib.js";
+import { alternate, h1Load, h2, versusRest, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 
 function startWorker(ctx: BenchContext): ChildProcess {
@@ -36,14 +36,18 @@ export async function analyticsScenarios(ctx: BenchContext): Promise<Row[]> {
   const single = await h1Load({ url: `${ctx.https}/api/events`, method: "POST", headers: auth, body: JSON.stringify({ name: "tap", metadata: { screen: "home" } }), durationSec: d });
   const fastify = ctx.baseline("bare Fastify POST REST h1");
   rows.push({ scenario: "POST /api/events", transport: "REST h1", baseline: "bare Fastify POST REST h1", result: single, note: `${(single.rps / fastify.rps).toFixed(2)} x bare Fastify` });
-  const restH2 = await h2({ url: ctx.https, path: "/api/events", headers: auth, body: Buffer.from(JSON.stringify({ name: "tap", metadata: { screen: "home" } })), durationSec: d });
+  // REST and Connect turn about (alternate): their ratio is the point.
+  const [restH2, connect] = await alternate(
+    (t) => h2({ url: ctx.https, path: "/api/events", headers: auth, body: Buffer.from(JSON.stringify({ name: "tap", metadata: { screen: "home" } })), durationSec: t }),
+    (t) => h2({
+      url: ctx.https, path: "/pulsebase.platform.v1.AnalyticsService/RecordEvent",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/proto", "connect-protocol-version": "1" },
+      body: toBinary(RecordEventRequestSchema, create(RecordEventRequestSchema, { name: "tap", metadata: { screen: "home" } })),
+      durationSec: t,
+    }),
+    d,
+  );
   rows.push({ scenario: "POST /api/events", transport: "REST h2", baseline: "bare Fastify POST REST h2", result: restH2 });
-  const connect = await h2({
-    url: ctx.https, path: "/pulsebase.platform.v1.AnalyticsService/RecordEvent",
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/proto", "connect-protocol-version": "1" },
-    body: toBinary(RecordEventRequestSchema, create(RecordEventRequestSchema, { name: "tap", metadata: { screen: "home" } })),
-    durationSec: d,
-  });
   rows.push({ scenario: "AnalyticsService/RecordEvent", transport: "Connect binary h2", baseline: "bare Fastify POST REST h2", result: connect, note: versusRest(connect, restH2, "REST h2") });
 
   const session = (await (await fetch(`${ctx.https}/api/session/start`, { method: "POST", headers: { authorization: `Bearer ${token}` } })).json()) as { session_id: number };

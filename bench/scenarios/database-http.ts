@@ -8,7 +8,7 @@ import { createClient as createLibsql } from "@libsql/client";
 import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { QueryRequestSchema } from "../../gen/pulsebase/platform/v1/database_pb.js";
 import { jsonToValue } from "../../src/capabilities/database/proto-values.js";
-import { h1Load, h2, inProcessLoad, seqLoad, versusRest, type BenchResult, type Row } from "../lib.js";
+import { alternate, h1Load, h2, inProcessLoad, seqLoad, versusRest, type BenchResult, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 
 const SEED = 10_000;
@@ -50,15 +50,19 @@ export async function databaseScenarios(ctx: BenchContext): Promise<Row[]> {
   });
   const pk = await h1Load({ url: `${ctx.https}/api/db/query`, method: "POST", headers: auth, body: JSON.stringify(select), durationSec: d });
   rows.push({ scenario: "SELECT by PK /api/db/query", transport: "REST h1", baseline: "SELECT by PK @libsql/client in process", result: pk, note: `${(pk.rps / fastify.rps).toFixed(2)} x bare Fastify` });
-  const pkH2 = await h2({ url: ctx.https, path: "/api/db/query", headers: auth, body: Buffer.from(JSON.stringify(select)), durationSec: d });
-  rows.push({ scenario: "SELECT by PK /api/db/query", transport: "REST h2", baseline: "SELECT by PK @libsql/client in process", result: pkH2 });
-  const pkConnect = await h2({
+  // REST and Connect turn about (alternate): their ratio is the point.
+  const [pkH2, pkConnect] = await alternate(
+    (t) => h2({ url: ctx.https, path: "/api/db/query", headers: auth, body: Buffer.from(JSON.stringify(select)), durationSec: t }),
+    (t) => h2({
       url: ctx.https,
       path: "/pulsebase.platform.v1.DatabaseService/Query",
       headers: { authorization: `Bearer ${token}`, "content-type": "application/proto", "connect-protocol-version": "1" },
       body: toBinary(QueryRequestSchema, create(QueryRequestSchema, { sql: select.sql, params: jsonToValue([4242]) })),
-      durationSec: d,
-  });
+      durationSec: t,
+    }),
+    d,
+  );
+  rows.push({ scenario: "SELECT by PK /api/db/query", transport: "REST h2", baseline: "SELECT by PK @libsql/client in process", result: pkH2 });
   rows.push({
     scenario: "SELECT by PK DatabaseService/Query", transport: "Connect binary h2", baseline: "SELECT by PK @libsql/client in process", result: pkConnect,
     note: versusRest(pkConnect, pkH2, "REST h2", { name: "bare Fastify POST h2", result: ctx.baseline("bare Fastify POST REST h2") }),

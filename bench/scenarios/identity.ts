@@ -3,7 +3,7 @@
 // compared with the bare Fastify baseline on the same listener kind.
 import { create, toBinary } from "@bufbuild/protobuf";
 import { StartSessionRequestSchema } from "../../gen/pulsebase/platform/v1/session_pb.js";
-import { h1Load, h2, seqLoad, versusRest, type Row } from "../lib.js";
+import { alternate, h1Load, h2, seqLoad, versusRest, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 
 export async function identityScenarios(ctx: BenchContext): Promise<Row[]> {
@@ -19,15 +19,19 @@ export async function identityScenarios(ctx: BenchContext): Promise<Row[]> {
     scenario: "POST /api/session/start", transport: "REST h1", baseline: "bare Fastify POST REST h1",
     result: await h1Load({ url: `${ctx.https}/api/session/start`, method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: "{}", durationSec: d }),
   });
-  const restH2 = await h2({ url: ctx.https, path: "/api/session/start", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: Buffer.from("{}"), durationSec: d });
+  // REST and Connect turn about (alternate): their ratio is the point.
+  const [restH2, connect] = await alternate(
+    (t) => h2({ url: ctx.https, path: "/api/session/start", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: Buffer.from("{}"), durationSec: t }),
+    (t) => h2({
+      url: ctx.https,
+      path: "/pulsebase.platform.v1.SessionService/StartSession",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/proto", "connect-protocol-version": "1" },
+      body: toBinary(StartSessionRequestSchema, create(StartSessionRequestSchema)),
+      durationSec: t,
+    }),
+    d,
+  );
   rows.push({ scenario: "POST /api/session/start", transport: "REST h2", baseline: "bare Fastify POST REST h2", result: restH2 });
-  const connect = await h2({
-    url: ctx.https,
-    path: "/pulsebase.platform.v1.SessionService/StartSession",
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/proto", "connect-protocol-version": "1" },
-    body: toBinary(StartSessionRequestSchema, create(StartSessionRequestSchema)),
-    durationSec: d,
-  });
   rows.push({ scenario: "SessionService/StartSession", transport: "Connect binary h2", baseline: "bare Fastify POST REST h2", result: connect, note: versusRest(connect, restH2, "REST h2") });
   rows.push({
     scenario: "SessionService/StartSession", transport: "Connect binary h1", baseline: "bare Fastify POST REST h1",

@@ -48,6 +48,22 @@ describe.each(["postgres", "pglite"] as const)("leased limiter on %s", (kind) =>
     expect(await allowed([a], wide, 5, 10)).toBe(5);
   });
 
+  it("takeNow: allowed without a promise while every limit has a leased token, else undefined and nothing spent", async () => {
+    const a = createLeasedLimiter(windowPolicy(db.sql, { name: "t-now", windowMs: 3_600_000, batch: () => 3 }), { leaseMs: 60_000 });
+    const [k1, k2] = [uniqueName("n"), uniqueName("n")];
+    expect(a.takeNow({ key: k1, limit: 10 })).toBeUndefined(); // nothing leased yet: take() asks the policy
+    expect(a.takeNow({ key: k1, limit: 0 }, { key: k2, limit: -1 })).toEqual({ allowed: true }); // unlimited
+    expect((await a.take({ key: k1, limit: 10 })).allowed).toBe(true); // leases 3, spends 1
+    expect(a.takeNow({ key: k1, limit: 10 }, { key: k2, limit: 10 })).toBeUndefined(); // k2 has none: k1's token stays
+    expect((await a.take({ key: k2, limit: 10 })).allowed).toBe(true); // leases 3, spends 1
+    expect(a.takeNow({ key: k1, limit: 10 }, { key: k2, limit: 10 })).toEqual({ allowed: true }); // 1 and 1 left
+    expect(a.takeNow({ key: k1, limit: 10 })).toEqual({ allowed: true }); // k1 has spent its 3
+    expect(a.takeNow({ key: k1, limit: 10 }, { key: k2, limit: 10 })).toBeUndefined(); // k2's last token stays
+    expect(a.takeNow({ key: k2, limit: 10 })).toEqual({ allowed: true });
+    // a changed limit is a new lease: decided by take()
+    expect(a.takeNow({ key: k2, limit: 11 })).toBeUndefined();
+  });
+
   it("a refused claim answers at once, even with no refusal remembered (recheckMs 0)", async () => {
     const a = createLeasedLimiter(windowPolicy(db.sql, { name: "t-recheck", windowMs: 3_600_000, batch: () => 1 }), { leaseMs: 60_000, recheckMs: 0 });
     const key = uniqueName("r");

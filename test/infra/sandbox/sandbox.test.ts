@@ -50,6 +50,23 @@ describe("sandbox", () => {
     expect(other.response?.body).toBe(JSON.stringify("undefined"));
   });
 
+  it("a warm quick run answers in the call (no promise) and frees its isolate; a run that waits answers later", async () => {
+    const t = target(`export default async (req) => ({ n: req.body })`);
+    await sandbox.run(t, input({ req: { body: 0 } })); // cold: creates the isolate
+    const warm = sandbox.run(t, input({ req: { body: 1 } }));
+    expect(warm).not.toBeInstanceOf(Promise);
+    expect((warm as Exclude<typeof warm, Promise<unknown>>).response?.body).toBe(JSON.stringify({ n: 1 }));
+    // the same isolate serves the next run at once: it went back to the pool
+    const again = sandbox.run(t, input({ req: { body: 2 } }));
+    expect(again).not.toBeInstanceOf(Promise);
+    expect((again as Exclude<typeof again, Promise<unknown>>).coldStart).toBe(false);
+    const waits = target(`export default async () => { await new Promise((r) => setTimeout(r, 5)); return "late"; }`);
+    await sandbox.run(waits, input());
+    const later = sandbox.run(waits, input());
+    expect(later).toBeInstanceOf(Promise);
+    expect((await later).response?.body).toBe(JSON.stringify("late"));
+  });
+
   it("queries the application's libSQL database through ctx.db", async () => {
     const t = target(`export default async function (req, { db }) {
       await db.batch([{ sql: "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, body TEXT)" },
