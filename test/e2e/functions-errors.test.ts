@@ -143,6 +143,8 @@ describe("errors you can debug", () => {
     const warned = await until(async () => logLines.filter((l) => l.level === 40 && l.functionId === Number(fn.id) && l.trigger === "http"), (l) => l.length >= 2);
     expect(warned.map((l) => l.version).sort()).toEqual([1, 2]);
     expect(warned[0]).toMatchObject({ appId: Number(appId), outcome: "error", msg: "function failed" });
+    // the stack as the record has it, in the deployed code's lines
+    expect(warned.map((l) => l.stack).join("\n")).toContain("(invoice@v2.js:9:31)");
     expect(logLines.filter((l) => (l.level as number) >= 50)).toEqual([]);
   });
 

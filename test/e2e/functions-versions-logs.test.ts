@@ -173,6 +173,8 @@ describe("errors and logs", () => {
     const warned = await until(async () => logLines.filter((l) => l.level === 40 && (l.functionId === Number(fn.id) || l.functionId === Number(slow.id))), (l) => l.length >= 2);
     expect(warned.find((l) => l.functionId === Number(fn.id))).toMatchObject({ appId: Number(appId), version: 1, trigger: "http", outcome: "error", msg: "function failed" });
     expect(warned.find((l) => l.functionId === Number(slow.id))).toMatchObject({ appId: Number(appId), version: 1, outcome: "timeout", msg: "function timed out" });
+    // a timeout has no stack to show
+    expect(warned.find((l) => l.functionId === Number(slow.id))).not.toHaveProperty("stack");
     expect(logLines.filter((l) => (l.level as number) >= 50)).toEqual([]);
   });
 

@@ -242,9 +242,20 @@ export function createFunctionRuntime(deps: {
       status = result.outcome === "timeout" ? 504 : 500;
     }
     let outcome: RunReport["outcome"] = status === 504 ? "timeout" : response ? "ok" : "error";
+    // The error's parts (name, message, stack), worked out once for the
+    // record, the report and the warn line (again only if the background
+    // work changes the outcome).
+    let detailOf: { outcome: string; error: string | undefined; parts: { name: string; message: string; stack: string } } | undefined;
+    const detail = () => {
+      if (outcome === "ok") return NO_ERROR;
+      if (detailOf?.outcome !== outcome || detailOf.error !== error) detailOf = { outcome, error, parts: errorDetailOf({ ...result, error }, outcome) };
+      return detailOf.parts;
+    };
     const userFields = () => ({ appId, functionId: r.function_id, version: r.version, trigger: rq.triggerKind, triggerId: rq.triggerId, requestId: rq.requestId });
     if (outcome !== "ok" && deps.logUserError) {
-      deps.logUserError({ ...userFields(), outcome, error }, outcome === "timeout" ? "function timed out" : "function failed");
+      // with the stack in the deployed code's lines, as the invocation record has it
+      const stack = detail().stack;
+      deps.logUserError({ ...userFields(), outcome, error, ...(stack !== "" && { stack }) }, outcome === "timeout" ? "function timed out" : "function failed");
     }
     // ctx.waitUntil work (docs/functions.md, "Timers and waitUntil"): an
     // HTTP caller has its response now and the invocation is recorded when
@@ -291,7 +302,7 @@ export function createFunctionRuntime(deps: {
     }
 
     function recordOf(): InvocationRecord {
-      const detail = outcome === "ok" ? NO_ERROR : errorDetailOf({ ...result, error }, outcome);
+      const parts = detail();
       return {
         appId,
         functionId: r.function_id!,
@@ -303,9 +314,9 @@ export function createFunctionRuntime(deps: {
         durationMs,
         memoryBytes,
         error: error ?? null,
-        errorName: detail.name,
-        errorMessage: detail.message,
-        errorStack: detail.stack,
+        errorName: parts.name,
+        errorMessage: parts.message,
+        errorStack: parts.stack,
         logs,
         logsTruncated,
         requestId: rq.requestId,
@@ -313,15 +324,15 @@ export function createFunctionRuntime(deps: {
     }
 
     function reportOf(invocationId: number | undefined): RunReport {
-      const detail = outcome === "ok" ? NO_ERROR : errorDetailOf({ ...result, error }, outcome);
+      const parts = detail();
       return {
         status,
         outcome,
         response,
         error,
-        errorName: detail.name,
-        errorMessage: detail.message,
-        errorStack: detail.stack,
+        errorName: parts.name,
+        errorMessage: parts.message,
+        errorStack: parts.stack,
         logs,
         logsTruncated,
         durationMs,
