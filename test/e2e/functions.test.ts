@@ -79,22 +79,24 @@ describe("/api/fn/{slug}", () => {
     expect(JSON.parse(text).error).toBe("function_error");
   });
 
-  it("keeps answers private and drops origin-wide headers and bodies of 205 and 304, over HTTP/1.1 and HTTP/2", async () => {
+  it("keeps answers private and drops origin-wide headers and bodies of 204, 205 and 304, over HTTP/1.1 and HTTP/2", async () => {
     const h = encodeURIComponent(JSON.stringify({ "cache-control": "public, max-age=600", "clear-site-data": '"*"', "service-worker-allowed": "/", etag: '"v1"' }));
     const ok = await call(`/api/fn/echo?status=200&h=${h}`);
     expect(ok.headers.get("cache-control")).toBe("private, max-age=600");
     expect(ok.headers.get("clear-site-data")).toBeNull();
     expect(ok.headers.get("service-worker-allowed")).toBeNull();
     expect(await ok.text()).toBe("a body");
-    for (const status of [205, 304]) {
+    for (const status of [204, 205, 304]) {
       const r = await call(`/api/fn/echo?status=${status}&h=${h}`);
       expect(r.status).toBe(status);
       expect(r.headers.get("etag")).toBe('"v1"');
       expect(await r.text()).toBe("");
+      // a 204 has no body and so no Content-Type or Content-Length (RFC 9110 8.6)
+      if (status === 204) expect([r.headers.get("content-type"), r.headers.get("content-length")]).toEqual([null, null]);
     }
     const session = h2connect(s.httpsUrl, { rejectUnauthorized: false });
     try {
-      for (const status of [205, 304, 200]) {
+      for (const status of [204, 205, 304, 200]) {
         const st = session.request({ ":path": `/api/fn/echo?status=${status}&h=${h}`, authorization: `Bearer ${token}` });
         const answer = await new Promise<{ status: number; body: string; headers: Record<string, unknown> }>((resolve, reject) => {
           let headers: Record<string, unknown> = {};
@@ -107,6 +109,7 @@ describe("/api/fn/{slug}", () => {
         expect(answer.status).toBe(status);
         expect(answer.body).toBe(status === 200 ? "a body" : "");
         expect(answer.headers["cache-control"]).toBe("private, max-age=600");
+        if (status === 204) expect(answer.headers["content-type"]).toBeUndefined();
       }
     } finally {
       session.destroy();

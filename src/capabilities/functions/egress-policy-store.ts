@@ -36,7 +36,8 @@ export function normalizeHost(entry: string): string | undefined {
   if (h.startsWith("[") && h.endsWith("]")) h = h.slice(1, -1);
   // IPv6 in the WHATWG URL's canonical form, as fetch-host.ts compares it
   // ("2001:0DB8::0001" is stored as "2001:db8::1"); IPv4 is already canonical.
-  if (isIP(h) === 6) return new URL(`http://[${h}]/`).hostname.slice(1, -1);
+  // (a zone id, "fe80::1%eth0", is no host a URL can name)
+  if (isIP(h) === 6) return h.includes("%") ? undefined : new URL(`http://[${h}]/`).hostname.slice(1, -1);
   if (isIP(h)) return h;
   const wildcard = h.startsWith("*.");
   const name = wildcard ? h.slice(2) : h;

@@ -344,7 +344,7 @@ export function createFunctionRuntime(deps: {
     }
   }
 
-  /** invokeHttp once the trigger is resolved: 402, 404, 503, the open triggers' checks, req, 429, then the run. */
+  /** invokeHttp once the trigger is resolved: 404 (no trigger), 402, 404 (no function), 503, the open triggers' checks, req (422), 429, then the run. */
   function invokeResolved(consumer: ConsumerPrincipal, r: ResolvedRow | undefined, buildReq: () => unknown, requestId: string, call: HttpCall | undefined): ShapedResponse | Promise<ShapedResponse> {
     if (!r) throw appError("not_found", NO_SUCH_SLUG);
     if (config.enforcePlan && !r.plan.functionsEnabled) throw appError("plan_required");

@@ -66,6 +66,13 @@ interface Lease { limit: number; slot: number; tokens: number; expiresAt: number
 
 const ALLOWED: Verdict = { allowed: true };
 
+/** The limits that count (above 0), each key once (the first limit named for it): a key named twice spends one token. */
+function distinct(limits: readonly Limit[]): Limit[] {
+  const out: Limit[] = [];
+  for (const l of limits) if (l.limit > 0 && !out.some((o) => o.key === l.key)) out.push(l);
+  return out;
+}
+
 export function createLeasedLimiter(policy: Policy, opts: LeaseOptions): RateLimiter {
   const { leaseMs, recheckMs = 1000, now = Date.now, onError } = opts;
   const leases = new Map<string, Lease>();
@@ -143,7 +150,7 @@ export function createLeasedLimiter(policy: Policy, opts: LeaseOptions): RateLim
 
   return {
     async take(...limits) {
-      const active = limits.filter((l) => l.limit > 0).sort((a, b) => (a.key < b.key ? -1 : 1));
+      const active = distinct(limits).sort((a, b) => (a.key < b.key ? -1 : 1));
       if (active.length === 0) return ALLOWED;
       for (;;) {
         // Spend only when every lease has a token now (no await since the check).
@@ -164,10 +171,11 @@ export function createLeasedLimiter(policy: Policy, opts: LeaseOptions): RateLim
 
     takeNow(...limits) {
       const t = now();
-      for (const { key, limit } of limits) {
-        if (limit > 0 && current(key, limit, t).tokens < 1) return undefined;
+      const active = limits.length > 1 ? distinct(limits) : limits.filter((l) => l.limit > 0);
+      for (const { key, limit } of active) {
+        if (current(key, limit, t).tokens < 1) return undefined;
       }
-      for (const { key, limit } of limits) if (limit > 0) leases.get(key)!.tokens--;
+      for (const { key } of active) leases.get(key)!.tokens--;
       return ALLOWED;
     },
 

@@ -358,6 +358,16 @@ export class FunctionIsolate {
       // e.g. an argument that cannot be written as JSON
       return this.ended(s, this.failure(s, err));
     }
+    try {
+      return this.start(s, runner, payload, runNo, deadlineAt, sliceMs);
+    } catch (err) {
+      // thrown by isolated-vm before the run began (a disposed isolate, a clock read)
+      return this.ended(s, this.failure(s, err));
+    }
+  }
+
+  private start(s: RunState, runner: NonNullable<FunctionIsolate["runner"]>, payload: string, runNo: number, deadlineAt: number, sliceMs: number): IsolateRunOutput | Promise<IsolateRunOutput> {
+    const { run, timeoutMs } = s;
     if (sliceMs > 0) {
       const slice = Math.min(sliceMs, timeoutMs);
       let raw: unknown;

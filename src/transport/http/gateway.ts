@@ -376,10 +376,14 @@ function passthroughHandler(route: RestRoute, dispatcher: Dispatcher) {
     const head = reply.getHeaders() as OutgoingHttpHeaders;
     const fn = res.headers;
     if (fn) for (const k in fn) head[k] = fn[k];
+    const status = res.status || 200;
     const b = res.body ?? EMPTY;
-    head["content-length"] = b.byteLength;
-    reply.raw.writeHead(res.status || 200, head);
-    reply.raw.end(b);
+    // A 204 carries neither a body nor its headers (RFC 9110 8.6), as Fastify's send left it.
+    if (status === 204) delete head["content-type"];
+    else head["content-length"] = b.byteLength;
+    reply.raw.writeHead(status, head);
+    if (b.byteLength === 0) reply.raw.end();
+    else reply.raw.end(b);
   };
   // Not async: a service that answers at once (a warm function,
   // function-runtime.ts) is answered in this call, without a promise.

@@ -15,6 +15,7 @@ describe("normalizeHost", () => {
     // as fetch's URL writes the host it compares: an operator's long form still matches
     expect(normalizeHost("2001:0DB8:0000::0001")).toBe("2001:db8::1");
     expect(normalizeHost("[::FFFF:192.0.2.1]")).toBe("::ffff:c000:201");
+    expect(normalizeHost("fe80::1%eth0")).toBeUndefined(); // a zone id names no host a URL can reach
     expect(normalizeHost("10.0.0.1")).toBe("10.0.0.1");
     for (const bad of ["", "https://a.com", "a.com/x", "a.com:443", "*.com", "*", "-a.com", "a..com", "a b.com", "x".repeat(64) + ".com", "*.*.a.com"]) {
       expect(normalizeHost(bad), bad).toBeUndefined();

@@ -62,6 +62,12 @@ describe.each(["postgres", "pglite"] as const)("leased limiter on %s", (kind) =>
     expect(a.takeNow({ key: k2, limit: 10 })).toEqual({ allowed: true });
     // a changed limit is a new lease: decided by take()
     expect(a.takeNow({ key: k2, limit: 11 })).toBeUndefined();
+    // a key named twice spends one token, in takeNow and in take
+    const k3 = uniqueName("n");
+    expect((await a.take({ key: k3, limit: 10 }, { key: k3, limit: 10 })).allowed).toBe(true); // leases 3, spends 1
+    expect(a.takeNow({ key: k3, limit: 10 }, { key: k3, limit: 10 })).toEqual({ allowed: true });
+    expect(a.takeNow({ key: k3, limit: 10 })).toEqual({ allowed: true });
+    expect(a.takeNow({ key: k3, limit: 10 })).toBeUndefined();
   });
 
   it("a refused claim answers at once, even with no refusal remembered (recheckMs 0)", async () => {
