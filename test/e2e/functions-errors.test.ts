@@ -4,17 +4,17 @@
 // stack whose frames give the line and column in the code as deployed (what
 // `functions versions --show N` prints), named <function>@v<N>.js; the device
 // gets only the generic 500 with the request id; the throw is logged at warn.
-import { execFile, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Client } from "@connectrpc/connect";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { createModules } from "../../src/server/modules.js";
 import { capturedLogger, startTestServer, type TestServer } from "../helpers/server.js";
+import { CLI_BIN, cliEnv, operatorEnv, runCli, type CliRun } from "../helpers/cli.js";
 
-const ROOT = resolve(import.meta.dirname, "../..");
 let s: TestServer;
 let tmp: string;
 let fns: Client<typeof AdminFunctionService>;
@@ -32,19 +32,9 @@ async function until<T>(fn: () => Promise<T>, accept: (v: T) => boolean, timeout
   }
 }
 
-function cliEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("PULSEBASE_")) env[k] = v;
-  return { ...env, PULSEBASE_DATA_DIR: join(tmp, "no-data"), PULSEBASE_ADMIN_URL: s.adminUrl, PULSEBASE_OPERATOR_TOKEN: s.operatorToken };
-}
-
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((res) => {
-    execFile(process.execPath, [join(ROOT, "bin/pulsebase.js"), ...args], { cwd: tmp, env: cliEnv(), timeout: 60_000 }, (err, stdout, stderr) => {
-      res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
-}
+/** The CLI against this server, with no token file of its own. */
+const cliVars = () => ({ ...operatorEnv(s), PULSEBASE_DATA_DIR: join(tmp, "no-data") });
+const cli = (args: string[]): Promise<CliRun> => runCli(args, { cwd: tmp, env: cliVars() });
 
 // The throw is on line 7, `new` at column 31; the call to check() on line 11, column 10.
 const V1 = [
@@ -150,7 +140,7 @@ describe("errors you can debug", () => {
 
   it("functions logs --follow prints a failed invocation with its stack as it happens", async () => {
     const fn = (await fns.listFunctions({ appId })).functions.find((f) => f.name === "invoice")!;
-    const child = spawn(process.execPath, [join(ROOT, "bin/pulsebase.js"), "functions", "logs", "--id", String(fn.id), "--follow"], { cwd: tmp, env: cliEnv() });
+    const child = spawn(process.execPath, [CLI_BIN, "functions", "logs", "--id", String(fn.id), "--follow"], { cwd: tmp, env: cliEnv(cliVars()) });
     let out = "";
     let err = "";
     child.stdout.on("data", (d: Buffer) => (out += d.toString()));

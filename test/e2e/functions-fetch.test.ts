@@ -6,15 +6,14 @@
 // behind a redirect; limits cut an endless response, 10,000 subrequests and
 // a fetch still pending at the deadline, each time with a catchable error or
 // the function's own timeout, while another application's calls succeed.
-import { execFile } from "node:child_process";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
-import { join, resolve } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { operatorEnv, runCli, type CliRun } from "../helpers/cli.js";
 
 // Does what the request body says and reports the outcome, errors included (caught).
 const CALLER = `export default async function (req, ctx) {
@@ -135,15 +134,7 @@ async function call(app: keyof typeof apps, body: Record<string, unknown>, heade
   return { status: res.status, json: await res.json() };
 }
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const root = resolve(import.meta.dirname, "../..");
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("PULSEBASE_")) env[k] = v;
-  return new Promise((res) => {
-    execFile(process.execPath, [join(root, "bin/pulsebase.js"), ...args], { env: { ...env, PULSEBASE_ADMIN_URL: s.adminUrl, PULSEBASE_OPERATOR_TOKEN: s.operatorToken }, timeout: 60_000 }, (err, stdout, stderr) =>
-      res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
-  });
-}
+const cli = (args: string[]): Promise<CliRun> => runCli(args, { env: operatorEnv(s) });
 
 describe("the egress policy, managed by the operator", () => {
   it("is the default until set (any public host, no private addresses); the CLI sets and shows it", async () => {

@@ -4,8 +4,7 @@
 // was stopped for a while, the missed ticks are skipped (one "skipped" run
 // recording how many) or run once (the newest missed tick), per trigger;
 // a disabled schedule does not run and, enabled again, does not catch up.
-import { execFile } from "node:child_process";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { FunctionService as AdminFunctionService, type ScheduleRun } from "../../gen/pulsebase/admin/v1/functions_pb.js";
@@ -13,8 +12,8 @@ import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { errorDetail } from "../../src/kernel/errors.js";
 import { OPERATOR_TOKEN, startCluster, type Cluster, type ClusterServer } from "../helpers/cluster.js";
+import { operatorEnv, runCli } from "../helpers/cli.js";
 
-const ROOT = resolve(import.meta.dirname, "../..");
 let cluster: Cluster;
 let appId: bigint;
 
@@ -167,10 +166,8 @@ describe("schedules across processes", () => {
   it("the CLI creates schedules (cron, time zone, policy) and lists their runs; bad input is a 422 naming the field", async () => {
     const s = cluster.servers[cluster.servers.length - 1]!;
     const fn = await fnsOf(s).createFunction({ appId, name: "cli-sched", code: TICK });
-    const env = { ...process.env, PULSEBASE_ADMIN_URL: `http://127.0.0.1:${s.admin}`, PULSEBASE_OPERATOR_TOKEN: OPERATOR_TOKEN, PULSEBASE_DATA_DIR: join(cluster.dataDir, "cli") };
-    const cli = (args: string[]) => new Promise<{ code: number; stdout: string; stderr: string }>((res) => {
-      execFile(process.execPath, [join(ROOT, "bin/pulsebase.js"), ...args], { env, timeout: 60_000 }, (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
-    });
+    const env = { ...operatorEnv({ adminUrl: `http://127.0.0.1:${s.admin}`, operatorToken: OPERATOR_TOKEN }), PULSEBASE_DATA_DIR: join(cluster.dataDir, "cli") };
+    const cli = (args: string[]) => runCli(args, { env });
     const made = await cli(["functions", "triggers", "create", "--id", String(fn.id), "--cron", "0 9 * * 1-5", "--tz", "Europe/Berlin", "--missed", "run_once"]);
     expect(made.code, made.stderr).toBe(0);
     const t = JSON.parse(made.stdout);

@@ -5,19 +5,19 @@
 // function behind, invocation records carrying the error's name and message
 // and the console output, a user's throw logged at warn (never as a server
 // error), and `functions logs --follow` printing an invocation as it happens.
-import { execFile, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { createModules } from "../../src/server/modules.js";
 import { createKvStore } from "../../src/capabilities/functions/kv-store.js";
 import { capturedLogger, startTestServer, type TestServer } from "../helpers/server.js";
+import { CLI_BIN, cliEnv, operatorEnv, runCli, type CliRun } from "../helpers/cli.js";
 
-const ROOT = resolve(import.meta.dirname, "../..");
 let s: TestServer;
 let tmp: string;
 let fns: Client<typeof AdminFunctionService>;
@@ -44,19 +44,9 @@ const THROWS = `export default (req, ctx) => {
   throw new TypeError("amount must be positive");
 };`;
 
-function cliEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("PULSEBASE_")) env[k] = v;
-  return { ...env, PULSEBASE_DATA_DIR: join(tmp, "no-data"), PULSEBASE_ADMIN_URL: s.adminUrl, PULSEBASE_OPERATOR_TOKEN: s.operatorToken };
-}
-
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((res) => {
-    execFile(process.execPath, [join(ROOT, "bin/pulsebase.js"), ...args], { cwd: tmp, env: cliEnv(), timeout: 60_000 }, (err, stdout, stderr) => {
-      res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
-}
+/** The CLI against this server, with no token file of its own. */
+const cliVars = () => ({ ...operatorEnv(s), PULSEBASE_DATA_DIR: join(tmp, "no-data") });
+const cli = (args: string[]): Promise<CliRun> => runCli(args, { cwd: tmp, env: cliVars() });
 
 beforeAll(async () => {
   const captured = capturedLogger();
@@ -205,7 +195,7 @@ describe("errors and logs", () => {
   it("functions logs --follow prints an invocation as it happens", async () => {
     const fn = await fns.createFunction({ appId, name: "followed", code: V2 });
     await fns.runFunction({ functionId: fn.id }); // before following: not printed
-    const child = spawn(process.execPath, [join(ROOT, "bin/pulsebase.js"), "functions", "logs", "--id", String(fn.id), "--follow"], { cwd: tmp, env: cliEnv() });
+    const child = spawn(process.execPath, [CLI_BIN, "functions", "logs", "--id", String(fn.id), "--follow"], { cwd: tmp, env: cliEnv(cliVars()) });
     let out = "";
     let err = "";
     child.stdout.on("data", (d: Buffer) => (out += d.toString()));

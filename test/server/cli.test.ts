@@ -3,36 +3,26 @@
 // function from a file and calling it over REST, CMS content read back from
 // /api/v1, a database created, linked and queried, the errors it prints, and
 // `load` reporting failed requests with a non-zero exit status.
-import { execFile, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { freePort } from "../helpers/ports.js";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
 import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { CLI_BIN, cliEnv, runCli, type CliRun } from "../helpers/cli.js";
 
-const ROOT = resolve(import.meta.dirname, "../..");
 let s: TestServer;
 let tmp: string;
 let adminPort: string;
 
-interface Run { code: number; stdout: string; stderr: string }
-
 /** The CLI's environment: nothing of ours leaks in, no token file unless a test gives one. */
-function cliEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("PULSEBASE_")) env[k] = v;
-  return { ...env, PULSEBASE_DATA_DIR: join(tmp, "no-data"), ...extra };
-}
+const noTokenFile = (extra: Record<string, string>) => ({ PULSEBASE_DATA_DIR: join(tmp, "no-data"), ...extra });
 
-function cli(args: string[], extra: Record<string, string> = {}): Promise<Run> {
-  return new Promise((res) => {
-    execFile(process.execPath, [join(ROOT, "bin/pulsebase.js"), ...args], { cwd: tmp, env: cliEnv(extra), timeout: 60_000 }, (err, stdout, stderr) => {
-      res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
+function cli(args: string[], extra: Record<string, string> = {}): Promise<CliRun> {
+  return runCli(args, { cwd: tmp, env: noTokenFile(extra) });
 }
 
 /** The CLI as configured by PULSEBASE_ADMIN_URL and the token variable; its output parsed. */
@@ -211,7 +201,7 @@ describe("operating the platform", () => {
 describe("pulsebase load", () => {
   it("counts the requests that failed, prints why, and exits non-zero", async () => {
     const app = await s.createApp("cli load");
-    const child = spawn(process.execPath, [join(ROOT, "bin/pulsebase.js"), "load", "--url", s.httpsUrl, "--app-key", app.appKey, "--rpc", "consumer.create", "--duration", "3", "--concurrency", "2", "--insecure"], { cwd: tmp, env: cliEnv({}) });
+    const child = spawn(process.execPath, [CLI_BIN, "load", "--url", s.httpsUrl, "--app-key", app.appKey, "--rpc", "consumer.create", "--duration", "3", "--concurrency", "2", "--insecure"], { cwd: tmp, env: cliEnv(noTokenFile({})) });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));

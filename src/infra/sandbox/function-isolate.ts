@@ -524,15 +524,10 @@ export class FunctionIsolate {
       const out = JSON.parse(raw) as RunnerOutput;
       return { kind: "ok", logs: this.leftOver(out), logsTruncated: !!out.truncated };
     } catch (err) {
-      const msg = messageOf(err);
-      const killed = this.isolate.isDisposed;
-      this.dirty = true;
-      if (s.timedOut || msg.includes(TIMEOUT_MESSAGE)) {
-        const error = "the ctx.waitUntil work did not settle within the function's timeout and was cut";
-        return { kind: "timeout", error, logs: [{ level: "warn", message: `[pulsebase] ${error}` }, ...this.lateTimerLog()], logsTruncated: false };
-      }
-      if (killed || /memory limit/i.test(msg)) return { kind: "error", error: "memory limit exceeded", logs: [], logsTruncated: false };
-      return { kind: "error", error: msg, logs: [], logsTruncated: false };
+      const f = this.failure(s, err);
+      if (f.kind !== "timeout") return { kind: "error", error: f.error, logs: f.logs, logsTruncated: false };
+      const error = "the ctx.waitUntil work did not settle within the function's timeout and was cut";
+      return { kind: "timeout", error, logs: [{ level: "warn", message: `[pulsebase] ${error}` }, ...f.logs], logsTruncated: false };
     } finally {
       this.finish(s.run, s.cancel);
     }

@@ -85,6 +85,15 @@ export function parseMessage(m: UnaryMethod, binary: boolean, bytes: Uint8Array,
   }
 }
 
+const serializers = new WeakMap<UnaryMethod, ReturnType<typeof serializer>>();
+
+/** The answer's bytes of a method, one serializer per method for every codec. */
+export function serializerOf(m: UnaryMethod): ReturnType<typeof serializer> {
+  let s = serializers.get(m);
+  if (!s) serializers.set(m, (s = serializer(m)));
+  return s;
+}
+
 /**
  * The answer's bytes. A service that answers with the very same message
  * object again (a response cache) gets its binary encoding reused: such

@@ -11,16 +11,7 @@
 import { errorToJsonBytes, codeToHttpStatus, parseContentType, parseTimeout } from "@connectrpc/connect/protocol-connect";
 import { compressionNegotiate, mergeNonProtocolHeaders } from "@connectrpc/connect/protocol";
 import type { OutgoingHttpHeaders } from "node:http";
-import { ACCEPT_COMPRESSION, COMPRESS_MIN_BYTES, connectErrorOf, deadlineOf, header, parseMessage, putHeaders, serializer, type Negotiated, type RpcCodec, type RpcResponse } from "./codec.js";
-import type { UnaryMethod } from "./dispatcher.js";
-
-const serializers = new WeakMap<UnaryMethod, ReturnType<typeof serializer>>();
-
-function serializerOf(m: UnaryMethod) {
-  let s = serializers.get(m);
-  if (!s) serializers.set(m, (s = serializer(m)));
-  return s;
-}
+import { ACCEPT_COMPRESSION, COMPRESS_MIN_BYTES, connectErrorOf, deadlineOf, header, parseMessage, putHeaders, serializerOf, type Negotiated, type RpcCodec, type RpcResponse } from "./codec.js";
 
 export const connectCodec: RpcCodec = {
   protocol: "connect",

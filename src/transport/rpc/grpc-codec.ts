@@ -9,18 +9,8 @@ import { parseContentType, parseTimeout, setTrailerStatus } from "@connectrpc/co
 import { compressionNegotiate } from "@connectrpc/connect/protocol";
 import type { OutgoingHttpHeaders } from "node:http";
 import { encodeGrpcMessage } from "../connect/grpc-message.js";
-import { ACCEPT_COMPRESSION, COMPRESS_MIN_BYTES, connectErrorOf, deadlineOf, header, putHeaders, serializer, type Negotiated, type RpcCodec, type RpcResponse } from "./codec.js";
-import type { UnaryMethod } from "./dispatcher.js";
+import { ACCEPT_COMPRESSION, COMPRESS_MIN_BYTES, connectErrorOf, deadlineOf, header, putHeaders, serializerOf, type Negotiated, type RpcCodec, type RpcResponse } from "./codec.js";
 import { frame, readUnaryEnvelope } from "./envelope.js";
-
-const serializers = new WeakMap<UnaryMethod, ReturnType<typeof serializer>>();
-
-/** The answer's bytes of a method (cached per method). */
-export function grpcSerializerOf(m: UnaryMethod): ReturnType<typeof serializer> {
-  let s = serializers.get(m);
-  if (!s) serializers.set(m, (s = serializer(m)));
-  return s;
-}
 
 /** gRPC's and gRPC-Web's negotiation: the same headers, another content type. */
 export function negotiateGrpc(type: { binary: boolean }, headers: Parameters<RpcCodec["negotiate"]>[1]): Negotiated {
@@ -29,12 +19,27 @@ export function negotiateGrpc(type: { binary: boolean }, headers: Parameters<Rpc
   return { binary: type.binary, request: compression.request, response: compression.response, error: compression.error ?? timeout.error, deadlineAt: deadlineOf(timeout) };
 }
 
-/** The trailers of a failed call: status, spec-encoded message, details. */
-export function errorTrailers(trailers: Headers, err: unknown): Headers {
+/** The trailers of a call: those the service set, and grpc-status 0. */
+export function okTrailers(set: Headers | undefined): Headers {
+  const t = new Headers(set);
+  t.set("grpc-status", "0");
+  return t;
+}
+
+/** The trailers of a failed call: those the service set, then status, spec-encoded message, details. */
+export function errorTrailers(set: Headers | undefined, err: unknown): Headers {
+  const trailers = okTrailers(set);
   const error = connectErrorOf(err);
   setTrailerStatus(trailers, error);
   trailers.set("grpc-message", encodeGrpcMessage(error.rawMessage));
   return trailers;
+}
+
+/** The response headers of gRPC ("application/grpc") and gRPC-Web ("application/grpc-web"). */
+export function grpcResponseHead(head: OutgoingHttpHeaders, type: string, n: Negotiated, set: Headers | undefined): void {
+  head["content-type"] = n.binary ? `${type}+proto` : `${type}+json`;
+  if (n.response) head["grpc-encoding"] = n.response.name;
+  putHeaders(head, set);
 }
 
 export const grpcCodec: RpcCodec = {
@@ -50,8 +55,8 @@ export const grpcCodec: RpcCodec = {
   },
 
   answer(res, head, m, n, ctx, output) {
-    const data = grpcSerializerOf(m)(n.binary, output);
-    responseHead(head, n, ctx.setHeaders);
+    const data = serializerOf(m)(n.binary, output);
+    grpcResponseHead(head, "application/grpc", n, ctx.setHeaders);
     const trailers: OutgoingHttpHeaders = { "grpc-status": "0" };
     putHeaders(trailers, ctx.setTrailers);
     const body = frame(0, data, n, COMPRESS_MIN_BYTES);
@@ -60,20 +65,12 @@ export const grpcCodec: RpcCodec = {
   },
 
   fail(res, head, n, ctx, err) {
-    responseHead(head, n, ctx?.setHeaders);
-    const t = new Headers(ctx?.setTrailers);
-    t.set("grpc-status", "0");
+    grpcResponseHead(head, "application/grpc", n, ctx?.setHeaders);
     const trailers: OutgoingHttpHeaders = {};
-    putHeaders(trailers, errorTrailers(t, err));
+    putHeaders(trailers, errorTrailers(ctx?.setTrailers, err));
     end(res, head, trailers, undefined);
   },
 };
-
-function responseHead(head: OutgoingHttpHeaders, n: Negotiated, set: Headers | undefined): void {
-  head["content-type"] = n.binary ? "application/grpc+proto" : "application/grpc+json";
-  if (n.response) head["grpc-encoding"] = n.response.name;
-  putHeaders(head, set);
-}
 
 function end(res: RpcResponse, head: OutgoingHttpHeaders, trailers: OutgoingHttpHeaders, body: Uint8Array | undefined): void {
   res.writeHead(200, head);

@@ -5,9 +5,9 @@
 // flagged 0x80 ("name: value\r\n" lines), over HTTP/1.1 and HTTP/2 alike.
 import { parseContentType, trailerFlag, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
 import type { OutgoingHttpHeaders } from "node:http";
-import { COMPRESS_MIN_BYTES, putHeaders, type Negotiated, type RpcCodec, type RpcResponse } from "./codec.js";
+import { COMPRESS_MIN_BYTES, serializerOf, type RpcCodec, type RpcResponse } from "./codec.js";
 import { frame, readUnaryEnvelope } from "./envelope.js";
-import { errorTrailers, grpcSerializerOf, negotiateGrpc } from "./grpc-codec.js";
+import { errorTrailers, grpcResponseHead, negotiateGrpc, okTrailers } from "./grpc-codec.js";
 
 export const grpcWebCodec: RpcCodec = {
   protocol: "grpc_web",
@@ -22,12 +22,10 @@ export const grpcWebCodec: RpcCodec = {
   },
 
   answer(res, head, m, n, ctx, output) {
-    const data = grpcSerializerOf(m)(n.binary, output);
-    responseHead(head, n, ctx.setHeaders);
-    const t = new Headers(ctx.setTrailers);
-    t.set("grpc-status", "0");
+    const data = serializerOf(m)(n.binary, output);
+    grpcResponseHead(head, "application/grpc-web", n, ctx.setHeaders);
     const message = frame(0, data, n, COMPRESS_MIN_BYTES);
-    const trailer = frame(trailerFlag, trailerSerialize(t), n, COMPRESS_MIN_BYTES);
+    const trailer = frame(trailerFlag, trailerSerialize(okTrailers(ctx.setTrailers)), n, COMPRESS_MIN_BYTES);
     if (message instanceof Promise || trailer instanceof Promise) {
       return Promise.all([message, trailer]).then(([a, b]) => end(res, head, a, b));
     }
@@ -35,20 +33,12 @@ export const grpcWebCodec: RpcCodec = {
   },
 
   fail(res, head, n, ctx, err) {
-    responseHead(head, n, ctx?.setHeaders);
-    const t = new Headers(ctx?.setTrailers);
-    t.set("grpc-status", "0");
-    const trailer = frame(trailerFlag, trailerSerialize(errorTrailers(t, err)), n, COMPRESS_MIN_BYTES);
+    grpcResponseHead(head, "application/grpc-web", n, ctx?.setHeaders);
+    const trailer = frame(trailerFlag, trailerSerialize(errorTrailers(ctx?.setTrailers, err)), n, COMPRESS_MIN_BYTES);
     if (trailer instanceof Promise) return trailer.then((b) => end(res, head, undefined, b));
     end(res, head, undefined, trailer);
   },
 };
-
-function responseHead(head: OutgoingHttpHeaders, n: Negotiated, set: Headers | undefined): void {
-  head["content-type"] = n.binary ? "application/grpc-web+proto" : "application/grpc-web+json";
-  if (n.response) head["grpc-encoding"] = n.response.name;
-  putHeaders(head, set);
-}
 
 function end(res: RpcResponse, head: OutgoingHttpHeaders, message: Uint8Array | undefined, trailer: Uint8Array): void {
   const body = message ? Buffer.concat([message, trailer]) : trailer;

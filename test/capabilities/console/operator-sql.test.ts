@@ -4,8 +4,6 @@
 // holds, errors come back per statement, the schema and the table browser,
 // a viewer browses but cannot run SQL, every run is audited, and the CLI's
 // `pulsebase db query`.
-import { execFile } from "node:child_process";
-import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { toJson } from "@bufbuild/protobuf";
@@ -16,9 +14,9 @@ import { SqlService, type SqlResult } from "../../../gen/pulsebase/admin/v1/sql_
 import { Role } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import { createModules } from "../../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../../helpers/server.js";
+import { operatorEnv, runCli, type CliRun } from "../../helpers/cli.js";
 import { invite, setupOwner, type OperatorSession } from "./operator-session.js";
 
-const ROOT = resolve(import.meta.dirname, "../../..");
 let s: TestServer;
 let owner: OperatorSession;
 let appId: bigint;
@@ -164,16 +162,7 @@ describe("schema and table browser", () => {
   });
 });
 
-function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((res) => {
-    execFile(
-      process.execPath,
-      [join(ROOT, "bin/pulsebase.js"), ...args],
-      { env: { ...process.env, PULSEBASE_ADMIN_URL: s.adminUrl, PULSEBASE_OPERATOR_TOKEN: s.operatorToken }, timeout: 60_000 },
-      (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const cli = (...args: string[]): Promise<CliRun> => runCli(args, { env: operatorEnv(s) });
 
 describe("the CLI", () => {
   it("pulsebase db query prints the results of the SQL given as an argument, and exits 1 when a statement failed", async () => {

@@ -421,6 +421,22 @@ function report(results: Result[]): { mismatches: string[]; expectations: string
   return { mismatches, expectations };
 }
 
+/**
+ * Every served method of a listener has cases and every case a method;
+ * each send gets the same answer from both servers, and connect-node meets
+ * each case's premise. Returns the sends' results.
+ */
+async function agree(listener: "public" | "admin", methods: Method[], table: Record<string, { auth: Auth; cases: Case[] }>): Promise<Result[]> {
+  const { missing, stale, groups } = plan(listener, methods, table);
+  expect(missing, "unary methods without a conformance case (cases.ts)").toEqual([]);
+  expect(stale, "cases of methods no longer served").toEqual([]);
+  const results = await runAll(groups, 8);
+  const { mismatches, expectations } = report(results);
+  expect(expectations, "cases whose premise connect-node does not meet").toEqual([]);
+  expect(mismatches, `${mismatches.length} of ${results.length} sends differ`).toEqual([]);
+  return results;
+}
+
 describe("unary RPC conformance against connect-node", () => {
   it("the reference server runs connect-node's router", () => {
     const pipeline = (side: Side) => (side.s.config as unknown as Record<string, unknown>).rpcPipeline;
@@ -433,13 +449,7 @@ describe("unary RPC conformance against connect-node", () => {
     const methods = methodsOf(fast.s.app.modules.flatMap((m) => m.device ?? []));
     // Both servers serve the same methods.
     expect(methodsOf(ref.s.app.modules.flatMap((m) => m.device ?? [])).map((m) => m.path)).toEqual(methods.map((m) => m.path));
-    const { missing, stale, groups } = plan("public", methods, DEVICE);
-    expect(missing, "unary methods without a conformance case (cases.ts)").toEqual([]);
-    expect(stale, "cases of methods no longer served").toEqual([]);
-    const results = await runAll(groups, 8);
-    const { mismatches, expectations } = report(results);
-    expect(expectations, "cases whose premise connect-node does not meet").toEqual([]);
-    expect(mismatches, `${mismatches.length} of ${results.length} sends differ`).toEqual([]);
+    const results = await agree("public", methods, DEVICE);
     // The compression cases did compress (a response over connect-node's threshold exists).
     for (const p of ["connect", "grpc"]) expect(results.some((r) => r.compressed && r.key.includes(`[${p}`)), `a compressed ${p} response`).toBe(true);
     console.info(`device conformance: ${methods.length} methods, ${results.length} sends per server\n${summary(results)}`);
@@ -455,13 +465,7 @@ describe("unary RPC conformance against connect-node", () => {
     }
     const bindings = [...fast.s.app.modules, fast.s.app.console].flatMap((m) => m.admin ?? []);
     const methods = methodsOf(bindings);
-    const { missing, stale, groups } = plan("admin", methods, ADMIN);
-    expect(missing, "unary methods without a conformance case (cases.ts)").toEqual([]);
-    expect(stale, "cases of methods no longer served").toEqual([]);
-    const results = await runAll(groups, 8);
-    const { mismatches, expectations } = report(results);
-    expect(expectations, "cases whose premise connect-node does not meet").toEqual([]);
-    expect(mismatches, `${mismatches.length} of ${results.length} sends differ`).toEqual([]);
+    const results = await agree("admin", methods, ADMIN);
     console.info(`admin conformance: ${methods.length} methods, ${results.length} sends per server\n${summary(results)}`);
   }, 300_000);
 });
