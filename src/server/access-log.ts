@@ -105,6 +105,17 @@ export class ObservedLogController extends LogController {
     this.record(request, reply, aborted ? CLIENT_CLOSED_STATUS : reply.statusCode, error ?? undefined);
   }
 
+  /**
+   * A call answered outside Fastify (the HTTP/2 stream lane,
+   * src/transport/rpc/stream-lane.ts): the same metrics sample and access
+   * line as a routed request; `route` is the method's path, its route.
+   */
+  recordCall(reqId: string, method: string, route: string, status: number, ms: number, bytes: number | undefined): void {
+    if (this.probe !== undefined) return this.probe(route);
+    this.http.observe(method, route, status, ms);
+    this.log?.write(reqId, method, route, status, ms, bytes, undefined, undefined);
+  }
+
   private record(request: FastifyRequest, reply: FastifyReply, status: number, error: Error | undefined): void {
     const template = ((request as unknown as Record<symbol, RouteContext | undefined>)[routeContextKey])?.config?.url;
     const route = template ?? UNMATCHED_ROUTE;

@@ -9,7 +9,8 @@ import cors from "@fastify/cors";
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from "fastify";
 import type { Logger } from "pino";
 import { auth as authOption, Auth } from "../../gen/pulsebase/common/v1/options_pb.js";
-import { observeUnrouted } from "./access-log.js";
+import type { Http2SecureServer } from "node:http2";
+import { observeUnrouted, ObservedLogController } from "./access-log.js";
 import { lazyChildLogger } from "../infra/logging/lazy-child-logger.js";
 import { errorLogInterceptor } from "../transport/connect/error-log.js";
 import { registerGrpcInfra } from "../transport/connect/grpc-infra.js";
@@ -17,6 +18,7 @@ import { consumerAuthInterceptor } from "../transport/connect/interceptors.js";
 import { BodyBudget, hasBody, type BodyBudgetOptions } from "../transport/rpc/body-budget.js";
 import { Dispatcher } from "../transport/rpc/dispatcher.js";
 import { registerRpcRoutes } from "../transport/rpc/rpc-routes.js";
+import { installStreamLane } from "../transport/rpc/stream-lane.js";
 import { connectBodyGate } from "../transport/http/connect-body-gate.js";
 import { sendError } from "../transport/http/envelopes.js";
 import { forwardedValue, isHost, ProxyTrust } from "../transport/http/forwarded.js";
@@ -213,6 +215,34 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
   // they do not take: Connect GETs of idempotent methods, 405s for other
   // methods, and everything with PULSEBASE_RPC_PIPELINE=connect-node.
   const fastPaths = (opts.rpcPipeline ?? "fast") === "fast" ? await registerRpcRoutes(app, { dispatcher, readMaxBytes: opts.bodyLimitBytes }) : new Set<string>();
+  // HTTP/2 calls to those routes are taken off the stream before Node's
+  // compatibility layer and Fastify (src/transport/rpc/stream-lane.ts), with
+  // the headers and records the routes would give them. Left to the routes:
+  // calls through a trusted proxy (its forwarded client address), with an
+  // Origin the CORS list must check, and any call once the server closes
+  // (Fastify's 503).
+  if (opts.tls && fastPaths.size > 0) {
+    let closing = false;
+    app.addHook("preClose", (done) => {
+      closing = true;
+      done();
+    });
+    const anyOrigin = opts.corsOrigins.includes("*");
+    const observed = opts.logController instanceof ObservedLogController ? opts.logController : undefined;
+    installStreamLane(app.server as unknown as Http2SecureServer, {
+      dispatcher,
+      readMaxBytes: opts.bodyLimitBytes,
+      // What @fastify/cors (registered above) adds to a response: the origin
+      // "*" or, with a list, Vary: Origin (no Origin matched), and the exposed headers.
+      head: anyOrigin
+        ? { "access-control-allow-origin": "*", "access-control-expose-headers": EXPOSED_HEADERS.join(", ") }
+        : { vary: "Origin", "access-control-expose-headers": EXPOSED_HEADERS.join(", ") },
+      takes: (stream, headers) => !closing && (anyOrigin || headers.origin === undefined) && !proxies.trusts(stream.session?.socket?.remoteAddress),
+      requestId: requestIdOf,
+      observe: observed && ((reqId, method, route, status, ms, bytes) => observed.recordCall(reqId, method, route, status, ms, bytes)),
+      logger: opts.logger,
+    });
+  }
 
   // The Connect plugin installs its own parsers (application/json included);
   // it may only do so in a scope without ours.

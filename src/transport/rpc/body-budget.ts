@@ -15,12 +15,26 @@
 // Bytes are counted where the HTTP layer hands them to the request stream
 // (its push()), whoever reads them: Fastify's parsers, busboy, Connect.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { constants as h2, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
+import { constants as h2, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import type { ConnectError } from "@connectrpc/connect";
 import { appError } from "../../kernel/errors.js";
 
-export type RawRequest = IncomingMessage | Http2ServerRequest;
-export type RawResponse = ServerResponse | Http2ServerResponse;
+/**
+ * A request body read straight off an HTTP/2 stream (stream-lane.ts): the
+ * stream's data is pushed through `push` (null at its end) as Node pushes
+ * it into a compatibility request, so the budget counts it the same way.
+ */
+export interface StreamBody {
+  readonly headers: IncomingHttpHeaders;
+  readonly stream: ServerHttp2Stream;
+  readonly complete: boolean;
+  push(chunk: Buffer | null): boolean;
+  destroy(err?: Error): void;
+  readonly socket?: undefined;
+}
+
+export type RawRequest = IncomingMessage | Http2ServerRequest | StreamBody;
+export type RawResponse = ServerResponse | Http2ServerResponse | ServerHttp2Stream;
 
 export interface BodyBudgetOptions {
   /** All bodies together. */

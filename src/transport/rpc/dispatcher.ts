@@ -8,7 +8,7 @@
 // only turn bytes into the request message and the answer into bytes.
 import { getOption, type DescMethod, type DescService, type Message } from "@bufbuild/protobuf";
 import { ConnectError, createContextValues, type ContextValues } from "@connectrpc/connect";
-import type { FastifyRequest } from "fastify";
+import type { IncomingHttpHeaders } from "node:http";
 import type { Logger } from "pino";
 import { auth as authOption, Auth } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import type { CallPolicy } from "../../kernel/call-policy.js";
@@ -62,7 +62,17 @@ export interface DispatcherOptions {
    */
   policy?: CallPolicy;
   /** Context values of the listener's own (the admin listener's user agent, for the audit log). */
-  contextValues?: (req: FastifyRequest, values: ContextValues) => void;
+  contextValues?: (req: CallSource, values: ContextValues) => void;
+}
+
+/** The request a call came in as: a Fastify request, or the HTTP/2 stream lane's call (stream-lane.ts). */
+export interface CallSource {
+  readonly id: string;
+  /** The client's address (the trusted proxy's client, behind one). */
+  readonly ip: string;
+  readonly method: string;
+  readonly url: string;
+  readonly headers: IncomingHttpHeaders;
 }
 
 /** What the gate decided: the consumer (methods that need one), or the refusal. */
@@ -139,7 +149,7 @@ export class Dispatcher {
   }
 
   /** The handler context of a call: request id, client address, consumer, deadline. */
-  context(m: UnaryMethod, protocol: string, req: FastifyRequest, consumer: ConsumerPrincipal | null | undefined, timeoutMs?: number): CallContext {
+  context(m: UnaryMethod, protocol: string, req: CallSource, consumer: ConsumerPrincipal | null | undefined, timeoutMs?: number): CallContext {
     const values = createContextValues();
     values.set(kRequestId, req.id);
     values.set(kClientAddress, req.ip);

@@ -12,25 +12,11 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { OutgoingHttpHeaders } from "node:http";
-import type { Message } from "@bufbuild/protobuf";
 import { appError, catalogue } from "../../kernel/errors.js";
-import type { ConsumerPrincipal } from "../../kernel/principal.js";
-import type { CallContext } from "./call-context.js";
-import type { Negotiated, RpcCodec, RpcResponse } from "./codec.js";
-import { connectCodec } from "./connect-codec.js";
+import type { RpcResponse } from "./codec.js";
 import type { Dispatcher, UnaryMethod } from "./dispatcher.js";
-import { grpcCodec } from "./grpc-codec.js";
-import { grpcWebCodec } from "./grpc-web-codec.js";
 import { turnBatch, type TurnBatch } from "./turn-batch.js";
-
-const CODECS: readonly RpcCodec[] = [connectCodec, grpcCodec, grpcWebCodec];
-const EMPTY = new Uint8Array(0);
-
-interface CallState {
-  codec: RpcCodec;
-  n: Negotiated;
-  consumer: ConsumerPrincipal | undefined;
-}
+import { failCall, negotiate, runCall, type CallState, type Exchange } from "./unary-call.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -58,7 +44,7 @@ export async function registerRpcRoutes(app: FastifyInstance, opts: RpcRoutesOpt
     scope.setErrorHandler((err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
       if (reply.raw.headersSent) return;
       if (!req.pulsebaseRpc) return void reply.code(500).send();
-      failCall(req, reply, fastifyError(err), undefined);
+      failRouted(req, reply, fastifyError(err));
     });
     for (const m of opts.dispatcher.methods) {
       paths.add(m.path);
@@ -86,16 +72,8 @@ const UNSUPPORTED_MEDIA_TYPE = JSON.stringify({ error: "unsupported_media_type",
 function gate(m: UnaryMethod, dispatcher: Dispatcher) {
   return function rpcGate(req: FastifyRequest, reply: FastifyReply, done: () => void): void {
     const type = req.headers["content-type"] ?? "";
-    let codec: RpcCodec | undefined;
-    let n: Negotiated | undefined;
-    for (const c of CODECS) {
-      n = c.negotiate(type, req.headers);
-      if (n) {
-        codec = c;
-        break;
-      }
-    }
-    if (!codec || !n) {
+    const state = negotiate(type, req.headers);
+    if (!state) {
       dispatcher.drain(req.raw, reply.raw);
       // A variant of an RPC protocol this route does not serve (streaming,
       // gRPC-Web text) or no type at all: 415 without a body, as connect-es
@@ -111,14 +89,13 @@ function gate(m: UnaryMethod, dispatcher: Dispatcher) {
       }
       return;
     }
-    const state: CallState = { codec, n, consumer: undefined };
     req.pulsebaseRpc = state;
-    if (n.error) {
+    if (state.n.error) {
       dispatcher.drain(req.raw, reply.raw);
-      return failCall(req, reply, n.error, undefined);
+      return failRouted(req, reply, state.n.error);
     }
     dispatcher.admit(m, req.headers.authorization, req.raw, reply.raw, (refused, consumer) => {
-      if (refused) return failCall(req, reply, refused, undefined);
+      if (refused) return failRouted(req, reply, refused);
       state.consumer = consumer;
       done();
     });
@@ -127,52 +104,7 @@ function gate(m: UnaryMethod, dispatcher: Dispatcher) {
 
 function handler(m: UnaryMethod, opts: RpcRoutesOptions, later: TurnBatch) {
   const { dispatcher, readMaxBytes } = opts;
-  const call = (req: FastifyRequest, reply: FastifyReply, state: CallState, input: Message) => {
-    const at = state.n.deadlineAt;
-    const ctx = dispatcher.context(m, state.codec.protocol, req, state.consumer, at === undefined ? undefined : at - Date.now());
-    let out: unknown;
-    try {
-      out = dispatcher.invoke(m, input, ctx);
-    } catch (err) {
-      return failCall(req, reply, err, ctx);
-    }
-    if (!(out instanceof Promise)) return answer(req, reply, state, ctx, out);
-    // A client that goes away before the answer aborts the handler's signal, as connect-node does.
-    const gone = () => {
-      if (!reply.raw.writableEnded) ctx.abort(new ConnectError("the client closed the call", Code.Canceled));
-    };
-    reply.raw.once("close", gone);
-    out.then(
-      (o: unknown) => {
-        reply.raw.off("close", gone);
-        answer(req, reply, state, ctx, o);
-      },
-      (err: unknown) => {
-        reply.raw.off("close", gone);
-        failCall(req, reply, err, ctx);
-      },
-    );
-  };
-  const answer = (req: FastifyRequest, reply: FastifyReply, state: CallState, ctx: CallContext, out: unknown) => {
-    try {
-      const w = state.codec.answer(reply.raw as unknown as RpcResponse, reply.getHeaders() as OutgoingHttpHeaders, m, state.n, ctx, out);
-      if (w) w.catch((err: unknown) => failCall(req, reply, err, ctx));
-    } catch (err) {
-      failCall(req, reply, err, ctx);
-    }
-  };
-  const run = (req: FastifyRequest, reply: FastifyReply) => {
-    const state = req.pulsebaseRpc!;
-    const body = req.body as Uint8Array | undefined;
-    let input: Message | Promise<Message>;
-    try {
-      input = state.codec.read(m, state.n, body ?? EMPTY, readMaxBytes);
-    } catch (err) {
-      return failCall(req, reply, err, undefined);
-    }
-    if (input instanceof Promise) input.then((i) => call(req, reply, state, i), (err: unknown) => failCall(req, reply, err, undefined));
-    else call(req, reply, state, input);
-  };
+  const run = (req: FastifyRequest, reply: FastifyReply) => runCall(dispatcher, m, req.pulsebaseRpc!, req.body as Uint8Array | undefined, readMaxBytes, exchange(req, reply));
   // Batched per loop turn only where the service may answer at once (as the
   // REST gateway batches its JSON and fast paths); a call that waits anyway
   // starts when it arrives.
@@ -186,22 +118,39 @@ function handler(m: UnaryMethod, opts: RpcRoutesOptions, later: TurnBatch) {
   };
 }
 
-/** The call's failure in its protocol; a response that cannot even carry that is cut. */
-function failCall(req: FastifyRequest, reply: FastifyReply, err: unknown, ctx: CallContext | undefined): void {
-  const state = req.pulsebaseRpc!;
-  const broken = (e: unknown) => {
-    req.log.error({ err: e }, "rpc: could not write the answer");
-    if (!reply.raw.headersSent) {
-      reply.raw.writeHead(500);
-      reply.raw.end();
-    } else reply.raw.destroy();
+/** A routed call's exchange: Fastify's request and reply. */
+function exchange(req: FastifyRequest, reply: FastifyReply): Exchange {
+  const raw = reply.raw;
+  return {
+    source: req,
+    res: raw as unknown as RpcResponse,
+    head: () => reply.getHeaders() as OutgoingHttpHeaders,
+    get headersSent() {
+      return raw.headersSent;
+    },
+    get ended() {
+      return raw.writableEnded;
+    },
+    onGone(fn) {
+      const gone = () => {
+        if (!raw.writableEnded) fn();
+      };
+      raw.once("close", gone);
+      return () => raw.off("close", gone);
+    },
+    cut() {
+      if (!raw.headersSent) {
+        raw.writeHead(500);
+        raw.end();
+      } else raw.destroy();
+    },
+    logBroken(err) {
+      req.log.error({ err }, "rpc: could not write the answer");
+    },
   };
-  if (reply.raw.headersSent) return broken(err);
-  try {
-    const head = reply.getHeaders() as OutgoingHttpHeaders;
-    const w = state.codec.fail(reply.raw as unknown as RpcResponse, head, state.n, ctx, err);
-    if (w) w.catch(broken);
-  } catch (e) {
-    broken(e);
-  }
+}
+
+/** The call's failure in its protocol, before a codec took the body. */
+function failRouted(req: FastifyRequest, reply: FastifyReply, err: unknown): void {
+  failCall(req.pulsebaseRpc!, exchange(req, reply), err, undefined);
 }

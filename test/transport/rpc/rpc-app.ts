@@ -9,6 +9,7 @@ import http2 from "node:http2";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
+import type { LogController } from "fastify";
 import pino from "pino";
 import { ConsumerService } from "../../../gen/pulsebase/platform/v1/consumer_pb.js";
 import { DatabaseService } from "../../../gen/pulsebase/platform/v1/database_pb.js";
@@ -21,6 +22,7 @@ import { buildPublicApp } from "../../../src/server/public-app.js";
 import { loadOrCreateTls } from "../../../src/server/tls.js";
 
 export const GOOD = "Bearer good-token";
+export const SLOW_TOKEN = "Bearer slow-token";
 const principal: ConsumerPrincipal = { consumerId: 1, appId: 7, appKey: "k", userId: "u", deviceId: "d" };
 
 export interface RpcApp {
@@ -32,10 +34,21 @@ export interface RpcApp {
   slow: { aborted: boolean; timeoutMs: number | undefined }[];
   /** Calls the implementations received. */
   calls: string[];
+  /** The listener's server (its 'stream' listeners show whether the HTTP/2 lane stands in front). */
+  server: import("node:net").Server;
   close(): Promise<void>;
 }
 
-export async function startRpcApp(opts: { pipeline: "fast" | "connect-node"; bodyLimitBytes?: number }): Promise<RpcApp> {
+export interface RpcAppOptions {
+  pipeline: "fast" | "connect-node";
+  bodyLimitBytes?: number;
+  /** The access log and request metrics (default: none). */
+  logController?: LogController;
+  corsOrigins?: string[];
+  trustedProxies?: string[];
+}
+
+export async function startRpcApp(opts: RpcAppOptions): Promise<RpcApp> {
   const dataDir = await mkdtemp(join(tmpdir(), "pulsebase-rpc-"));
   const tls = await loadOrCreateTls({ dataDir });
   const errors: Record<string, unknown>[] = [];
@@ -94,12 +107,15 @@ export async function startRpcApp(opts: { pipeline: "fast" | "connect-node"; bod
     bodyBudget: { limitBytes: 64 * 1024 * 1024, shareBytes: 32 * 1024 * 1024, timeoutMs: 30_000, minBytesPerSecond: 1 },
     http2MaxStreams: 100,
     maxFileBytes: 4 * 1024 * 1024,
-    trustedProxies: [],
-    corsOrigins: ["*"],
+    trustedProxies: opts.trustedProxies ?? [],
+    corsOrigins: opts.corsOrigins ?? ["*"],
+    logController: opts.logController,
     rpcPipeline: opts.pipeline,
     services: [db, consumers],
     authenticate: (h) => {
       if (h === GOOD) return principal;
+      // A token not in the cache: checked asynchronously, while the body arrives.
+      if (h === SLOW_TOKEN) return new Promise((resolve) => setTimeout(() => resolve(principal), 50));
       throw appError("unauthenticated");
     },
     ready: () => Promise.resolve(),
@@ -112,6 +128,7 @@ export async function startRpcApp(opts: { pipeline: "fast" | "connect-node"; bod
     errors,
     slow,
     calls,
+    server: app.server,
     async close() {
       await app.close();
       await rm(dataDir, { recursive: true, force: true });
