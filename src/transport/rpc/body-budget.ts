@@ -16,7 +16,7 @@
 // (its push()), whoever reads them: Fastify's parsers, busboy, Connect.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { constants as h2, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
-import type { ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { appError } from "../../kernel/errors.js";
 
 /**
@@ -100,6 +100,9 @@ export class BodyBudget {
    */
   admit(raw: RawRequest, res: RawResponse, owner: number, maxBytes: number): ConnectError | undefined {
     if ((raw as unknown as Record<symbol, boolean>)[kAdmitted] || !hasBody(raw)) return undefined;
+    // Gone while its token was checked: nothing may be reserved (the
+    // response's 'close', which returns a reservation, has already fired).
+    if (isClosed(res)) return new ConnectError("the client closed the call", Code.Canceled);
     const declared = Number(raw.headers["content-length"] ?? 0) || 0;
     if (declared > maxBytes) return appError("payload_too_large");
     if (!this.reserve(owner, declared)) return busy();
@@ -206,6 +209,12 @@ export class BodyBudget {
       cut(w.raw);
     }
   }
+}
+
+/** The response (HTTP/1.1, HTTP/2 compatibility, or the stream itself) has closed. */
+function isClosed(res: RawResponse): boolean {
+  const r = res as { destroyed?: boolean; closed?: boolean; stream?: { closed: boolean; destroyed: boolean } };
+  return r.destroyed === true || r.closed === true || r.stream?.closed === true || r.stream?.destroyed === true;
 }
 
 function busy(): ConnectError {

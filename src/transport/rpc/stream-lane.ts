@@ -93,6 +93,18 @@ function onClose(this: LaneStream): void {
 function onError(): void {}
 
 /**
+ * Answered before the request's body ended (a refusal, a body past the
+ * limit): once the answer is out, the client is asked to stop sending with
+ * RST_STREAM NO_ERROR (RFC 9113 8.1), as Node does for a compatibility
+ * request nobody read; a body that already ended needs nothing.
+ */
+function askToStopSending(this: ServerHttp2Stream): void {
+  setImmediate(() => {
+    if (!this.destroyed && !this.closed && !this.readableEnded) this.close(h2.NGHTTP2_NO_ERROR);
+  });
+}
+
+/**
  * One call: the request the dispatcher sees (CallSource), the body the
  * budget counts (StreamBody), the response the codec writes (RpcResponse)
  * and the exchange the call runs on (Exchange), in one object.
@@ -142,7 +154,12 @@ class LaneCall implements CallSource, StreamBody, RpcResponse, Exchange {
     // A body already ended meanwhile was empty: paused, nothing was emitted.
     if (!s.endAfterHeaders) s.pause();
     this.lane.dispatcher.admit(this.m, this.headers.authorization, this, s, (refused, consumer) => {
-      if (refused) return failCall(this.state, this, refused, undefined);
+      if (refused) {
+        // Never read: what arrived (or arrives) is dropped, so a body the
+        // client finished lets the stream close once the answer is out.
+        s.resume();
+        return failCall(this.state, this, refused, undefined);
+      }
       this.state.consumer = consumer;
       this.reading = true;
       if (s.endAfterHeaders || s.readableEnded) return void this.push(null);
@@ -225,6 +242,7 @@ class LaneCall implements CallSource, StreamBody, RpcResponse, Exchange {
       this.ended = true;
       this.status = 500;
       s.respond({ ":status": 500 }, { endStream: true });
+      if (!this.complete) s.once("finish", askToStopSending);
     } else s.close(h2.NGHTTP2_INTERNAL_ERROR);
   }
 
@@ -254,12 +272,23 @@ class LaneCall implements CallSource, StreamBody, RpcResponse, Exchange {
     const trailers = this.trailers;
     if (trailers) {
       s.respond(head, { waitForTrailers: true });
-      s.once("wantTrailers", () => s.sendTrailers(trailers));
+      s.once("wantTrailers", () => {
+        try {
+          s.sendTrailers(trailers);
+          if (!this.complete) askToStopSending.call(s);
+        } catch (err) {
+          // A trailer HTTP/2 refuses (a connection header): the call is cut, the process goes on.
+          this.logBroken(err);
+          if (!s.destroyed) s.close(h2.NGHTTP2_INTERNAL_ERROR);
+        }
+      });
     } else s.respond(head);
     this.headersSent = true;
     this.ended = true;
     if (body) s.end(body);
     else s.end();
+    // (With trailers, once they are out: above.)
+    if (!this.complete && !trailers) s.once("finish", askToStopSending);
   }
 }
 

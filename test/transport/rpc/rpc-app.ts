@@ -81,6 +81,10 @@ export async function startRpcApp(opts: RpcAppOptions): Promise<RpcApp> {
           throw Object.assign(new Error("disk on fire"), { code: "ENOSPC" });
         case "denied":
           throw appError("forbidden_query", "Nope: not allowed, 100% sure.");
+        case "bad-trailer":
+          // a trailer HTTP/2 refuses to send (a connection header)
+          ctx.responseTrailer.set("connection", "close");
+          return { requestId: "t" };
         case "headers":
           ctx.responseHeader.set("x-custom", "yes");
           ctx.responseTrailer.set("x-trail", "end");

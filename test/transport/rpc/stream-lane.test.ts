@@ -151,6 +151,66 @@ describe("the HTTP/2 stream lane", () => {
     expect(fromBinary(QueryResponseSchema, empty.body).requestId).toBe("sql:");
   });
 
+  it("closes the streams of refused calls: a connection retrying with a bad token stays usable, every refusal recorded", async () => {
+    const session = http2.connect(app.url, { rejectUnauthorized: false });
+    session.on("error", () => {});
+    const call = (authorization: string, id: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = session.request({ ":method": "POST", ":path": QUERY, ...connectProto, authorization, "x-request-id": id });
+        let status = 0;
+        req.on("response", (h) => (status = Number(h[":status"])));
+        req.on("error", reject);
+        req.resume();
+        req.on("end", () => resolve(status));
+        req.end(Buffer.from(query("x")));
+      });
+    try {
+      // more refusals than the connection's 100 concurrent streams: each must close
+      const ids: string[] = Array.from({ length: 120 }, () => randomUUID());
+      for (const id of ids) expect(await call("Bearer expired", id)).toBe(401);
+      expect(await call(GOOD, randomUUID())).toBe(200);
+      const last = await linesOf(ids[ids.length - 1]!);
+      expect(last).toHaveLength(1);
+      expect(last[0]).toMatchObject({ status: 401, route: QUERY });
+      expect(lines.filter((l) => ids.includes(l.reqId as string))).toHaveLength(120);
+    } finally {
+      session.close();
+    }
+  });
+
+  it("reserves nothing for bodies whose client went away while the token was checked", async () => {
+    // 140 x 250 KB declared is past the application's share (32 MiB) if any of it stayed reserved
+    const session = http2.connect(app.url, { rejectUnauthorized: false });
+    session.on("error", () => {});
+    await new Promise((r) => session.once("remoteSettings", r));
+    try {
+      for (let round = 0; round < 2; round++) {
+        const streams = Array.from({ length: 70 }, () => {
+          const req = session.request({ ":method": "POST", ":path": QUERY, ...connectProto, authorization: SLOW_TOKEN, "content-length": "250000" });
+          req.on("error", () => {});
+          return req;
+        });
+        // reset once the server has the headers, before the 50 ms token check ends
+        await new Promise((r) => setTimeout(r, 15));
+        for (const req of streams) req.close(http2.constants.NGHTTP2_CANCEL);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    } finally {
+      session.close();
+    }
+    const body = Buffer.alloc(200_000, 1);
+    const declared = await h2Call(app.url, QUERY, { ...connectProto, "content-length": String(body.length) }, body);
+    // the body is no query message, but it was admitted and read: a parse error, not 503
+    expect(declared.status).not.toBe(503);
+  });
+
+  it("cuts a gRPC call whose trailers HTTP/2 refuses, and serves on", async () => {
+    const g = { "content-type": "application/grpc", te: "trailers", authorization: GOOD };
+    await expect(h2Call(app.url, QUERY, g, frame(query("bad-trailer")))).rejects.toThrow();
+    const a = await h2Call(app.url, QUERY, g, frame(query("x")));
+    expect(a.trailers["grpc-status"]).toBe("0");
+  });
+
   it("answers gRPC with its frame and trailers, a call without a body included", async () => {
     const a = await h2Call(app.url, QUERY, { "content-type": "application/grpc", te: "trailers", authorization: GOOD }, frame(query("x")));
     expect(a.trailers["grpc-status"]).toBe("0");
