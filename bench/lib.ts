@@ -200,14 +200,22 @@ export async function alternate(
   durationSec: number,
   rounds = Number(process.env.BENCH_ROUNDS || 4),
 ): Promise<[BenchResult, BenchResult]> {
+  const [ra, rb] = await alternateAll([a, b], durationSec, rounds);
+  return [ra!, rb!];
+}
+
+/** alternate() for any number of loads: each turn runs them all, in order. */
+export async function alternateAll(
+  loads: ((durationSec: number) => Promise<BenchResult>)[],
+  durationSec: number,
+  rounds = Number(process.env.BENCH_ROUNDS || 4),
+): Promise<BenchResult[]> {
   const turn = Math.max(0.5, durationSec / rounds);
-  const as: BenchResult[] = [];
-  const bs: BenchResult[] = [];
+  const results: BenchResult[][] = loads.map(() => []);
   for (let i = 0; i < rounds; i++) {
-    as.push(await a(turn));
-    bs.push(await b(turn));
+    for (let k = 0; k < loads.length; k++) results[k]!.push(await loads[k]!(turn));
   }
-  return [merged(as), merged(bs)];
+  return results.map(merged);
 }
 
 /** Turns of one load as one result: totals, CPU per request over all of them, the median turn's p50 and p99. */

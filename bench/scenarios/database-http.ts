@@ -8,7 +8,7 @@ import { createClient as createLibsql } from "@libsql/client";
 import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { QueryRequestSchema } from "../../gen/pulsebase/platform/v1/database_pb.js";
 import { jsonToValue } from "../../src/capabilities/database/proto-values.js";
-import { alternate, h1Load, h2, inProcessLoad, seqLoad, versusRest, type BenchResult, type Row } from "../lib.js";
+import { alternateAll, h1Load, h2, inProcessLoad, seqLoad, versusRest, type BenchResult, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 
 const SEED = 10_000;
@@ -50,8 +50,9 @@ export async function databaseScenarios(ctx: BenchContext): Promise<Row[]> {
   });
   const pk = await h1Load({ url: `${ctx.https}/api/db/query`, method: "POST", headers: auth, body: JSON.stringify(select), durationSec: d });
   rows.push({ scenario: "SELECT by PK /api/db/query", transport: "REST h1", baseline: "SELECT by PK @libsql/client in process", result: pk, note: `${(pk.rps / fastify.rps).toFixed(2)} x bare Fastify` });
-  // REST and Connect turn about (alternate): their ratio is the point.
-  const [pkH2, pkConnect] = await alternate(
+  // REST, Connect and the bare POST on h2 turn about (alternateAll): their ratios are the point.
+  const bareUrl = new URL(ctx.bareUrl);
+  const [pkH2, pkConnect, bareH2] = (await alternateAll([
     (t) => h2({ url: ctx.https, path: "/api/db/query", headers: auth, body: Buffer.from(JSON.stringify(select)), durationSec: t }),
     (t) => h2({
       url: ctx.https,
@@ -60,12 +61,13 @@ export async function databaseScenarios(ctx: BenchContext): Promise<Row[]> {
       body: toBinary(QueryRequestSchema, create(QueryRequestSchema, { sql: select.sql, params: jsonToValue([4242]) })),
       durationSec: t,
     }),
-    d,
-  );
+    (t) => h2({ url: bareUrl.origin, path: bareUrl.pathname, headers: { "content-type": "application/json" }, body: Buffer.from(JSON.stringify({ x: 1 })), durationSec: t }),
+  ], d)) as [BenchResult, BenchResult, BenchResult];
+  rows.push({ scenario: "bare Fastify POST, turn about with the PK read", transport: "REST h2", result: bareH2 });
   rows.push({ scenario: "SELECT by PK /api/db/query", transport: "REST h2", baseline: "SELECT by PK @libsql/client in process", result: pkH2 });
   rows.push({
     scenario: "SELECT by PK DatabaseService/Query", transport: "Connect binary h2", baseline: "SELECT by PK @libsql/client in process", result: pkConnect,
-    note: versusRest(pkConnect, pkH2, "REST h2", { name: "bare Fastify POST h2", result: ctx.baseline("bare Fastify POST REST h2") }),
+    note: versusRest(pkConnect, pkH2, "REST h2", { name: "bare Fastify POST h2 (turn about)", result: bareH2 }),
   });
   // The same call through connect-es's router (PULSEBASE_RPC_PIPELINE=connect-node,
   // what served it before the project's own codecs), in the same run.
