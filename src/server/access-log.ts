@@ -108,10 +108,12 @@ export class ObservedLogController extends LogController {
   /**
    * A call answered outside Fastify (the HTTP/2 stream lane,
    * src/transport/rpc/stream-lane.ts): the same metrics sample and access
-   * line as a routed request; `route` is the method's path, its route.
+   * line as a routed request; `route` is the method's path, its route; no
+   * status when the client went away first (499).
    */
-  recordCall(reqId: string, method: string, route: string, status: number, ms: number, bytes: number | undefined): void {
+  recordCall(reqId: string, method: string, route: string, status: number | undefined, ms: number, bytes: number | undefined): void {
     if (this.probe !== undefined) return this.probe(route);
+    if (status === undefined) status = CLIENT_CLOSED_STATUS;
     this.http.observe(method, route, status, ms);
     this.log?.write(reqId, method, route, status, ms, bytes, undefined, undefined);
   }

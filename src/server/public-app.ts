@@ -70,6 +70,7 @@ export function requestIdOf(header: string | string[] | undefined): string {
 
 // gRPC-Web clients in a browser read the status from grpc-status and friends.
 export const EXPOSED_HEADERS = ["x-request-id", "retry-after", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "etag", "grpc-status", "grpc-message", "grpc-status-details-bin"];
+const EXPOSED = EXPOSED_HEADERS.join(", ");
 
 /**
  * Largest body of a route that takes no consumer token (registration, token
@@ -159,7 +160,7 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
   await app.register(cors, {
     origin: opts.corsOrigins.includes("*") ? "*" : opts.corsOrigins,
     credentials: false,
-    exposedHeaders: EXPOSED_HEADERS.join(", "),
+    exposedHeaders: EXPOSED,
     methods: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
     maxAge: 600,
   });
@@ -235,11 +236,11 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
       // What @fastify/cors (registered above) adds to a response: the origin
       // "*" or, with a list, Vary: Origin (no Origin matched), and the exposed headers.
       head: anyOrigin
-        ? { "access-control-allow-origin": "*", "access-control-expose-headers": EXPOSED_HEADERS.join(", ") }
-        : { vary: "Origin", "access-control-expose-headers": EXPOSED_HEADERS.join(", ") },
+        ? { "access-control-allow-origin": "*", "access-control-expose-headers": EXPOSED }
+        : { vary: "Origin", "access-control-expose-headers": EXPOSED },
       takes: (stream, headers) => !closing && (anyOrigin || headers.origin === undefined) && !proxies.trusts(stream.session?.socket?.remoteAddress),
       requestId: requestIdOf,
-      observe: observed && ((reqId, method, route, status, ms, bytes) => observed.recordCall(reqId, method, route, status, ms, bytes)),
+      observe: observed?.recordCall.bind(observed),
       logger: opts.logger,
     });
   }

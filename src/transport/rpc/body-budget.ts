@@ -16,8 +16,9 @@
 // (its push()), whoever reads them: Fastify's parsers, busboy, Connect.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { constants as h2, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
-import { Code, ConnectError } from "@connectrpc/connect";
+import type { ConnectError } from "@connectrpc/connect";
 import { appError } from "../../kernel/errors.js";
+import { clientClosed } from "./call-context.js";
 
 /**
  * A request body read straight off an HTTP/2 stream (stream-lane.ts): the
@@ -102,7 +103,7 @@ export class BodyBudget {
     if ((raw as unknown as Record<symbol, boolean>)[kAdmitted] || !hasBody(raw)) return undefined;
     // Gone while its token was checked: nothing may be reserved (the
     // response's 'close', which returns a reservation, has already fired).
-    if (isClosed(res)) return new ConnectError("the client closed the call", Code.Canceled);
+    if (isClosed(res)) return clientClosed();
     const declared = Number(raw.headers["content-length"] ?? 0) || 0;
     if (declared > maxBytes) return appError("payload_too_large");
     if (!this.reserve(owner, declared)) return busy();

@@ -5,8 +5,13 @@
 // a call that reads none of them allocates none (docs/architecture.md, "One
 // request through each protocol").
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
-import type { ContextValues, HandlerContext } from "@connectrpc/connect";
+import { Code, ConnectError, type ContextValues, type HandlerContext } from "@connectrpc/connect";
 import type { IncomingHttpHeaders } from "node:http";
+
+/** What a call whose client went away is cancelled with (as connect-node cancels it). */
+export function clientClosed(): ConnectError {
+  return new ConnectError("the client closed the call", Code.Canceled);
+}
 
 export class CallContext implements HandlerContext {
   private controller?: AbortController;

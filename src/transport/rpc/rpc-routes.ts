@@ -128,9 +128,6 @@ function exchange(req: FastifyRequest, reply: FastifyReply): Exchange {
     get headersSent() {
       return raw.headersSent;
     },
-    get ended() {
-      return raw.writableEnded;
-    },
     onGone(fn) {
       const gone = () => {
         if (!raw.writableEnded) fn();

@@ -41,8 +41,8 @@ export interface StreamLaneOptions {
   takes(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean;
   /** The call's request id from its X-Request-Id (as the listener's genReqId). */
   requestId(header: string | string[] | undefined): string;
-  /** Records a finished call: the access log line and the metrics sample; status 499 when the client went away first. */
-  observe?(reqId: string, method: string, route: string, status: number, ms: number, bytes: number | undefined): void;
+  /** Records a finished call: the access log line and the metrics sample; no status when the client went away first. */
+  observe?(reqId: string, method: string, route: string, status: number | undefined, ms: number, bytes: number | undefined): void;
   logger: Logger;
 }
 
@@ -219,7 +219,7 @@ class LaneCall implements CallSource, StreamBody, RpcResponse, Exchange {
       this.gone = undefined;
       gone?.();
     }
-    this.lane.observe?.(this.id, "POST", this.m.path, answered ? this.status : CLIENT_CLOSED, performance.now() - this.started, answered ? this.bytes : undefined);
+    this.lane.observe?.(this.id, "POST", this.m.path, answered ? this.status : undefined, performance.now() - this.started, answered ? this.bytes : undefined);
   }
 
   // Exchange
@@ -291,6 +291,3 @@ class LaneCall implements CallSource, StreamBody, RpcResponse, Exchange {
     if (!this.complete && !trailers) s.once("finish", askToStopSending);
   }
 }
-
-/** The status recorded for a call whose client went away before its answer (nginx's 499, as the access log records it). */
-const CLIENT_CLOSED = 499;

@@ -4,11 +4,10 @@
 // decodes the message, the dispatcher calls the method, the codec writes
 // the answer or the failure; what cannot even carry a failure is cut
 // (docs/architecture.md, "One request through each protocol").
-import { Code, ConnectError } from "@connectrpc/connect";
 import type { Message } from "@bufbuild/protobuf";
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
 import type { ConsumerPrincipal } from "../../kernel/principal.js";
-import type { CallContext } from "./call-context.js";
+import { clientClosed, type CallContext } from "./call-context.js";
 import type { Negotiated, RpcCodec, RpcResponse } from "./codec.js";
 import { connectCodec } from "./connect-codec.js";
 import type { CallSource, Dispatcher, UnaryMethod } from "./dispatcher.js";
@@ -41,7 +40,6 @@ export interface Exchange {
   /** The headers every answer starts with (request id, CORS); a fresh object the codec may add to. */
   head(): OutgoingHttpHeaders;
   readonly headersSent: boolean;
-  readonly ended: boolean;
   /** Calls `fn` once should the client go away before the answer ends; returns its undo. */
   onGone(fn: () => void): () => void;
   /** A response that cannot even carry the failure: a bare 500, or the stream or connection cut. */
@@ -73,7 +71,7 @@ function call(dispatcher: Dispatcher, m: UnaryMethod, state: CallState, ex: Exch
   }
   if (!(out instanceof Promise)) return answer(m, state, ex, ctx, out);
   // A client that goes away before the answer aborts the handler's signal, as connect-node does.
-  const undo = ex.onGone(() => ctx.abort(new ConnectError("the client closed the call", Code.Canceled)));
+  const undo = ex.onGone(() => ctx.abort(clientClosed()));
   out.then(
     (o: unknown) => {
       undo();
