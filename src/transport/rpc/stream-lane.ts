@@ -269,12 +269,19 @@ class LaneCall implements CallSource, StreamBody, RpcResponse, Exchange {
     head[":status"] = this.status;
     const len = head["content-length"];
     this.bytes = typeof len === "number" ? len : typeof len === "string" ? Number(len) : undefined;
+    // Always with trailers, as the compatibility layer answers: a body
+    // whose DATA frame carries END_STREAM closes the stream before its write
+    // completes, and Node then builds an ERR_STREAM_DESTROYED nobody sees
+    // (Writable's errorBuffer), a stack capture per call that measured about
+    // a seventh of a PK read's CPU (docs/benchmarks.md, 2026-11-28). Without
+    // a 'wantTrailers' listener Node sends the empty trailers itself.
+    s.respond(head, { waitForTrailers: true });
     const trailers = this.trailers;
-    if (trailers) {
-      s.respond(head, { waitForTrailers: true });
+    if (trailers || !this.complete) {
       s.once("wantTrailers", () => {
         try {
-          s.sendTrailers(trailers);
+          s.sendTrailers(trailers ?? {});
+          // Answered before the body ended: asked to stop once the answer is out.
           if (!this.complete) askToStopSending.call(s);
         } catch (err) {
           // A trailer HTTP/2 refuses (a connection header): the call is cut, the process goes on.
@@ -282,12 +289,10 @@ class LaneCall implements CallSource, StreamBody, RpcResponse, Exchange {
           if (!s.destroyed) s.close(h2.NGHTTP2_INTERNAL_ERROR);
         }
       });
-    } else s.respond(head);
+    }
     this.headersSent = true;
     this.ended = true;
     if (body) s.end(body);
     else s.end();
-    // (With trailers, once they are out: above.)
-    if (!this.complete && !trailers) s.once("finish", askToStopSending);
   }
 }
