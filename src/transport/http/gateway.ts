@@ -79,7 +79,7 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: opts.bodyLimitBytes }, (_req, body, done) => done(null, body));
     for (const route of passthrough) {
-      scope.route({ method: route.verb, url: route.path, ...bodyGate(route, opts), handler: passthroughHandler(route, opts.dispatcher) });
+      scope.route({ method: route.verb, url: route.path, ...bodyGate(route, opts), handler: passthroughHandler(route, opts.dispatcher, later) });
     }
   });
 }
@@ -361,7 +361,7 @@ async function readGetBody(req: FastifyRequest, reply: FastifyReply, opts: Gatew
 
 const EMPTY = new Uint8Array(0);
 
-function passthroughHandler(route: RestRoute, dispatcher: Dispatcher) {
+function passthroughHandler(route: RestRoute, dispatcher: Dispatcher, later: TurnBatch) {
   const input = route.method.input;
   const m = dispatcher.methodOf(route.service, route.method);
   type Raw = { status?: number; headers?: Record<string, string>; body?: Uint8Array };
@@ -387,7 +387,7 @@ function passthroughHandler(route: RestRoute, dispatcher: Dispatcher) {
   };
   // Not async: a service that answers at once (a warm function,
   // function-runtime.ts) is answered in this call, without a promise.
-  return function passthrough(req: FastifyRequest, reply: FastifyReply) {
+  const run = (req: FastifyRequest, reply: FastifyReply): void => {
     const ctx = contextFor(dispatcher, m, req);
     let out: unknown;
     try {
@@ -415,16 +415,24 @@ function passthroughHandler(route: RestRoute, dispatcher: Dispatcher) {
       return;
     }
     if (out instanceof Promise) {
-      return out.then(
-        (res: Raw) => answer(reply, ctx, res),
-        (err: unknown) => sendCallError(reply, route, err),
-      );
+      out
+        .then(
+          (res: Raw) => answer(reply, ctx, res),
+          (err: unknown) => sendCallError(reply, route, err),
+        )
+        .catch((err: unknown) => fail(reply, route, err));
+      return;
     }
     try {
       answer(reply, ctx, out as Raw);
     } catch (err) {
       void sendCallError(reply, route, err);
     }
+  };
+  // Started at the end of the loop turn with the others that arrived in it
+  // (turn-batch.ts): warm runs back to back, their answers leaving together.
+  return function passthrough(req: FastifyRequest, reply: FastifyReply): void {
+    later(() => run(req, reply));
   };
 }
 
