@@ -15,7 +15,8 @@ function startWorker(ctx: BenchContext): ChildProcess {
   const url = new URL(ctx.databaseUrl);
   url.searchParams.set("options", `-c search_path=${ctx.schema},public`);
   return spawn(process.execPath, ["--import", "tsx", "src/server/worker.ts"], {
-    env: { ...process.env, DATABASE_URL: url.toString(), NATS_URL: ctx.natsUrl, PULSEBASE_NATS_NAMESPACE: ctx.natsNamespace, PULSEBASE_LOG_LEVEL: "warn" },
+    // Without a metrics listener: a second worker would find the port taken and exit, and "2 worker processes" would measure one.
+    env: { ...process.env, DATABASE_URL: url.toString(), NATS_URL: ctx.natsUrl, PULSEBASE_NATS_NAMESPACE: ctx.natsNamespace, PULSEBASE_LOG_LEVEL: "warn", PULSEBASE_WORKER_METRICS_PORT: "0" },
     stdio: ["ignore", "ignore", "inherit"],
   });
 }
@@ -61,6 +62,10 @@ export async function analyticsScenarios(ctx: BenchContext): Promise<Row[]> {
       const batches = 2000;
       const children = Array.from({ length: workers }, () => startWorker(ctx));
       await new Promise((r) => setTimeout(r, 3000)); // worker start-up (tsx)
+      if (children.some((c) => c.exitCode !== null)) {
+        await stop(children);
+        throw new Error(`a worker process exited at start-up (${name}): the row would measure fewer workers than it names`);
+      }
       const start = performance.now();
       let accepted = 0;
       const sent = autocannon({
