@@ -116,6 +116,37 @@ describe("/api/fn/{slug}", () => {
     }
   });
 
+  it("drops HTTP2-Settings, a header HTTP/2 refuses: the answer arrives over HTTP/2, not a stream left hanging", async () => {
+    const h = encodeURIComponent(JSON.stringify({ "http2-settings": "AAMAAABkAAQAAP__", "x-kept": "yes" }));
+    const session = h2connect(s.httpsUrl, { rejectUnauthorized: false });
+    session.on("error", () => {});
+    try {
+      // twice: a run answered asynchronously and one answered in the batch's own call
+      for (let i = 0; i < 2; i++) {
+        const st = session.request({ ":path": `/api/fn/echo?status=200&h=${h}`, authorization: `Bearer ${token}` });
+        const answer = await new Promise<{ status: number; body: string; headers: Record<string, unknown> } | "no answer">((resolve) => {
+          let headers: Record<string, unknown> = {};
+          let body = "";
+          const timer = setTimeout(() => resolve("no answer"), 3000);
+          st.on("response", (x) => (headers = x));
+          st.on("data", (d: Buffer) => (body += d.toString()));
+          st.on("end", () => {
+            clearTimeout(timer);
+            resolve({ status: Number(headers[":status"]), body, headers });
+          });
+          st.on("error", () => {});
+        });
+        expect(answer).toMatchObject({ status: 200, body: "a body", headers: { "x-kept": "yes" } });
+        expect((answer as { headers: Record<string, unknown> }).headers["http2-settings"]).toBeUndefined();
+      }
+    } finally {
+      session.destroy();
+    }
+    const over1 = await call(`/api/fn/echo?status=200&h=${h}`);
+    expect(over1.status).toBe(200);
+    expect(over1.headers.get("http2-settings")).toBeNull();
+  });
+
   it("answers the same over Connect (FunctionService/Invoke), binary and JSON", async () => {
     for (const useBinaryFormat of [true, false]) {
       const transport = createConnectTransport({

@@ -33,6 +33,8 @@ const FORBIDDEN = new Set([
   "te",
   "trailer",
   "upgrade",
+  // HTTP/2 refuses it in a response (RFC 9113 8.2.2): the answer could not be written at all
+  "http2-settings",
   "host",
   "set-cookie",
   "set-cookie2",
