@@ -252,17 +252,23 @@ function batched(route: RestRoute, m: UnaryMethod, later: TurnBatch, dispatcher:
   };
 }
 
-/** The error answer of a batched task: the interface's envelope, or a bare 500 if even that fails. */
+/** The error answer of a batched task: the interface's envelope, a bare 500 if even that fails, else the response cut; never throws. */
 function fail(reply: FastifyReply, route: RestRoute, err: unknown): void {
   if (reply.sent) {
     reply.log.error({ err }, "gateway: failure after the answer was sent");
     return;
   }
   try {
-    void sendCallError(reply, route, err);
+    sendCallError(reply, route, err);
   } catch (e) {
     reply.log.error({ err: e }, "gateway: could not send the error envelope");
-    if (!reply.sent) reply.code(500).send();
+    try {
+      if (!reply.sent) reply.code(500).send();
+    } catch {
+      // Not even a bare 500 could be written: the client sees the
+      // connection (HTTP/1.1) or the stream (HTTP/2) end instead of waiting.
+      reply.raw.destroy();
+    }
   }
 }
 
@@ -411,22 +417,23 @@ function passthroughHandler(route: RestRoute, dispatcher: Dispatcher, later: Tur
       } as never);
       out = dispatcher.invoke(m, msg, ctx);
     } catch (err) {
-      void sendCallError(reply, route, err);
-      return;
+      return fail(reply, route, err);
     }
+    // Neither throws (fail() never does): nothing escapes into the turn
+    // batch, and the promise's chain cannot end in an unhandled rejection.
     if (out instanceof Promise) {
-      out
-        .then(
-          (res: Raw) => answer(reply, ctx, res),
-          (err: unknown) => sendCallError(reply, route, err),
-        )
-        .catch((err: unknown) => fail(reply, route, err));
-      return;
-    }
+      out.then(
+        (res: Raw) => answerOrFail(req, reply, ctx, res),
+        (err: unknown) => fail(reply, route, err),
+      );
+    } else answerOrFail(req, reply, ctx, out as Raw);
+  };
+  // An answer Node refuses to write (writeHead throws) is a server fault: logged by the dispatcher, then the envelope.
+  const answerOrFail = (req: FastifyRequest, reply: FastifyReply, ctx: CallContext, res: Raw): void => {
     try {
-      answer(reply, ctx, out as Raw);
+      answer(reply, ctx, res);
     } catch (err) {
-      void sendCallError(reply, route, err);
+      fail(reply, route, dispatcher.fault(m, "rest", req.id, err));
     }
   };
   // Started at the end of the loop turn with the others that arrived in it
