@@ -10,7 +10,7 @@ import { getOption, type DescMethod, type DescService, type Message } from "@buf
 import { ConnectError, createContextValues, type ContextValues } from "@connectrpc/connect";
 import type { IncomingHttpHeaders } from "node:http";
 import type { Logger } from "pino";
-import { auth as authOption, Auth } from "../../../gen/pulsebase/common/v1/options_pb.js";
+import { auth as authOption, Auth, rest_passthrough } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import type { CallPolicy } from "../../kernel/call-policy.js";
 import { deadline } from "../../kernel/deadlines.js";
 import { appError, errorDetail, httpStatusOf, isServerFault, toAppError } from "../../kernel/errors.js";
@@ -37,9 +37,11 @@ export interface UnaryMethod {
   /** The service's own binary writer of the response message, if it has one (BinaryEncoder, src/kernel/module.ts). */
   readonly encodeBinary: ((msg: Message) => Uint8Array) | undefined;
   /**
-   * The service can answer this method at once, from memory (it has a REST
-   * JSON or fast path for it): its calls are worth batching per loop turn
-   * (turn-batch.ts); the others start when they arrive, as on REST.
+   * The service can answer this method at once: from memory (it has a REST
+   * JSON or fast path for it), or a warm function (a passthrough method,
+   * whose REST route the gateway batches too). Its calls are batched per
+   * loop turn (turn-batch.ts), on every protocol alike; the others start
+   * when they arrive, as on REST.
    */
   readonly answersAtOnce: boolean;
   /** The service's own binary reader of the request message, if it has one (BinaryDecoder, src/kernel/module.ts). */
@@ -99,7 +101,7 @@ export class Dispatcher {
           call: opts.policy ? guarded(opts.policy, m, bound) : bound,
           encodeBinary: b.binaryEncoders?.[m.localName],
           decodeBinary: b.binaryDecoders?.[m.localName],
-          answersAtOnce: !!(b.jsonPaths?.[m.localName] || b.fastPaths?.[m.localName]),
+          answersAtOnce: !!(b.jsonPaths?.[m.localName] || b.fastPaths?.[m.localName]) || getOption(m, rest_passthrough),
         });
       }
     }
