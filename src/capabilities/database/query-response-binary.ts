@@ -5,38 +5,16 @@
 // through its reflection API; for a point read that was most of the server
 // CPU of a Connect or gRPC binary answer (docs/database.md). Sizes are
 // computed first, then everything is written into one buffer. The RPC
-// codecs use it through the binding's binaryEncoders (src/kernel/module.ts).
+// codecs use it through the binding's binaryEncoders (src/kernel/module.ts);
+// the wire helpers are src/kernel/proto-wire.ts.
 import type { ListValue, Struct, Value } from "@bufbuild/protobuf/wkt";
 import type { QueryResponse, StatementResult } from "../../../gen/pulsebase/platform/v1/database_pb.js";
+import { I64, lenSize, strSize, VARINT, varintSize, writeHead, writeStr, writeVarint } from "../../kernel/proto-wire.js";
 
 export function encodeQueryResponse(msg: QueryResponse): Uint8Array {
   const out = Buffer.allocUnsafe(sizeResponse(msg));
   const end = writeResponse(out, 0, msg);
   return end === out.length ? out : out.subarray(0, end);
-}
-
-// Tags: (field number << 3) | wire type, all below 128 (one byte).
-const LEN = 2;
-const VARINT = 0;
-const I64 = 1;
-
-function varintSize(n: number): number {
-  if (n < 0) return 10;
-  let s = 1;
-  while (n >= 0x80) {
-    n = Math.floor(n / 128);
-    s++;
-  }
-  return s;
-}
-
-function strSize(s: string): number {
-  const n = Buffer.byteLength(s, "utf8");
-  return 1 + varintSize(n) + n;
-}
-
-function lenSize(n: number): number {
-  return 1 + varintSize(n) + n;
 }
 
 function sizeResponse(m: QueryResponse): number {
@@ -86,37 +64,6 @@ function sizeValue(v: Value): number {
     default:
       return 0;
   }
-}
-
-function writeVarint(b: Buffer, o: number, n: number): number {
-  if (n < 0) {
-    // A negative int32 is sign-extended to 64 bits: ten bytes.
-    let x = BigInt.asUintN(64, BigInt(n));
-    for (let i = 0; i < 9; i++) {
-      b[o++] = Number(x & 0x7fn) | 0x80;
-      x >>= 7n;
-    }
-    b[o++] = Number(x);
-    return o;
-  }
-  while (n >= 0x80) {
-    b[o++] = (n % 128) | 0x80;
-    n = Math.floor(n / 128);
-  }
-  b[o++] = n;
-  return o;
-}
-
-function writeStr(b: Buffer, o: number, field: number, s: string): number {
-  b[o++] = (field << 3) | LEN;
-  const n = Buffer.byteLength(s, "utf8");
-  o = writeVarint(b, o, n);
-  return o + b.write(s, o, n, "utf8");
-}
-
-function writeHead(b: Buffer, o: number, field: number, size: number): number {
-  b[o++] = (field << 3) | LEN;
-  return writeVarint(b, o, size);
 }
 
 function writeResponse(b: Buffer, o: number, m: QueryResponse): number {

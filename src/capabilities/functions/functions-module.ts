@@ -25,6 +25,7 @@ import { createScheduler, type Scheduler } from "./scheduler.js";
 import { createFunctionStore, type FunctionStore } from "./function-store.js";
 import { createInvocationRecorder, DEFAULT_RECORDER_OPTIONS, type InvocationRecorder } from "./invocation-recorder.js";
 import { createFunctionInvokeServiceImpl } from "./invoke-service.js";
+import { decodeHttpRequest, encodeHttpResponse } from "./http-message-binary.js";
 import type { RateLimiter } from "../../infra/rate-limit/leased-limiter.js";
 
 export interface FunctionsModuleDeps {
@@ -139,7 +140,12 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
   };
   return {
     name: "functions",
-    device: [binding(DeviceFunctionService, invokeService)],
+    device: [
+      binding(DeviceFunctionService, invokeService, {
+        binaryDecoders: { invoke: decodeHttpRequest, invokePublic: decodeHttpRequest },
+        binaryEncoders: { invoke: encodeHttpResponse, invokePublic: encodeHttpResponse },
+      }),
+    ],
     admin: [binding(AdminFunctionService, adminService)],
     gauges: { isolates: () => sandbox.stats(), queues: events ? { "function-events": events.queue } : {} },
     hostCapabilities,
