@@ -436,8 +436,11 @@ function passthroughHandler(route: RestRoute, dispatcher: Dispatcher, later: Tur
       fail(reply, route, dispatcher.fault(m, "rest", req.id, err));
     }
   };
-  // Started at the end of the loop turn with the others that arrived in it
-  // (turn-batch.ts): warm runs back to back, their answers leaving together.
+  // A method that may answer at once (a warm function: the dispatcher's
+  // answersAtOnce, which the RPC codecs follow too) starts at the end of the
+  // loop turn with the others that arrived in it (turn-batch.ts): warm runs
+  // back to back, their answers leaving together.
+  if (!m.answersAtOnce) return run;
   return function passthrough(req: FastifyRequest, reply: FastifyReply): void {
     later(() => run(req, reply));
   };
