@@ -17,7 +17,19 @@ export const I64 = 1;
 export const LEN = 2;
 
 // fromBinary refuses invalid UTF-8: such bytes are left to it (and its error).
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+// A leading U+FEFF is text, not a byte-order mark: fromBinary keeps it, and
+// a decoder that dropped it would run "\uFEFFSELECT 1" as "SELECT 1".
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/**
+ * `obj[key] = value` for a key read from the wire, as fromBinary sets map
+ * and Struct entries (its setOwn): "__proto__" becomes an own data property
+ * instead of replacing the object's prototype; other keys are assigned.
+ */
+export function setOwn<T>(obj: Record<string, T>, key: string, value: T): void {
+  if (key === "__proto__") Object.defineProperty(obj, key, { value, writable: true, enumerable: true, configurable: true });
+  else obj[key] = value;
+}
 
 export class WireReader {
   pos = 0;

@@ -4,6 +4,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ListValueSchema, NullValue, ValueSchema, type ListValue, type Value } from "@bufbuild/protobuf/wkt";
 import type { EngineValue } from "../../infra/libsql/engine-protocol.js";
+import { setOwn } from "../../kernel/proto-wire.js";
 
 export function valueToJson(v: Value | undefined): unknown {
   if (!v) return undefined;
@@ -19,7 +20,8 @@ export function valueToJson(v: Value | undefined): unknown {
       return k.value.values.map(valueToJson);
     case "structValue": {
       const out: Record<string, unknown> = {};
-      for (const [key, x] of Object.entries(k.value.fields)) out[key] = valueToJson(x);
+      // A parameter named "__proto__" stays a parameter (the prototype is not replaced).
+      for (const [key, x] of Object.entries(k.value.fields)) setOwn(out, key, valueToJson(x));
       return out;
     }
     default:

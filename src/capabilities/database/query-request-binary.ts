@@ -8,7 +8,7 @@
 // the wire reader is src/kernel/proto-wire.ts.
 import type { ListValue, Struct, Value } from "@bufbuild/protobuf/wkt";
 import type { QueryRequest } from "../../../gen/pulsebase/platform/v1/database_pb.js";
-import { I64, LEN, NOT_SIMPLE, VARINT, WireReader } from "../../kernel/proto-wire.js";
+import { I64, LEN, NOT_SIMPLE, setOwn, VARINT, WireReader } from "../../kernel/proto-wire.js";
 
 export function decodeQueryRequest(bytes: Uint8Array): QueryRequest | undefined {
   try {
@@ -87,7 +87,8 @@ function struct(r: WireReader, stop: number): Struct {
       else throw NOT_SIMPLE;
     }
     if (r.pos !== entryEnd || key === undefined || v === undefined) throw NOT_SIMPLE;
-    fields[key] = v;
+    // (fromBinary keeps the last entry of a key; "__proto__" is a key like any other)
+    setOwn(fields, key, v);
   }
   if (r.pos !== stop) throw NOT_SIMPLE;
   return { $typeName: "google.protobuf.Struct", fields };

@@ -7,7 +7,7 @@
 // UTF-8) are left to fromBinary. The RPC codecs use them through the
 // binding's binaryDecoders and binaryEncoders (src/kernel/module.ts).
 import type { HttpRequest, HttpResponse } from "../../../gen/pulsebase/common/v1/options_pb.js";
-import { lenSize, LEN, NOT_SIMPLE, strSize, VARINT, varintSize, WireReader, writeBytes, writeHead, writeStr, writeVarint } from "../../kernel/proto-wire.js";
+import { lenSize, LEN, NOT_SIMPLE, setOwn, strSize, VARINT, varintSize, WireReader, writeBytes, writeHead, writeStr, writeVarint } from "../../kernel/proto-wire.js";
 
 const EMPTY = new Uint8Array(0);
 
@@ -58,7 +58,8 @@ function mapEntry(r: WireReader, into: Record<string, string>): void {
     else throw NOT_SIMPLE;
   }
   if (r.pos !== stop) throw NOT_SIMPLE;
-  into[key] = value;
+  // A header named "__proto__" is an entry, not the map's prototype (as fromBinary).
+  setOwn(into, key, value);
 }
 
 export function encodeHttpResponse(msg: HttpResponse): Uint8Array {

@@ -7,6 +7,8 @@ import type { FastifyInstance } from "fastify";
 
 const GRPC_MESSAGE = "grpc-message";
 const TRAILER_FLAG = 0x80;
+const GRPC_TYPE = /^\s*application\/grpc/i;
+const GRPC_WEB_TYPE = /^\s*application\/grpc-web/i;
 
 /** Percent-encodes the UTF-8 bytes of `message` outside 0x20-0x7E, and "%". */
 export function encodeGrpcMessage(message: string): string {
@@ -58,7 +60,8 @@ function fixTrailerFrame(chunk: Uint8Array): Uint8Array {
 export function grpcMessageEncoding(app: FastifyInstance): void {
   app.addHook("onRequest", (req, reply, done) => {
     const type = req.headers["content-type"];
-    if (typeof type === "string" && type.startsWith("application/grpc")) {
+    // (media types are case-insensitive: "APPLICATION/GRPC-WEB" is gRPC-Web too)
+    if (typeof type === "string" && GRPC_TYPE.test(type)) {
       const res = reply.raw as unknown as {
         writeHead(status: number, ...rest: unknown[]): unknown;
         addTrailers(t: unknown): void;
@@ -67,7 +70,7 @@ export function grpcMessageEncoding(app: FastifyInstance): void {
       const { writeHead, addTrailers, write } = res;
       res.writeHead = (status: number, ...rest: unknown[]) => writeHead.call(res, status, ...rest.map(fixHeaders));
       res.addTrailers = (t: unknown) => addTrailers.call(res, fixHeaders(t));
-      if (type.startsWith("application/grpc-web")) {
+      if (GRPC_WEB_TYPE.test(type)) {
         res.write = (chunk: unknown, ...rest: unknown[]) => write.call(res, chunk instanceof Uint8Array ? fixTrailerFrame(chunk) : chunk, ...rest);
       }
     }

@@ -12,9 +12,12 @@ import type { UnaryMethod } from "./dispatcher.js";
 export const COMPRESSED_FLAG = 0b00000001;
 
 /**
- * The single message of a unary request body. `endFlag` (gRPC-Web's
- * trailer flag) may not appear on a request frame. A promise only when a
- * frame is compressed.
+ * The single message of a unary request body. A frame flagged `endFlag`
+ * (gRPC-Web's trailers) carries no message: as connect-es's
+ * transformParseEnvelope, it is decompressed like any frame and then
+ * skipped, so a body of such frames alone has no message (unimplemented)
+ * and one after the message changes nothing. A promise only when a frame
+ * is compressed.
  */
 export function readUnaryEnvelope(
   m: UnaryMethod,
@@ -37,22 +40,27 @@ export function readUnaryEnvelope(
     off += 5 + length;
     return { flags, data };
   };
-  const parse = (f: { flags: number; data: Uint8Array }): Message | Promise<Message> => {
-    if (endFlag !== undefined && (f.flags & endFlag) === endFlag) throw new ConnectError("unexpected end flag", Code.InvalidArgument);
-    if ((f.flags & COMPRESSED_FLAG) === 0) return parseMessage(m, n.binary, f.data, readMaxBytes);
-    if (!n.request) throw new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal);
-    return n.request.decompress(f.data, readMaxBytes).then((d) => parseMessage(m, n.binary, d, readMaxBytes));
+  // The next message (parsed), or undefined when the body has no more.
+  const pull = (): Message | undefined | Promise<Message | undefined> => {
+    for (;;) {
+      const f = next();
+      if (!f) return undefined;
+      const end = endFlag !== undefined && (f.flags & endFlag) === endFlag;
+      if ((f.flags & COMPRESSED_FLAG) !== 0) {
+        if (!n.request) throw new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal);
+        return n.request.decompress(f.data, readMaxBytes).then((d) => (end ? pull() : parseMessage(m, n.binary, d, readMaxBytes)));
+      }
+      if (!end) return parseMessage(m, n.binary, f.data, readMaxBytes);
+    }
   };
-  const f1 = next();
-  if (!f1) throw new ConnectError("protocol error: missing input message for unary method", Code.Unimplemented);
   // A second message is read (and parsed) before it is refused, as connect-es does.
-  const rest = (first: Message): Message | Promise<Message> => {
-    const f2 = next();
-    if (!f2) return first;
-    const second = parse(f2);
-    return second instanceof Promise ? second.then(extra) : extra();
+  const rest = (first: Message | undefined): Message | Promise<Message> => {
+    if (!first) throw new ConnectError("protocol error: missing input message for unary method", Code.Unimplemented);
+    const second = pull();
+    if (second instanceof Promise) return second.then((s) => (s ? extra() : first));
+    return second ? extra() : first;
   };
-  const first = parse(f1);
+  const first = pull();
   return first instanceof Promise ? first.then(rest) : rest(first);
 }
 

@@ -10,6 +10,9 @@
 // (the database's point read) are answered at the end of the event-loop
 // turn, batched like the REST gateway's (turn-batch.ts).
 import { Code, ConnectError } from "@connectrpc/connect";
+import { contentTypeRegExp as connectTypes } from "@connectrpc/connect/protocol-connect";
+import { contentTypeRegExp as grpcTypes } from "@connectrpc/connect/protocol-grpc";
+import { contentTypeRegExp as grpcWebTypes } from "@connectrpc/connect/protocol-grpc-web";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { OutgoingHttpHeaders } from "node:http";
 import { appError, catalogue } from "../../kernel/errors.js";
@@ -62,6 +65,27 @@ function fastifyError(err: FastifyError): ConnectError {
   return new ConnectError("the request was aborted", Code.Aborted, undefined, undefined, err);
 }
 
+/**
+ * Whether a call no codec takes would reach connect-es's router with
+ * PULSEBASE_RPC_PIPELINE=connect-node (which answers 415 without a body):
+ * a type its protocols' patterns match (the body parsers connect-fastify
+ * registers), or none on a call without a body (Fastify parses no body
+ * then). Fastify refuses every other type first, with the envelope.
+ */
+function routerWouldSee(type: string, headers: FastifyRequest["headers"]): boolean {
+  if (type === "") return headers["transfer-encoding"] === undefined && (headers["content-length"] === undefined || headers["content-length"] === "0");
+  // Fastify matches its parsers' names by media type (parameters aside), and
+  // their patterns against the type it rewrites, which they never match once
+  // it has parameters (it quotes their values).
+  const semi = type.indexOf(";");
+  if (semi !== -1) return ROUTER_MEDIA_TYPES.has(type.slice(0, semi).trim().toLowerCase());
+  const media = type.trim().toLowerCase();
+  return ROUTER_MEDIA_TYPES.has(media) || connectTypes.test(media) || grpcTypes.test(media) || grpcWebTypes.test(media);
+}
+
+/** The media types connect-fastify registers body parsers for by name (besides its patterns). */
+const ROUTER_MEDIA_TYPES = new Set(["application/json", "application/connect+json", "application/grpc-web+proto", "application/grpc-web+json", "application/grpc+proto", "application/grpc+json"]);
+
 const UNSUPPORTED_MEDIA_TYPE = JSON.stringify({ error: "unsupported_media_type", message: catalogue.unsupported_media_type.message });
 
 /**
@@ -76,11 +100,12 @@ function gate(m: UnaryMethod, dispatcher: Dispatcher) {
     if (!state) {
       dispatcher.drain(req.raw, reply.raw);
       // A variant of an RPC protocol this route does not serve (streaming,
-      // gRPC-Web text) or no type at all: 415 without a body, as connect-es
-      // answers. Anything else (a form, plain text) is no RPC at all: the
-      // platform's 415 envelope, as every other route of the listener
-      // answers it (docs/devices.md, "Errors and what to retry").
-      if (type === "" || type.startsWith("application/connect") || type.startsWith("application/grpc")) {
+      // gRPC-Web text) or no type and no body: 415 without a body, as
+      // connect-es's router answers. Anything else (a form, plain text,
+      // "application/grpc-webby") is no RPC at all: the platform's 415
+      // envelope, as every other route of the listener answers it
+      // (docs/devices.md, "Errors and what to retry").
+      if (routerWouldSee(type, req.headers)) {
         reply.raw.writeHead(415, reply.getHeaders() as OutgoingHttpHeaders);
         reply.raw.end();
       } else {

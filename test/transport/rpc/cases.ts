@@ -174,6 +174,8 @@ export const DEVICE: Record<string, { auth: Auth; cases: Case[] }> = {
       err("invalid", "invalid_argument", () => ({ sql: "" })),
       err("forbidden", undefined, () => ({ sql: "ATTACH DATABASE 'x' AS y" })),
       err("query-error", undefined, () => ({ sql: "SELECT * FROM no_such_table" })),
+      // A leading U+FEFF is text (issue #28): the statement the guard sees is the one sent, on every protocol.
+      err("bom-sql", undefined, () => ({ sql: "\uFEFFSELECT 1" })),
     ],
   },
   "pulsebase.platform.v1.DatabaseService/Batch": {
@@ -188,6 +190,8 @@ export const DEVICE: Record<string, { auth: Auth; cases: Case[] }> = {
     cases: [
       ok(() => ({ method: "POST", pathParams: { slug: "echo" }, body: b64('{"hello":"world"}'), contentType: "application/json", headers: { "x-thing": "1" } })),
       err("not-found", "not_found", () => ({ method: "POST", pathParams: { slug: "nope" } })),
+      // "\uFEFFDELETE" is no method the trigger takes, whatever the protocol (issue #28).
+      err("bom-method", undefined, () => ({ method: "\uFEFFDELETE", pathParams: { slug: "echo" } })),
       { name: "slow", slow: true, req: () => ({ method: "GET", pathParams: { slug: "slow" } }) },
     ],
   },
@@ -276,6 +280,18 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
   "pulsebase.admin.v1.AccountService/AcceptInvitation": none([
     heavy(ok((_fx, x) => ({ token: x.token!, name: "Invited", password: "correct horse battery staple" }), freshInvitation)),
     err("not-found", undefined, () => ({ token: "no-such-invitation-token", name: "N", password: "correct horse battery staple" })),
+  ]),
+  // freshTeam's users are made by CreateUser: no password yet.
+  "pulsebase.admin.v1.AccountService/CreatePasswordLink": op([
+    ok((_fx, x) => ({ teamId: x.teamId!, userId: x.userId! }), freshTeam),
+    err("not-found", "not_found", (fx) => ({ teamId: fx.scratchTeamId, userId: NO_ID })),
+  ]),
+  "pulsebase.admin.v1.AccountService/SetPassword": none([
+    heavy(ok((_fx, x) => ({ token: x.token!, password: "correct horse battery staple" }), async (p) => {
+      const { teamId, userId } = await freshTeam(p);
+      return { token: String((await p.admin("/pulsebase.admin.v1.AccountService/CreatePasswordLink", { teamId, userId })).token) };
+    })),
+    err("not-found", "not_found", () => ({ token: "no-such-link-token", password: "correct horse battery staple" })),
   ]),
   "pulsebase.admin.v1.AccountService/ListAuditLog": op([ok((fx) => ({ teamId: fx.quietTeamId, pageSize: 10 })), err("invalid", undefined, (fx) => ({ teamId: fx.quietTeamId, pageToken: "garbage!" }))]),
 

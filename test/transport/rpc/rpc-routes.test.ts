@@ -213,9 +213,13 @@ describe("gRPC-Web", () => {
     expect(detailOf(t["grpc-status-details-bin"]!).detail.code).toBe("forbidden_query");
   });
 
-  it("refuses a request frame flagged as trailers", async () => {
-    const a = await h1Call(fast.url, QUERY, grpcWeb, frame(query("x"), 0x80));
-    expect(webTrailers(frames(a.body)[0]!.data)["grpc-status"]).toBe("3");
+  it("skips a request frame flagged as trailers, as connect-node does: alone it is no message, after the message it changes nothing", async () => {
+    const alone = await h1Call(fast.url, QUERY, grpcWeb, frame(query("x"), 0x80));
+    expect(webTrailers(frames(alone.body)[0]!.data)).toMatchObject({ "grpc-status": "12", "grpc-message": "protocol error: missing input message for unary method" });
+    const after = await h1Call(fast.url, QUERY, grpcWeb, Buffer.concat([frame(query("after")), frame(Buffer.from("grpc-status: 0\r\n"), 0x80)]));
+    const [msg, trailer] = frames(after.body);
+    expect(fromBinary(QueryResponseSchema, msg!.data).requestId).toBe("sql:after");
+    expect(webTrailers(trailer!.data)["grpc-status"]).toBe("0");
   });
 });
 
@@ -263,6 +267,34 @@ describe("fast and connect-node answer alike", () => {
     ["gRPC-Web error", "h2", QUERY, grpcWeb, frame(query("denied"))],
     ["gRPC-Web JSON", "h1", QUERY, { ...grpcWeb, "content-type": "application/grpc-web+json" }, frame(json({ sql: "y" }))],
     ["gRPC-Web text (not served)", "h1", QUERY, { ...grpcWeb, "content-type": "application/grpc-web-text" }, Buffer.from("AAAAAAA=")],
+    // Malformed gRPC-Web calls (issue #28): over both HTTP versions, the status and code connect-node gives.
+    ...(["h1", "h2"] as const).flatMap((v): typeof cases => [
+      [`gRPC-Web end-of-stream frame only (${v})`, v, QUERY, grpcWeb, frame(new Uint8Array(0), 0x80)],
+      [`gRPC-Web end-of-stream frame with trailers only (${v})`, v, QUERY, grpcWeb, frame(Buffer.from("grpc-status: 0\r\n"), 0x80)],
+      [`gRPC-Web message then end-of-stream frame (${v})`, v, QUERY, grpcWeb, Buffer.concat([frame(query("a")), frame(new Uint8Array(0), 0x80)])],
+      [`gRPC-Web end-of-stream frame then message (${v})`, v, QUERY, grpcWeb, Buffer.concat([frame(new Uint8Array(0), 0x80), frame(query("a"))])],
+      [`gRPC-Web no body (${v})`, v, QUERY, grpcWeb, undefined],
+      [`gRPC-Web truncated frame header (${v})`, v, QUERY, grpcWeb, Buffer.from([0, 0, 0])],
+      [`gRPC-Web truncated frame (${v})`, v, QUERY, grpcWeb, Buffer.from([0, 0, 0, 0, 9, 1, 2])],
+      [`gRPC-Web compressed flag without grpc-encoding (${v})`, v, QUERY, grpcWeb, frame(query("a"), 1)],
+      [`gRPC-Web compressed flag, not gzip (${v})`, v, QUERY, { ...grpcWeb, "grpc-encoding": "gzip" }, frame(query("a"), 1)],
+      [`gRPC-Web unknown flag bits (${v})`, v, QUERY, grpcWeb, frame(query("a"), 0x02)],
+      [`gRPC-Web trailing garbage (${v})`, v, QUERY, grpcWeb, Buffer.concat([frame(query("a")), Buffer.from([1, 2, 3])])],
+      [`gRPC-Web two messages (${v})`, v, QUERY, grpcWeb, Buffer.concat([frame(query("a")), frame(query("b"))])],
+      [`gRPC-Web garbage message (${v})`, v, QUERY, grpcWeb, frame(Buffer.from([0xff, 0xff, 0xff]))],
+      [`gRPC-Web wrong content type with a body (${v})`, v, QUERY, { ...grpcWeb, "content-type": "application/grpc-webby" }, frame(query("a"))],
+      [`gRPC-Web wrong content type without a body (${v})`, v, QUERY, { ...grpcWeb, "content-type": "application/grpc-webby" }, undefined],
+      [`gRPC-Web text with a body (${v})`, v, QUERY, { ...grpcWeb, "content-type": "application/grpc-web-text+proto" }, Buffer.from("AAAAAAA=")],
+      [`gRPC-Web text without a body (${v})`, v, QUERY, { ...grpcWeb, "content-type": "application/grpc-web-text+proto" }, undefined],
+      [`plain text with a body (${v})`, v, QUERY, { ...grpcWeb, "content-type": "text/plain" }, Buffer.from("SELECT 1")],
+      [`plain text without a body (${v})`, v, QUERY, { ...grpcWeb, "content-type": "text/plain" }, undefined],
+      [`no content type without a body (${v})`, v, QUERY, { authorization: GOOD }, undefined],
+      [`no content type with a declared body (${v})`, v, QUERY, { authorization: GOOD, "content-length": "5" }, frame(new Uint8Array(0))],
+      [`gRPC-Web content type in capitals (${v})`, v, QUERY, { ...grpcWeb, "content-type": "APPLICATION/GRPC-WEB" }, frame(query("denied"))],
+      [`JSON with another charset (${v})`, v, QUERY, { ...grpcWeb, "content-type": "application/json; charset=latin1" }, Buffer.from("{}")],
+      [`Connect streaming with a parameter (${v})`, v, QUERY, { ...grpcWeb, "content-type": "application/connect+proto; x=1" }, undefined],
+      [`gRPC-Web text JSON with a charset (${v})`, v, QUERY, { ...grpcWeb, "content-type": "application/grpc-web-text+json; charset=utf-8" }, undefined],
+    ]),
   ];
   it.each(cases)("%s", async (_name, version, path, headers, body) => {
     const call = version === "h1" ? h1Call : h2Call;
