@@ -6,6 +6,7 @@ import { ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
 import type { File } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import type { Violations } from "../../kernel/errors.js";
 import { parseIsoTime } from "../../kernel/iso-time.js";
+import { setOwn } from "../../kernel/proto-wire.js";
 import type { BreadcrumbRow, EventRow, LogRow } from "./batch-payload.js";
 import { limits } from "./limits.js";
 import { logHash } from "./log-hash.js";
@@ -109,7 +110,7 @@ function metadata(v: Violations, path: string, value: JsonObject | undefined): R
     } else if (chars(val) > limits.metadataValueMax) {
       v.add(p, `Metadata values may not be greater than ${limits.metadataValueMax} characters.`);
       ok = false;
-    } else out[key] = val;
+    } else setOwn(out, key, val); // "__proto__" is a key like any other
   }
   return ok ? out : undefined;
 }

@@ -18,6 +18,7 @@ import {
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { rest_null } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import type { Violations } from "../../kernel/errors.js";
+import { setOwn } from "../../kernel/proto-wire.js";
 import { MAX_FORM_DEPTH } from "./form-fields.js";
 
 /** A file part of a multipart request, as the gateway hands it over. */
@@ -116,9 +117,9 @@ function encodeField(field: DescField, value: unknown): JsonValue {
     case "map": {
       const o: Record<string, JsonValue> = {};
       for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-        o[k] = field.mapKind === "scalar" ? encodeScalar(field.scalar, v)
+        setOwn(o, k, field.mapKind === "scalar" ? encodeScalar(field.scalar, v)
           : field.mapKind === "enum" ? (field.enum.values.find((e) => e.number === v)?.name ?? (v as number))
-          : encodeMessage(field.message, v as Message);
+          : encodeMessage(field.message, v as Message));
       }
       return o;
     }
@@ -220,9 +221,10 @@ function decodeField(field: DescField, raw: unknown, v: Violations, p: string): 
       }
       const o: Record<string, unknown> = {};
       for (const [k, item] of Object.entries(raw)) {
-        o[k] = field.mapKind === "scalar" ? decodeScalar(field.scalar, item, v, `${p}.${k}`)
+        // a key "__proto__" is an own entry, as fromJson makes it
+        setOwn(o, k, field.mapKind === "scalar" ? decodeScalar(field.scalar, item, v, `${p}.${k}`)
           : field.mapKind === "enum" ? field.enum.values.find((x) => x.name === item || x.number === item)?.number
-          : decodeMessageValue(field.message, item, v, `${p}.${k}`);
+          : decodeMessageValue(field.message, item, v, `${p}.${k}`));
       }
       return o;
     }

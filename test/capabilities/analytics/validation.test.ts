@@ -11,3 +11,16 @@ describe("log hash", () => {
     expect(logHash("1", "A", "m", "error")).not.toBe(logHash("1", "A", "m", "crash"));
   });
 });
+
+describe("event metadata keys", () => {
+  it("keeps a key named __proto__ as a key like any other (not dropped, no prototype set)", async () => {
+    const { validateEvent } = await import("../../../src/capabilities/analytics/validation.js");
+    const { Violations } = await import("../../../src/kernel/errors.js");
+    const v = new Violations();
+    const now = new Date();
+    const row = validateEvent(v, "", { name: "opened", metadata: JSON.parse('{"__proto__":"x","plan":"pro"}'), createdAt: now.toISOString() }, { now, clockSkewMs: 60_000 }, false);
+    expect(v.fields).toEqual({});
+    expect(Object.getPrototypeOf(row!.metadata)).toBe(Object.prototype);
+    expect(Object.entries(row!.metadata)).toEqual([["__proto__", "x"], ["plan", "pro"]]);
+  });
+});

@@ -1,4 +1,5 @@
-import { create } from "@bufbuild/protobuf";
+import { create, fromJson, toJson } from "@bufbuild/protobuf";
+import { HttpRequestSchema } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
 import { SessionSchema, BatchSessionsRequestSchema, EndSessionRequestSchema } from "../../../gen/pulsebase/platform/v1/session_pb.js";
@@ -41,6 +42,19 @@ describe("REST JSON decoding", () => {
     const v = new Violations();
     decodeRest(EndSessionRequestSchema, JSON.parse('{"constructor":1,"toString":2,"__proto__":3,"hasOwnProperty":4}'), v);
     expect(Object.keys(v.fields).sort()).toEqual(["__proto__", "constructor", "hasOwnProperty", "toString"]);
+  });
+
+  it("decodes a map key named __proto__ as an own entry, as fromJson does, without touching the prototype", () => {
+    const json = JSON.parse('{"method":"GET","headers":{"__proto__":"x","constructor":"y","a":"b"}}');
+    const v = new Violations();
+    const m = decodeRest(HttpRequestSchema, json, v) as unknown as { headers: Record<string, string> };
+    expect(v.fields).toEqual({});
+    const ref = fromJson(HttpRequestSchema, json);
+    expect(Object.getPrototypeOf(m.headers)).toBe(Object.getPrototypeOf(ref.headers));
+    expect(Object.keys(m.headers)).toEqual(Object.keys(ref.headers));
+    expect(Object.getOwnPropertyDescriptor(m.headers, "__proto__")?.value).toBe("x");
+    expect(encodeRest(HttpRequestSchema, m as never).headers).toEqual(toJson(HttpRequestSchema, ref).headers);
+    expect(Object.keys(encodeRest(HttpRequestSchema, m as never).headers as object)).toContain("__proto__");
   });
 
   it("refuses a file part where a JSON object is expected (its bytes are not JSON)", () => {
