@@ -482,7 +482,7 @@ export const COMMANDS: Command[] = [
   rpc("functions kv get", "--app ID --key KEY", "One key with its value", FunctionService, "GetKvEntry", (f, c) => (need(f, c, "app", "key"), { app_id: str(f, "app"), key: str(f, "key") })),
   rpc("functions kv delete", "--app ID --key KEY", "Delete one key", FunctionService, "DeleteKvEntry", (f, c) => (need(f, c, "app", "key"), { app_id: str(f, "app"), key: str(f, "key") })),
   rpc("functions egress get", "--app ID", "Where the application's functions may fetch (no policy set: any public host, private addresses refused)", FunctionService, "GetEgressPolicy", (f, c) => (need(f, c, "app"), { app_id: str(f, "app") })),
-  rpc("functions egress set", "--app ID [--allow HOST,*.DOMAIN,...] [--allow-private]", "Replace the fetch egress policy: without --allow any public host; --allow-private also opens loopback and private ranges (never cloud metadata)", FunctionService, "SetEgressPolicy", (f, c) => (need(f, c, "app"), { app_id: str(f, "app"), allow_hosts: list(f, "allow") ?? [], allow_private: boolFlag(f, "allow-private") ?? false })),
+  rpc("functions egress set", "--app ID [--allow HOST,*.DOMAIN,...] [--allow-private]", "Replace the fetch egress policy: without --allow any public host; --allow-private also opens private ranges (never loopback, link-local, cloud metadata or the server's own listeners)", FunctionService, "SetEgressPolicy", (f, c) => (need(f, c, "app"), { app_id: str(f, "app"), allow_hosts: list(f, "allow") ?? [], allow_private: boolFlag(f, "allow-private") ?? false })),
   rpc("functions dead-letters list", `--app ID [--function ID] ${PAGE}`, "Event deliveries that failed every attempt", FunctionService, "ListFunctionDeadLetters", (f, c) => (need(f, c, "app"), { app_id: str(f, "app"), function_id: str(f, "function"), ...page(f) })),
   rpc("functions dead-letters replay", "--app ID [--function ID] [--ids ID,ID]", "Deliver dead letters again (all of the app's, or of one function, without --ids)", FunctionService, "ReplayFunctionDeadLetters", (f, c) => (need(f, c, "app"), { app_id: str(f, "app"), function_id: str(f, "function"), ids: list(f, "ids") })),
 
@@ -596,6 +596,15 @@ export const COMMANDS: Command[] = [
     },
   },
   rpc("invitations list", "--team ID", "A team's invitations", AccountService, "ListInvitations", (f, c) => (need(f, c, "team"), { team_id: str(f, "team") })),
+  {
+    name: "users password-link", usage: "--user USER_ID [--team ID]",
+    summary: "A one-time link (24 hours) with which an account without a password (users create) chooses its first one",
+    run: async (ctx) => {
+      need(ctx.flags, "users password-link", "user");
+      const link = await invoke(ctx, AccountService, "CreatePasswordLink", { user_id: str(ctx.flags, "user")!, team_id: str(ctx.flags, "team") ?? "0" });
+      return { ...link, link_path: `/set-password#token=${String(link.token)}` };
+    },
+  },
 
   // -------------------------------------------------------------- any method
   {

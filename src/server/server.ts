@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   );
   // Until the first owner is set up, every start prints a fresh one-time link (the previous one stops working).
   const link = await setupLink(app.console.accounts, config.console.publicUrl ?? `http://127.0.0.1:${ports.admin}`);
-  if (link) console.log(`\nConsole: set up the first owner (one-time link):\n  ${link}\n`);
+  if (link) console.log(`\nConsole: set up the first owner (one-time link, valid 24 hours):\n  ${link}\n`);
   if (op.created) {
     console.log(`\nOperator token (saved in ${op.file}):\n  ${op.token}\nUse it with the CLI: export PULSEBASE_OPERATOR_TOKEN=${op.token}\n`);
   }

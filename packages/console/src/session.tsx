@@ -1,5 +1,5 @@
 // Signing in: the session bootstraps with GetMe (the cookie alone), and the
-// first-owner setup, sign-in and invitation pages.
+// first-owner setup, sign-in, invitation and set-password pages.
 import { createContext, useContext, useEffect, useState, type FormEvent, type ReactNode } from "react";
 import { Code } from "@connectrpc/connect";
 import type { Me } from "../../../gen/pulsebase/admin/v1/account_pb.js";
@@ -30,7 +30,7 @@ export function useCan(teamId: bigint | number | undefined, need: Role): boolean
   return teamId !== undefined && s.roleIn(teamId) >= need;
 }
 
-const PUBLIC = ["/setup", "/login", "/invite"];
+const PUBLIC = ["/setup", "/login", "/invite", "/set-password"];
 
 export function SessionProvider({ children }: { children: ReactNode }) {
   const { loc, go } = useRouter();
@@ -62,6 +62,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
     };
     if (loc.path === "/setup") return <SetupPage onDone={done} />;
     if (loc.path === "/invite") return <InvitePage onDone={done} />;
+    if (loc.path === "/set-password") return <SetPasswordPage onDone={done} />;
     return <LoginPage onDone={done} />;
   }
   if (me === undefined) return <Loading text="Signing in…" />;
@@ -182,13 +183,12 @@ function InvitePage({ onDone }: { onDone(m: Me): void }) {
           <p>
             <strong>{inv.data.email}</strong> is invited to <strong>{inv.data.teamName}</strong> as <strong>{Role[inv.data.role]?.toLowerCase()}</strong>.
           </p>
-          {!inv.data.accountExists && (
-            <Field label="Your name">
-              <input name="name" required value={name} onChange={(e) => setName(e.target.value)} autoFocus />
-            </Field>
-          )}
-          <Field label={inv.data.accountExists ? "Your password" : "Choose a password"} hint={inv.data.accountExists ? undefined : "At least 10 characters."}>
-            <input type="password" name="password" autoComplete={inv.data.accountExists ? "current-password" : "new-password"} required value={password} onChange={(e) => setPassword(e.target.value)} />
+          {/* The server does not say whether the email has an account: one form for both. */}
+          <Field label="Your name" hint="For a new account.">
+            <input name="name" value={name} onChange={(e) => setName(e.target.value)} autoFocus />
+          </Field>
+          <Field label="Password" hint="A new account: choose one (at least 10 characters). An existing account: its password.">
+            <input type="password" name="password" autoComplete="current-password" required value={password} onChange={(e) => setPassword(e.target.value)} />
           </Field>
           <ErrorBox error={act.error} />
           <button type="submit" className="primary" disabled={act.busy}>
@@ -196,6 +196,31 @@ function InvitePage({ onDone }: { onDone(m: Me): void }) {
           </button>
         </form>
       )}
+    </AuthCard>
+  );
+}
+
+function SetPasswordPage({ onDone }: { onDone(m: Me): void }) {
+  const token = tokenFromHash();
+  const [password, setPassword] = useState("");
+  const act = useAction(async () => onDone(await api.account.setPassword({ token, password })));
+  return (
+    <AuthCard title="Choose your password">
+      {!token && <p className="notice">Open the set-password link you were given (it ends in #token=…).</p>}
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          void act.run();
+        }}
+      >
+        <Field label="Password" hint="At least 10 characters.">
+          <input type="password" name="password" autoComplete="new-password" required minLength={10} value={password} onChange={(e) => setPassword(e.target.value)} autoFocus />
+        </Field>
+        <ErrorBox error={act.error} />
+        <button type="submit" className="primary" disabled={act.busy || !token}>
+          Set password and sign in
+        </button>
+      </form>
     </AuthCard>
   );
 }

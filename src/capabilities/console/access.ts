@@ -17,8 +17,8 @@ import type { CallPolicy } from "../../kernel/call-policy.js";
 import { appError, errorDetail } from "../../kernel/errors.js";
 import { bearerToken, kClientAddress, sameToken } from "../../kernel/principal.js";
 import type { AccountStore, MembershipRow } from "./account-store.js";
-import type { AuditStore } from "./audit-store.js";
-import { cookieValue, SESSION_COOKIE } from "./cookies.js";
+import { AUDIT_VALUE_CHARS, cut, type AuditStore } from "./audit-store.js";
+import { SESSION_CONFLICT_MESSAGE, sessionCookies } from "./cookies.js";
 import { kAuditNote, kOperator, kUserAgent, roleIn, type AuditNote, type OperatorPrincipal } from "./principal.js";
 import { roleOf } from "./roles.js";
 import type { ScopeResolver } from "./scope-resolver.js";
@@ -101,7 +101,8 @@ function auditResource(desc: DescMessage, msg: Message): Record<string, string> 
     if (!(AUDIT_FIELDS.has(f.name) || f.name.endsWith("_id")) || !r.isSet(f)) continue;
     const v = r.get(f) as unknown;
     const s = typeof v === "string" ? v : String(v);
-    out[f.name] = s.length > 500 ? s.slice(0, 500) + "…" : s;
+    // Cut here already (the store cuts every field again): a huge request value is not copied around.
+    out[f.name] = cut(s, AUDIT_VALUE_CHARS);
   }
   return out;
 }
@@ -135,8 +136,11 @@ export function accessPolicy(deps: AccessDeps): CallPolicy {
       const admin = deps.operatorTokenRole === Role.ADMIN;
       return { kind: "service", userId: 0, name: "operator token", email: "", admin, everyTeam: admin ? undefined : deps.operatorTokenRole, teams: new Map() };
     }
-    const secret = cookieValue(header.get("cookie"), SESSION_COOKIE);
-    if (!secret) return undefined;
+    const cookies = sessionCookies(header.get("cookie"));
+    // Two session cookies: one may be planted (cookie tossing); never pick one (static-console.ts clears them).
+    if (cookies.kind === "conflict") throw appError("unauthenticated", SESSION_CONFLICT_MESSAGE);
+    if (cookies.kind === "none" || !cookies.secret) return undefined;
+    const secret = cookies.secret;
     const s = await deps.accounts.session(secret);
     if (!s) return undefined;
     const p = principalFromMemberships(s.user, s.teams);

@@ -1,8 +1,8 @@
 // pulsebase.admin.v1.AccountService: first-owner setup, sign-in and
-// sign-out, members and roles, invitations, the audit log.
+// sign-out, members and roles, invitations, set-password links, the audit log.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { AccountService, InvitationSchema, MeSchema, type Invitation, type Me } from "../../../gen/pulsebase/admin/v1/account_pb.js";
 import { Role } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import { appError, Violations } from "../../kernel/errors.js";
@@ -13,10 +13,13 @@ import type { AuditStore } from "./audit-store.js";
 import { clearedSessionCookie, sessionCookie } from "./cookies.js";
 import type { LoginLimiter } from "./login-limiter.js";
 import { hashPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, verifyPassword } from "./password.js";
-import { kAuditNote, kOperator, kUserAgent, operatorOf, type OperatorPrincipal } from "./principal.js";
+import { kAuditNote, kOperator, kUserAgent, operatorOf, roleIn, type OperatorPrincipal } from "./principal.js";
 import { roleName, roleOf } from "./roles.js";
 
 const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+/** The longest address SMTP carries (RFC 5321 path, less the brackets). */
+export const MAX_EMAIL_LENGTH = 254;
+const TOO_LONG_EMAIL = `The email must not be longer than ${MAX_EMAIL_LENGTH} characters.`;
 
 export interface AccountServiceDeps {
   accounts: AccountStore;
@@ -32,12 +35,17 @@ function checkPassword(v: Violations, field: string, password: string): void {
   else if (password.length > MAX_PASSWORD_LENGTH) v.add(field, `The password must not be longer than ${MAX_PASSWORD_LENGTH} characters.`);
 }
 
+function checkEmail(v: Violations, field: string, email: string): void {
+  if (email.length > MAX_EMAIL_LENGTH) v.add(field, TOO_LONG_EMAIL);
+  else if (!EMAIL_RE.test(email)) v.add(field, "The email field must be a valid email address.");
+}
+
 function checkName(v: Violations, field: string, value: string): void {
   if (!value.trim()) v.add(field, `The ${field} field is required.`);
   else if (value.length > 200) v.add(field, `The ${field} field must not be longer than 200 characters.`);
 }
 
-function invitationMessage(r: InvitationRow, extra: { token?: string; accountExists?: boolean } = {}): Invitation {
+function invitationMessage(r: InvitationRow, extra: { token?: string } = {}): Invitation {
   return create(InvitationSchema, {
     id: BigInt(r.id),
     teamId: BigInt(r.team_id),
@@ -102,24 +110,30 @@ export function createAccountServiceImpl(deps: AccountServiceDeps): ServiceImpl<
     async completeSetup(req, ctx) {
       const v = new Violations();
       checkName(v, "name", req.name);
-      if (!EMAIL_RE.test(req.email)) v.add("email", "The email field must be a valid email address.");
+      checkEmail(v, "email", req.email);
       checkPassword(v, "password", req.password);
       if (!req.setupToken) v.add("setup_token", "The setup_token field is required (from the link printed at start).");
       v.throwIfAny();
-      await limiter.attempt(ctx.values.get(kClientAddress), "setup");
-      const user = await accounts.completeSetup(req.setupToken, {
-        name: req.name.trim(),
-        email: req.email,
-        passwordHash: await hashPassword(req.password),
-        teamName: req.teamName.trim() || "Default",
-      });
-      if (!user) {
-        await limiter.failed("setup");
-        throw appError("permission_denied", "The setup link is invalid or was already used.");
+      const address = ctx.values.get(kClientAddress);
+      // Wrong tokens are counted per address: a guesser locks itself out, not the operator.
+      const key = `setup ${address}`;
+      await limiter.attempt(address, key);
+      try {
+        const user = await accounts.completeSetup(req.setupToken, {
+          name: req.name.trim(),
+          email: req.email,
+          passwordHash: await hashPassword(req.password),
+          teamName: req.teamName.trim().slice(0, 200) || "Default",
+        });
+        return await signIn(ctx, user);
+      } catch (e) {
+        if (e instanceof ConnectError && e.code === Code.PermissionDenied) await limiter.failed(key);
+        throw e;
       }
-      return signIn(ctx, user);
     },
     async login(req, ctx) {
+      // Before anything else: a huge email would reach the limiter's keys and the audit note.
+      if (req.email.length > MAX_EMAIL_LENGTH) throw appError("validation_failed", TOO_LONG_EMAIL, { fields: { email: [TOO_LONG_EMAIL] } });
       const email = req.email.trim().toLowerCase();
       if (!email || !req.password) {
         throw appError("validation_failed", "Email and password are required.", { fields: { ...(email ? {} : { email: ["required"] }), ...(req.password ? {} : { password: ["required"] }) } });
@@ -181,7 +195,7 @@ export function createAccountServiceImpl(deps: AccountServiceDeps): ServiceImpl<
     },
     async createInvitation(req, ctx) {
       const v = new Violations();
-      if (!EMAIL_RE.test(req.email)) v.add("email", "The email field must be a valid email address.");
+      checkEmail(v, "email", req.email.trim());
       v.throwIfAny();
       const role = teamRole(req.role);
       const p = operatorOf(ctx);
@@ -201,29 +215,63 @@ export function createAccountServiceImpl(deps: AccountServiceDeps): ServiceImpl<
     async getInvitation(req) {
       const inv = req.token ? await accounts.invitationByToken(req.token) : undefined;
       if (!inv) throw appError("not_found", "The invitation link is invalid, expired or was already used.");
-      const user = await accounts.userByEmail(inv.email);
-      return invitationMessage(inv, { accountExists: !!user?.password_hash });
+      // Whether the email has an account is not told: an owner could invite any address to find out.
+      return invitationMessage(inv);
     },
     async acceptInvitation(req, ctx) {
       const inv = req.token ? await accounts.invitationByToken(req.token) : undefined;
       if (!inv) throw appError("not_found", "The invitation link is invalid, expired or was already used.");
       await limiter.attempt(ctx.values.get(kClientAddress), inv.email);
       const existing = await accounts.userByEmail(inv.email);
-      let passwordHash: string | undefined;
-      if (existing?.password_hash) {
+      let user: AccountRow | undefined;
+      if (existing) {
+        // Accepting as an existing account is signing in as it, with the password it has. An account
+        // without one (CreateUser) cannot: whoever holds the link must not choose its password and
+        // inherit its other teams. It gets one through a set-password link (CreatePasswordLink).
         if (!(await verifyPassword(req.password.slice(0, MAX_PASSWORD_LENGTH), existing.password_hash))) {
           await limiter.failed(inv.email);
-          throw appError("unauthenticated", "Wrong password for this account.");
+          throw appError(
+            "unauthenticated",
+            "This email already has an account: enter its password to accept. An account without a password gets one through a set-password link from the instance administrator or an owner of its team.",
+          );
         }
+        user = await accounts.acceptInvitation(req.token, { userId: Number(existing.id) });
       } else {
         const v = new Violations();
         checkName(v, "name", req.name);
         checkPassword(v, "password", req.password);
         v.throwIfAny();
-        passwordHash = await hashPassword(req.password);
+        user = await accounts.acceptInvitation(req.token, { create: { name: req.name.trim(), passwordHash: await hashPassword(req.password) } });
       }
-      const user = await accounts.acceptInvitation(req.token, { name: req.name.trim(), passwordHash });
       if (!user) throw appError("not_found", "The invitation link is invalid, expired or was already used.");
+      return signIn(ctx, user);
+    },
+    async createPasswordLink(req, ctx) {
+      const p = operatorOf(ctx);
+      const teamId = Number(req.teamId);
+      const account = req.userId > 0n ? await accounts.accountForPasswordLink(Number(req.userId)) : undefined;
+      // An account outside the named team is answered like one that does not exist.
+      if (!account || (teamId > 0 && !account.teams.some((t) => t.team_id === teamId))) throw appError("not_found", "No such member of this team.");
+      if (!p.admin) {
+        // The link opens every team of the account: its maker must own them all, and administrators' accounts are the administrator's.
+        if (account.is_admin) throw appError("permission_denied", "Only the instance administrator may make a set-password link for an administrator's account.");
+        if (account.teams.some((t) => roleIn(p, t.team_id) !== Role.OWNER)) {
+          throw appError("permission_denied", "This account also belongs to teams you do not own: only the instance administrator may make its set-password link.");
+        }
+      }
+      if (account.password_hash) throw appError("failed_precondition", "This account already has a password; set-password links are for accounts without one.");
+      const link = await accounts.createPasswordLink(account.id, p.userId || null);
+      return { userId: BigInt(account.id), email: account.email, token: link.token, expiresAt: timestampFromDate(link.expiresAt) };
+    },
+    async setPassword(req, ctx) {
+      const v = new Violations();
+      checkPassword(v, "password", req.password);
+      v.throwIfAny();
+      const address = ctx.values.get(kClientAddress);
+      // Bounds the password hashing one address can cause (the token itself is 256 random bits).
+      await limiter.attempt(address, `password-link ${address}`);
+      const user = req.token ? await accounts.setPasswordByLink(req.token, await hashPassword(req.password)) : undefined;
+      if (!user) throw appError("not_found", "The set-password link is invalid, expired or was already used.");
       return signIn(ctx, user);
     },
     async listAuditLog(req, ctx) {

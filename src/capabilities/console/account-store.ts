@@ -2,6 +2,7 @@
 // invitations, the first-owner setup token. Secrets (session ids, invitation
 // and setup tokens) are stored as sha256 hashes only.
 import { createHash, randomBytes } from "node:crypto";
+import { appError } from "../../kernel/errors.js";
 import type { Sql } from "../../infra/storage/sql.js";
 import type { RoleName } from "./roles.js";
 
@@ -36,6 +37,11 @@ export function newSecret(): string {
 
 const USER_COLS = "id, name, email, password_hash, is_admin";
 const INVITE_DAYS = 7;
+/** A setup link works this long after the server start that printed it. */
+export const SETUP_LINK_HOURS = 24;
+/** A set-password link works this long after it was made. */
+export const PASSWORD_LINK_HOURS = 24;
+const SETUP_REFUSED = "The setup link is invalid, expired (it works 24 hours after the server start that printed it) or was already used; restart the server for a new one.";
 /** Live sessions a user may hold; signing in again ends the oldest beyond it. */
 export const MAX_SESSIONS_PER_USER = 20;
 /** Pending invitations a team may have at once. */
@@ -81,19 +87,29 @@ export class AccountStore {
 
   /**
    * Creates the first owner and a first team, consuming the setup token, in
-   * one transaction: of two concurrent attempts only one succeeds.
+   * one transaction: of two concurrent attempts only one succeeds. Refused
+   * (permission_denied) when the token is wrong or older than
+   * SETUP_LINK_HOURS, (failed_precondition) once an administrator exists,
+   * and (conflict) for an email that has an account: setup never changes an
+   * existing account. A refusal leaves the token as it was.
    */
-  async completeSetup(token: string, u: { name: string; email: string; passwordHash: string; teamName: string }): Promise<AccountRow | undefined> {
+  async completeSetup(token: string, u: { name: string; email: string; passwordHash: string; teamName: string }): Promise<AccountRow> {
     return this.sql.transaction(async (tx) => {
-      const del = await tx.query("DELETE FROM console_setup WHERE id = 1 AND token_hash = $1", [sha256(token)]);
-      if (del.rowCount === 0) return undefined;
+      const del = await tx.query(
+        "DELETE FROM console_setup WHERE id = 1 AND token_hash = $1 AND created_at > now() - make_interval(hours => $2)",
+        [sha256(token), SETUP_LINK_HOURS],
+      );
+      if (del.rowCount === 0) throw appError("permission_denied", SETUP_REFUSED);
+      if ((await tx.query("SELECT 1 FROM users WHERE is_admin AND password_hash IS NOT NULL LIMIT 1")).rows.length > 0) {
+        throw appError("failed_precondition", "This instance already has an administrator: setup links no longer work. Sign in instead.");
+      }
       const { rows } = await tx.query<AccountRow>(
         `INSERT INTO users (name, email, password_hash, is_admin) VALUES ($1, $2, $3, true)
-         ON CONFLICT (email) DO UPDATE SET name = EXCLUDED.name, password_hash = EXCLUDED.password_hash, is_admin = true
-         RETURNING ${USER_COLS}`,
+         ON CONFLICT (email) DO NOTHING RETURNING ${USER_COLS}`,
         [u.name, u.email.toLowerCase(), u.passwordHash],
       );
-      const user = rows[0]!;
+      const user = rows[0];
+      if (!user) throw appError("conflict", "This email already has an account; setup makes a new one and never changes an existing account. Use another email.", { fields: { email: ["already has an account"] } });
       const team = await tx.query<{ id: number }>("INSERT INTO teams (name) VALUES ($1) RETURNING id", [u.teamName]);
       await tx.query("INSERT INTO team_members (team_id, user_id, role) VALUES ($1, $2, 'owner')", [team.rows[0]!.id, user.id]);
       return { ...user, id: Number(user.id) };
@@ -216,11 +232,13 @@ export class AccountStore {
   }
 
   /**
-   * Accepts the invitation: creates the account when needed (passwordHash
-   * given) and adds the membership, in one transaction. Undefined when the
-   * invitation was used or revoked meanwhile.
+   * Accepts the invitation and adds the membership, in one transaction: as
+   * the existing account `userId` (whose password the caller checked), or
+   * by creating a new account (`create`). Never writes onto an existing
+   * account: an account that appeared meanwhile refuses the creation
+   * (conflict). Undefined when the invitation was used or revoked meanwhile.
    */
-  async acceptInvitation(token: string, account: { name: string; passwordHash?: string }): Promise<AccountRow | undefined> {
+  async acceptInvitation(token: string, as: { userId: number } | { create: { name: string; passwordHash: string } }): Promise<AccountRow | undefined> {
     return this.sql.transaction(async (tx) => {
       const { rows } = await tx.query<{ id: number; team_id: number; email: string; role: string }>(
         `UPDATE team_invitations SET accepted_at = now()
@@ -229,17 +247,18 @@ export class AccountStore {
       );
       const inv = rows[0];
       if (!inv) return undefined;
-      let user = (await tx.query<AccountRow>(`SELECT ${USER_COLS} FROM users WHERE email = $1`, [inv.email])).rows[0];
-      if (!user || !user.password_hash) {
-        if (!account.passwordHash) return undefined;
+      let user: AccountRow | undefined;
+      if ("userId" in as) {
+        user = (await tx.query<AccountRow>(`SELECT ${USER_COLS} FROM users WHERE id = $1 AND email = $2 AND password_hash IS NOT NULL`, [as.userId, inv.email])).rows[0];
+        if (!user) return undefined;
+      } else {
         user = (
           await tx.query<AccountRow>(
-            `INSERT INTO users (name, email, password_hash) VALUES ($1, $2, $3)
-             ON CONFLICT (email) DO UPDATE SET name = EXCLUDED.name, password_hash = EXCLUDED.password_hash
-             RETURNING ${USER_COLS}`,
-            [account.name, inv.email, account.passwordHash],
+            `INSERT INTO users (name, email, password_hash) VALUES ($1, $2, $3) ON CONFLICT (email) DO NOTHING RETURNING ${USER_COLS}`,
+            [as.create.name, inv.email, as.create.passwordHash],
           )
-        ).rows[0]!;
+        ).rows[0];
+        if (!user) throw appError("conflict", "This email has an account now: sign in with its password to accept.");
       }
       await tx.query(
         `INSERT INTO team_members (team_id, user_id, role) VALUES ($1, $2, $3)
@@ -247,6 +266,49 @@ export class AccountStore {
         [inv.team_id, user.id, inv.role],
       );
       return { ...user, id: Number(user.id) };
+    });
+  }
+
+  /** A password-less account's teams (with roles), for deciding who may give it a password. */
+  async accountForPasswordLink(userId: number): Promise<(AccountRow & { teams: MembershipRow[] }) | undefined> {
+    const { rows } = await this.sql.query<AccountRow>(`SELECT ${USER_COLS} FROM users WHERE id = $1`, [userId]);
+    const user = rows[0];
+    if (!user) return undefined;
+    return { ...user, id: Number(user.id), teams: await this.memberships(Number(user.id)) };
+  }
+
+  /** A new one-time set-password link for the account (replacing its earlier ones); returns the secret. */
+  async createPasswordLink(userId: number, createdBy: number | null): Promise<{ token: string; expiresAt: Date }> {
+    const token = newSecret();
+    return this.sql.transaction(async (tx) => {
+      // Expired links of everyone go too: the table stays bounded.
+      await tx.query("DELETE FROM password_links WHERE user_id = $1 OR expires_at <= now()", [userId]);
+      const { rows } = await tx.query<{ expires_at: Date }>(
+        `INSERT INTO password_links (token_hash, user_id, created_by, expires_at)
+         VALUES ($1, $2, $3, now() + make_interval(hours => $4)) RETURNING expires_at`,
+        [sha256(token), userId, createdBy, PASSWORD_LINK_HOURS],
+      );
+      return { token, expiresAt: new Date(rows[0]!.expires_at) };
+    });
+  }
+
+  /**
+   * Consumes a live set-password link and sets the first password of its
+   * account, in one transaction; undefined when the link is unknown, used or
+   * expired, or the account has a password by now.
+   */
+  async setPasswordByLink(token: string, passwordHash: string): Promise<AccountRow | undefined> {
+    return this.sql.transaction(async (tx) => {
+      const link = await tx.query<{ user_id: number }>(
+        "DELETE FROM password_links WHERE token_hash = $1 AND expires_at > now() RETURNING user_id",
+        [sha256(token)],
+      );
+      if (!link.rows[0]) return undefined;
+      const { rows } = await tx.query<AccountRow>(
+        `UPDATE users SET password_hash = $2 WHERE id = $1 AND password_hash IS NULL RETURNING ${USER_COLS}`,
+        [link.rows[0].user_id, passwordHash],
+      );
+      return rows[0] && { ...rows[0], id: Number(rows[0].id) };
     });
   }
 }

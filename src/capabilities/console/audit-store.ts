@@ -1,6 +1,8 @@
 // The audit log: one row per admin mutation attempt (who, what, which
 // resource, which team, the outcome, from where). Append-only from the
-// service; read newest first.
+// service; read newest first. Every field is cut here, whatever the caller
+// hands in (an anonymous sign-in must not be able to write megabytes), and
+// rows older than the retention are deleted by sweep().
 import type { Sql } from "../../infra/storage/sql.js";
 
 export interface AuditRecord {
@@ -29,15 +31,42 @@ export interface AuditRow {
   user_agent: string;
 }
 
+/** The longest value of a resource entry (the SQL of RunSql is the long one). */
+export const AUDIT_VALUE_CHARS = 500;
+const AUDIT_KEY_CHARS = 64;
+const AUDIT_KEYS = 32;
+/** Rows deleted per statement of a sweep (a long-neglected table goes in bounded steps). */
+const SWEEP_BATCH = 5000;
+
+/** `s` cut to `n` characters, with an ellipsis when cut. */
+export function cut(s: string, n: number): string {
+  return s.length > n ? s.slice(0, n) + "…" : s;
+}
+
 export class AuditStore {
   constructor(readonly sql: Sql) {}
 
   async append(r: AuditRecord): Promise<void> {
+    const resource: Record<string, string> = {};
+    for (const [k, v] of Object.entries(r.resource).slice(0, AUDIT_KEYS)) resource[cut(k, AUDIT_KEY_CHARS)] = cut(String(v), AUDIT_VALUE_CHARS);
     await this.sql.query(
       `INSERT INTO audit_log (actor_kind, actor_user_id, actor_email, method, resource, team_id, outcome, address, user_agent)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-      [r.actorKind, r.actorUserId ?? null, r.actorEmail, r.method, JSON.stringify(r.resource), r.teamId ?? null, r.outcome, r.address, r.userAgent.slice(0, 300)],
+      [cut(r.actorKind, 20), r.actorUserId ?? null, cut(r.actorEmail, 254), cut(r.method, 200), JSON.stringify(resource), r.teamId ?? null, cut(r.outcome, 64), cut(r.address, 64), cut(r.userAgent, 300)],
     );
+  }
+
+  /** Deletes the rows older than `days` days; returns how many went. */
+  async sweep(days: number): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const { rowCount } = await this.sql.query(
+        `DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE at < now() - make_interval(days => $1) ORDER BY at LIMIT $2)`,
+        [days, SWEEP_BATCH],
+      );
+      total += rowCount;
+      if (rowCount < SWEEP_BATCH) return total;
+    }
   }
 
   /** Newest first, before the id `beforeId` (0: from the newest); team undefined lists all. */

@@ -1,6 +1,6 @@
 // The console capability's module definition, wired once per server: the
 // AccountService, the access policy of every admin method, the built
-// front end at / of the admin listener.
+// front end at / of the admin listener, and the audit log's retention sweep.
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { AccountService } from "../../../gen/pulsebase/admin/v1/account_pb.js";
@@ -26,11 +26,36 @@ export interface ConsoleModule extends PulsebaseModule {
   adminRoutes(app: FastifyInstance): Promise<void>;
 }
 
+/** How often each process deletes audit rows past the retention (at start, then hourly). */
+export const AUDIT_SWEEP_MS = 3600_000;
+
 export function createConsoleModule(opts: { sql: Sql; logger: Logger; operatorToken: string; config: ConsoleConfig; mediaBaseUrl: string }): ConsoleModule {
   const accounts = new AccountStore(opts.sql);
   const audit = new AuditStore(opts.sql);
+  const days = opts.config.auditRetentionDays;
+  let timer: NodeJS.Timeout | undefined;
+  let sweeping: Promise<void> | undefined;
+  const sweep = () => {
+    // One at a time; every process sweeps (deleting by age is idempotent).
+    sweeping ??= audit
+      .sweep(days)
+      .then((n) => void (n > 0 && opts.logger.info({ deleted: n, retentionDays: days }, "audit log: old rows deleted")))
+      .catch((err: unknown) => opts.logger.warn({ err }, "audit log: retention sweep failed (retrying in an hour)"))
+      .finally(() => (sweeping = undefined));
+  };
   return {
     name: "console",
+    async start() {
+      if (days <= 0 || timer) return;
+      sweep();
+      timer = setInterval(sweep, AUDIT_SWEEP_MS);
+      timer.unref();
+    },
+    async stop() {
+      clearInterval(timer);
+      timer = undefined;
+      await sweeping;
+    },
     accounts,
     audit,
     policy: accessPolicy({

@@ -4,12 +4,13 @@
 // deployed and run with its logs, a content type and an entry with an image
 // authored and published and read back through /api/v1, a viewer invited
 // and refused what it may not do (in the page and on the server), and the
-// audit log of it all. CONSOLE_SCREENSHOTS=dir also saves the main pages
+// audit log of it all; a CLI-made account's set-password link. CONSOLE_SCREENSHOTS=dir also saves the main pages
 // (npm run console:screenshots writes docs/console/).
 import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AccountService } from "../../../gen/pulsebase/admin/v1/account_pb.js";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { CONSOLE_DIST } from "../../../src/capabilities/console/static-console.js";
 import { createModules } from "../../../src/server/modules.js";
@@ -85,7 +86,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     await page.getByRole("button", { name: "Create owner account" }).click();
     await page.waitForURL(/\/apps/);
     await until(() => page.getByText("No applications yet.").isVisible()).toBe(true);
-    const cookie = (await owner.cookies()).find((c) => c.name === "pb_session")!;
+    const cookie = (await owner.cookies()).find((c) => c.name === "__Host-pb_session")!;
     expect(cookie).toMatchObject({ httpOnly: true, secure: true, sameSite: "Strict" });
     expect(await page.evaluate(() => [(globalThis as unknown as { document: { cookie: string } }).document.cookie, JSON.stringify(globalThis.localStorage), JSON.stringify(globalThis.sessionStorage)])).toEqual(["", "{}", "{}"]);
     // A reload keeps the session (the cookie, not the page, holds it).
@@ -217,7 +218,7 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     watch(v);
     await v.goto(link);
     await v.getByLabel("Your name").fill("Vera Viewer");
-    await v.getByLabel("Choose a password").fill("a long viewer password");
+    await v.getByLabel("Password").fill("a long viewer password");
     await v.getByRole("button", { name: "Join Acme" }).click();
     await v.waitForURL(/\/apps/);
     await v.getByTestId("app-key").waitFor();
@@ -264,6 +265,23 @@ describe("the console in Chromium", { timeout: 120_000 }, () => {
     await page.getByRole("button", { name: "Create team" }).click();
     await until(() => page.getByLabel("Team", { exact: true }).inputValue()).not.toBe("1");
     expect(await page.getByRole("table", { name: "Members" }).textContent()).toContain("ada@example.com");
+    expect(cspViolations).toEqual([]);
+  });
+
+  it("lets an account made by the CLI choose its first password from a set-password link", async () => {
+    const user = await s.admin.createUser({ name: "Cli Carl", email: "carl@example.com" });
+    const team = await s.admin.createTeam({ name: "Carl's", memberUserIds: [user.id] });
+    const link = await s.adminClient(AccountService).createPasswordLink({ teamId: team.id, userId: user.id });
+    const ctx = await browser.newContext({ ignoreHTTPSErrors: true });
+    const c = await ctx.newPage();
+    watch(c);
+    await c.goto(`${s.adminUrl}/set-password#token=${link.token}`);
+    await c.getByLabel("Password").fill("carl's first password");
+    await c.getByRole("button", { name: "Set password and sign in" }).click();
+    await c.waitForURL(/\/apps/);
+    const me = await c.evaluate(async () => (await (await fetch("/pulsebase.admin.v1.AccountService/GetMe", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).json()) as { email: string });
+    expect(me.email).toBe("carl@example.com");
+    await ctx.close();
     expect(cspViolations).toEqual([]);
   });
 });

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file pulsebase/admin/v1/account.proto.
  */
 export const file_pulsebase_admin_v1_account: GenFile = /*@__PURE__*/
-  fileDesc("CiBwdWxzZWJhc2UvYWRtaW4vdjEvYWNjb3VudC5wcm90bxIScHVsc2ViYXNlLmFkbWluLnYxIhcKFUdldFNldHVwU3RhdHVzUmVxdWVzdCIiCgtTZXR1cFN0YXR1cxITCgtuZWVkc19zZXR1cBgBIAEoCCJtChRDb21wbGV0ZVNldHVwUmVxdWVzdBITCgtzZXR1cF90b2tlbhgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWVtYWlsGAMgASgJEhAKCHBhc3N3b3JkGAQgASgJEhEKCXRlYW1fbmFtZRgFIAEoCSIvCgxMb2dpblJlcXVlc3QSDQoFZW1haWwYASABKAkSEAoIcGFzc3dvcmQYAiABKAkiDwoNTG9nb3V0UmVxdWVzdCIfCg5Mb2dvdXRSZXNwb25zZRINCgVlbmRlZBgBIAEoBSIOCgxHZXRNZVJlcXVlc3QiVwoIVGVhbVJvbGUSDwoHdGVhbV9pZBgBIAEoAxIRCgl0ZWFtX25hbWUYAiABKAkSJwoEcm9sZRgDIAEoDjIZLnB1bHNlYmFzZS5jb21tb24udjEuUm9sZSLSAQoCTWUSDwoHdXNlcl9pZBgBIAEoAxIMCgRuYW1lGAIgASgJEg0KBWVtYWlsGAMgASgJEg0KBWFkbWluGAQgASgIEisKBXRlYW1zGAUgAygLMhwucHVsc2ViYXNlLmFkbWluLnYxLlRlYW1Sb2xlEhIKCmNzcmZfdG9rZW4YBiABKAkSNgoSc2Vzc2lvbl9leHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5tZWRpYV9iYXNlX3VybBgIIAEoCSJfCgZNZW1iZXISDwoHdXNlcl9pZBgBIAEoAxIMCgRuYW1lGAIgASgJEg0KBWVtYWlsGAMgASgJEicKBHJvbGUYBCABKA4yGS5wdWxzZWJhc2UuY29tbW9uLnYxLlJvbGUiKwoSTGlzdE1lbWJlcnNSZXF1ZXN0EhUKB3RlYW1faWQYASABKANCBJi1GAEiQgoTTGlzdE1lbWJlcnNSZXNwb25zZRIrCgdtZW1iZXJzGAEgAygLMhoucHVsc2ViYXNlLmFkbWluLnYxLk1lbWJlciJnChRTZXRNZW1iZXJSb2xlUmVxdWVzdBIVCgd0ZWFtX2lkGAEgASgDQgSYtRgBEg8KB3VzZXJfaWQYAiABKAMSJwoEcm9sZRgDIAEoDjIZLnB1bHNlYmFzZS5jb21tb24udjEuUm9sZSI9ChNSZW1vdmVNZW1iZXJSZXF1ZXN0EhUKB3RlYW1faWQYASABKANCBJi1GAESDwoHdXNlcl9pZBgCIAEoAyIWChRSZW1vdmVNZW1iZXJSZXNwb25zZSKsAgoKSW52aXRhdGlvbhIKCgJpZBgBIAEoAxIPCgd0ZWFtX2lkGAIgASgDEhEKCXRlYW1fbmFtZRgDIAEoCRINCgVlbWFpbBgEIAEoCRInCgRyb2xlGAUgASgOMhkucHVsc2ViYXNlLmNvbW1vbi52MS5Sb2xlEg0KBXRva2VuGAYgASgJEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2FjY2VwdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5hY2NvdW50X2V4aXN0cxgKIAEoCCJoChdDcmVhdGVJbnZpdGF0aW9uUmVxdWVzdBIVCgd0ZWFtX2lkGAEgASgDQgSYtRgBEg0KBWVtYWlsGAIgASgJEicKBHJvbGUYAyABKA4yGS5wdWxzZWJhc2UuY29tbW9uLnYxLlJvbGUiLwoWTGlzdEludml0YXRpb25zUmVxdWVzdBIVCgd0ZWFtX2lkGAEgASgDQgSYtRgBIk4KF0xpc3RJbnZpdGF0aW9uc1Jlc3BvbnNlEjMKC2ludml0YXRpb25zGAEgAygLMh4ucHVsc2ViYXNlLmFkbWluLnYxLkludml0YXRpb24iRwoXUmV2b2tlSW52aXRhdGlvblJlcXVlc3QSFQoHdGVhbV9pZBgBIAEoA0IEmLUYARIVCg1pbnZpdGF0aW9uX2lkGAIgASgDIhoKGFJldm9rZUludml0YXRpb25SZXNwb25zZSIlChRHZXRJbnZpdGF0aW9uUmVxdWVzdBINCgV0b2tlbhgBIAEoCSJIChdBY2NlcHRJbnZpdGF0aW9uUmVxdWVzdBINCgV0b2tlbhgBIAEoCRIMCgRuYW1lGAIgASgJEhAKCHBhc3N3b3JkGAMgASgJIsgCCgpBdWRpdEVudHJ5EgoKAmlkGAEgASgDEiYKAmF0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgphY3Rvcl9raW5kGAMgASgJEhUKDWFjdG9yX3VzZXJfaWQYBCABKAMSEwoLYWN0b3JfZW1haWwYBSABKAkSDgoGbWV0aG9kGAYgASgJEj4KCHJlc291cmNlGAcgAygLMiwucHVsc2ViYXNlLmFkbWluLnYxLkF1ZGl0RW50cnkuUmVzb3VyY2VFbnRyeRIPCgd0ZWFtX2lkGAggASgDEg8KB291dGNvbWUYCSABKAkSDwoHYWRkcmVzcxgKIAEoCRISCgp1c2VyX2FnZW50GAsgASgJGi8KDVJlc291cmNlRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJTChNMaXN0QXVkaXRMb2dSZXF1ZXN0EhUKB3RlYW1faWQYASABKANCBJi1GAESEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiYAoUTGlzdEF1ZGl0TG9nUmVzcG9uc2USLwoHZW50cmllcxgBIAMoCzIeLnB1bHNlYmFzZS5hZG1pbi52MS5BdWRpdEVudHJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTLeCwoOQWNjb3VudFNlcnZpY2USYgoOR2V0U2V0dXBTdGF0dXMSKS5wdWxzZWJhc2UuYWRtaW4udjEuR2V0U2V0dXBTdGF0dXNSZXF1ZXN0Gh8ucHVsc2ViYXNlLmFkbWluLnYxLlNldHVwU3RhdHVzIgTQuxgBElsKDUNvbXBsZXRlU2V0dXASKC5wdWxzZWJhc2UuYWRtaW4udjEuQ29tcGxldGVTZXR1cFJlcXVlc3QaFi5wdWxzZWJhc2UuYWRtaW4udjEuTWUiCNC7GAHYuxgBEksKBUxvZ2luEiAucHVsc2ViYXNlLmFkbWluLnYxLkxvZ2luUmVxdWVzdBoWLnB1bHNlYmFzZS5hZG1pbi52MS5NZSII0LsYAdi7GAESWQoGTG9nb3V0EiEucHVsc2ViYXNlLmFkbWluLnYxLkxvZ291dFJlcXVlc3QaIi5wdWxzZWJhc2UuYWRtaW4udjEuTG9nb3V0UmVzcG9uc2UiCNC7GALYuxgBEmMKEExvZ291dEV2ZXJ5d2hlcmUSIS5wdWxzZWJhc2UuYWRtaW4udjEuTG9nb3V0UmVxdWVzdBoiLnB1bHNlYmFzZS5hZG1pbi52MS5Mb2dvdXRSZXNwb25zZSII0LsYAti7GAESRwoFR2V0TWUSIC5wdWxzZWJhc2UuYWRtaW4udjEuR2V0TWVSZXF1ZXN0GhYucHVsc2ViYXNlLmFkbWluLnYxLk1lIgTQuxgCEmQKC0xpc3RNZW1iZXJzEiYucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RNZW1iZXJzUmVxdWVzdBonLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0TWVtYmVyc1Jlc3BvbnNlIgTQuxgCEl8KDVNldE1lbWJlclJvbGUSKC5wdWxzZWJhc2UuYWRtaW4udjEuU2V0TWVtYmVyUm9sZVJlcXVlc3QaGi5wdWxzZWJhc2UuYWRtaW4udjEuTWVtYmVyIgjQuxgE2LsYARJrCgxSZW1vdmVNZW1iZXISJy5wdWxzZWJhc2UuYWRtaW4udjEuUmVtb3ZlTWVtYmVyUmVxdWVzdBooLnB1bHNlYmFzZS5hZG1pbi52MS5SZW1vdmVNZW1iZXJSZXNwb25zZSII0LsYBNi7GAESaQoQQ3JlYXRlSW52aXRhdGlvbhIrLnB1bHNlYmFzZS5hZG1pbi52MS5DcmVhdGVJbnZpdGF0aW9uUmVxdWVzdBoeLnB1bHNlYmFzZS5hZG1pbi52MS5JbnZpdGF0aW9uIgjQuxgE2LsYARJwCg9MaXN0SW52aXRhdGlvbnMSKi5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEludml0YXRpb25zUmVxdWVzdBorLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0SW52aXRhdGlvbnNSZXNwb25zZSIE0LsYBBJ3ChBSZXZva2VJbnZpdGF0aW9uEisucHVsc2ViYXNlLmFkbWluLnYxLlJldm9rZUludml0YXRpb25SZXF1ZXN0GiwucHVsc2ViYXNlLmFkbWluLnYxLlJldm9rZUludml0YXRpb25SZXNwb25zZSII0LsYBNi7GAESXwoNR2V0SW52aXRhdGlvbhIoLnB1bHNlYmFzZS5hZG1pbi52MS5HZXRJbnZpdGF0aW9uUmVxdWVzdBoeLnB1bHNlYmFzZS5hZG1pbi52MS5JbnZpdGF0aW9uIgTQuxgBEmEKEEFjY2VwdEludml0YXRpb24SKy5wdWxzZWJhc2UuYWRtaW4udjEuQWNjZXB0SW52aXRhdGlvblJlcXVlc3QaFi5wdWxzZWJhc2UuYWRtaW4udjEuTWUiCNC7GAHYuxgBEmcKDExpc3RBdWRpdExvZxInLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0QXVkaXRMb2dSZXF1ZXN0GigucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RBdWRpdExvZ1Jlc3BvbnNlIgTQuxgCYgZwcm90bzM", [file_google_protobuf_timestamp, file_pulsebase_common_v1_options]);
+  fileDesc("CiBwdWxzZWJhc2UvYWRtaW4vdjEvYWNjb3VudC5wcm90bxIScHVsc2ViYXNlLmFkbWluLnYxIhcKFUdldFNldHVwU3RhdHVzUmVxdWVzdCIiCgtTZXR1cFN0YXR1cxITCgtuZWVkc19zZXR1cBgBIAEoCCJtChRDb21wbGV0ZVNldHVwUmVxdWVzdBITCgtzZXR1cF90b2tlbhgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWVtYWlsGAMgASgJEhAKCHBhc3N3b3JkGAQgASgJEhEKCXRlYW1fbmFtZRgFIAEoCSIvCgxMb2dpblJlcXVlc3QSDQoFZW1haWwYASABKAkSEAoIcGFzc3dvcmQYAiABKAkiDwoNTG9nb3V0UmVxdWVzdCIfCg5Mb2dvdXRSZXNwb25zZRINCgVlbmRlZBgBIAEoBSIOCgxHZXRNZVJlcXVlc3QiVwoIVGVhbVJvbGUSDwoHdGVhbV9pZBgBIAEoAxIRCgl0ZWFtX25hbWUYAiABKAkSJwoEcm9sZRgDIAEoDjIZLnB1bHNlYmFzZS5jb21tb24udjEuUm9sZSLSAQoCTWUSDwoHdXNlcl9pZBgBIAEoAxIMCgRuYW1lGAIgASgJEg0KBWVtYWlsGAMgASgJEg0KBWFkbWluGAQgASgIEisKBXRlYW1zGAUgAygLMhwucHVsc2ViYXNlLmFkbWluLnYxLlRlYW1Sb2xlEhIKCmNzcmZfdG9rZW4YBiABKAkSNgoSc2Vzc2lvbl9leHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5tZWRpYV9iYXNlX3VybBgIIAEoCSJfCgZNZW1iZXISDwoHdXNlcl9pZBgBIAEoAxIMCgRuYW1lGAIgASgJEg0KBWVtYWlsGAMgASgJEicKBHJvbGUYBCABKA4yGS5wdWxzZWJhc2UuY29tbW9uLnYxLlJvbGUiKwoSTGlzdE1lbWJlcnNSZXF1ZXN0EhUKB3RlYW1faWQYASABKANCBJi1GAEiQgoTTGlzdE1lbWJlcnNSZXNwb25zZRIrCgdtZW1iZXJzGAEgAygLMhoucHVsc2ViYXNlLmFkbWluLnYxLk1lbWJlciJnChRTZXRNZW1iZXJSb2xlUmVxdWVzdBIVCgd0ZWFtX2lkGAEgASgDQgSYtRgBEg8KB3VzZXJfaWQYAiABKAMSJwoEcm9sZRgDIAEoDjIZLnB1bHNlYmFzZS5jb21tb24udjEuUm9sZSI9ChNSZW1vdmVNZW1iZXJSZXF1ZXN0EhUKB3RlYW1faWQYASABKANCBJi1GAESDwoHdXNlcl9pZBgCIAEoAyIWChRSZW1vdmVNZW1iZXJSZXNwb25zZSKwAgoKSW52aXRhdGlvbhIKCgJpZBgBIAEoAxIPCgd0ZWFtX2lkGAIgASgDEhEKCXRlYW1fbmFtZRgDIAEoCRINCgVlbWFpbBgEIAEoCRInCgRyb2xlGAUgASgOMhkucHVsc2ViYXNlLmNvbW1vbi52MS5Sb2xlEg0KBXRva2VuGAYgASgJEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2FjY2VwdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaCg5hY2NvdW50X2V4aXN0cxgKIAEoCEICGAEiaAoXQ3JlYXRlSW52aXRhdGlvblJlcXVlc3QSFQoHdGVhbV9pZBgBIAEoA0IEmLUYARINCgVlbWFpbBgCIAEoCRInCgRyb2xlGAMgASgOMhkucHVsc2ViYXNlLmNvbW1vbi52MS5Sb2xlIi8KFkxpc3RJbnZpdGF0aW9uc1JlcXVlc3QSFQoHdGVhbV9pZBgBIAEoA0IEmLUYASJOChdMaXN0SW52aXRhdGlvbnNSZXNwb25zZRIzCgtpbnZpdGF0aW9ucxgBIAMoCzIeLnB1bHNlYmFzZS5hZG1pbi52MS5JbnZpdGF0aW9uIkcKF1Jldm9rZUludml0YXRpb25SZXF1ZXN0EhUKB3RlYW1faWQYASABKANCBJi1GAESFQoNaW52aXRhdGlvbl9pZBgCIAEoAyIaChhSZXZva2VJbnZpdGF0aW9uUmVzcG9uc2UiJQoUR2V0SW52aXRhdGlvblJlcXVlc3QSDQoFdG9rZW4YASABKAkiSAoXQWNjZXB0SW52aXRhdGlvblJlcXVlc3QSDQoFdG9rZW4YASABKAkSDAoEbmFtZRgCIAEoCRIQCghwYXNzd29yZBgDIAEoCSJDChlDcmVhdGVQYXNzd29yZExpbmtSZXF1ZXN0EhUKB3RlYW1faWQYASABKANCBJi1GAESDwoHdXNlcl9pZBgCIAEoAyJtCgxQYXNzd29yZExpbmsSDwoHdXNlcl9pZBgBIAEoAxINCgVlbWFpbBgCIAEoCRINCgV0b2tlbhgDIAEoCRIuCgpleHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI1ChJTZXRQYXNzd29yZFJlcXVlc3QSDQoFdG9rZW4YASABKAkSEAoIcGFzc3dvcmQYAiABKAkiyAIKCkF1ZGl0RW50cnkSCgoCaWQYASABKAMSJgoCYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmFjdG9yX2tpbmQYAyABKAkSFQoNYWN0b3JfdXNlcl9pZBgEIAEoAxITCgthY3Rvcl9lbWFpbBgFIAEoCRIOCgZtZXRob2QYBiABKAkSPgoIcmVzb3VyY2UYByADKAsyLC5wdWxzZWJhc2UuYWRtaW4udjEuQXVkaXRFbnRyeS5SZXNvdXJjZUVudHJ5Eg8KB3RlYW1faWQYCCABKAMSDwoHb3V0Y29tZRgJIAEoCRIPCgdhZGRyZXNzGAogASgJEhIKCnVzZXJfYWdlbnQYCyABKAkaLwoNUmVzb3VyY2VFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlMKE0xpc3RBdWRpdExvZ1JlcXVlc3QSFQoHdGVhbV9pZBgBIAEoA0IEmLUYARIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJgChRMaXN0QXVkaXRMb2dSZXNwb25zZRIvCgdlbnRyaWVzGAEgAygLMh4ucHVsc2ViYXNlLmFkbWluLnYxLkF1ZGl0RW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJMqgNCg5BY2NvdW50U2VydmljZRJiCg5HZXRTZXR1cFN0YXR1cxIpLnB1bHNlYmFzZS5hZG1pbi52MS5HZXRTZXR1cFN0YXR1c1JlcXVlc3QaHy5wdWxzZWJhc2UuYWRtaW4udjEuU2V0dXBTdGF0dXMiBNC7GAESWwoNQ29tcGxldGVTZXR1cBIoLnB1bHNlYmFzZS5hZG1pbi52MS5Db21wbGV0ZVNldHVwUmVxdWVzdBoWLnB1bHNlYmFzZS5hZG1pbi52MS5NZSII0LsYAdi7GAESSwoFTG9naW4SIC5wdWxzZWJhc2UuYWRtaW4udjEuTG9naW5SZXF1ZXN0GhYucHVsc2ViYXNlLmFkbWluLnYxLk1lIgjQuxgB2LsYARJZCgZMb2dvdXQSIS5wdWxzZWJhc2UuYWRtaW4udjEuTG9nb3V0UmVxdWVzdBoiLnB1bHNlYmFzZS5hZG1pbi52MS5Mb2dvdXRSZXNwb25zZSII0LsYAti7GAESYwoQTG9nb3V0RXZlcnl3aGVyZRIhLnB1bHNlYmFzZS5hZG1pbi52MS5Mb2dvdXRSZXF1ZXN0GiIucHVsc2ViYXNlLmFkbWluLnYxLkxvZ291dFJlc3BvbnNlIgjQuxgC2LsYARJHCgVHZXRNZRIgLnB1bHNlYmFzZS5hZG1pbi52MS5HZXRNZVJlcXVlc3QaFi5wdWxzZWJhc2UuYWRtaW4udjEuTWUiBNC7GAISZAoLTGlzdE1lbWJlcnMSJi5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdE1lbWJlcnNSZXF1ZXN0GicucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RNZW1iZXJzUmVzcG9uc2UiBNC7GAISXwoNU2V0TWVtYmVyUm9sZRIoLnB1bHNlYmFzZS5hZG1pbi52MS5TZXRNZW1iZXJSb2xlUmVxdWVzdBoaLnB1bHNlYmFzZS5hZG1pbi52MS5NZW1iZXIiCNC7GATYuxgBEmsKDFJlbW92ZU1lbWJlchInLnB1bHNlYmFzZS5hZG1pbi52MS5SZW1vdmVNZW1iZXJSZXF1ZXN0GigucHVsc2ViYXNlLmFkbWluLnYxLlJlbW92ZU1lbWJlclJlc3BvbnNlIgjQuxgE2LsYARJpChBDcmVhdGVJbnZpdGF0aW9uEisucHVsc2ViYXNlLmFkbWluLnYxLkNyZWF0ZUludml0YXRpb25SZXF1ZXN0Gh4ucHVsc2ViYXNlLmFkbWluLnYxLkludml0YXRpb24iCNC7GATYuxgBEnAKD0xpc3RJbnZpdGF0aW9ucxIqLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0SW52aXRhdGlvbnNSZXF1ZXN0GisucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RJbnZpdGF0aW9uc1Jlc3BvbnNlIgTQuxgEEncKEFJldm9rZUludml0YXRpb24SKy5wdWxzZWJhc2UuYWRtaW4udjEuUmV2b2tlSW52aXRhdGlvblJlcXVlc3QaLC5wdWxzZWJhc2UuYWRtaW4udjEuUmV2b2tlSW52aXRhdGlvblJlc3BvbnNlIgjQuxgE2LsYARJfCg1HZXRJbnZpdGF0aW9uEigucHVsc2ViYXNlLmFkbWluLnYxLkdldEludml0YXRpb25SZXF1ZXN0Gh4ucHVsc2ViYXNlLmFkbWluLnYxLkludml0YXRpb24iBNC7GAESYQoQQWNjZXB0SW52aXRhdGlvbhIrLnB1bHNlYmFzZS5hZG1pbi52MS5BY2NlcHRJbnZpdGF0aW9uUmVxdWVzdBoWLnB1bHNlYmFzZS5hZG1pbi52MS5NZSII0LsYAdi7GAESbwoSQ3JlYXRlUGFzc3dvcmRMaW5rEi0ucHVsc2ViYXNlLmFkbWluLnYxLkNyZWF0ZVBhc3N3b3JkTGlua1JlcXVlc3QaIC5wdWxzZWJhc2UuYWRtaW4udjEuUGFzc3dvcmRMaW5rIgjQuxgE2LsYARJXCgtTZXRQYXNzd29yZBImLnB1bHNlYmFzZS5hZG1pbi52MS5TZXRQYXNzd29yZFJlcXVlc3QaFi5wdWxzZWJhc2UuYWRtaW4udjEuTWUiCNC7GAHYuxgBEmcKDExpc3RBdWRpdExvZxInLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0QXVkaXRMb2dSZXF1ZXN0GigucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RBdWRpdExvZ1Jlc3BvbnNlIgTQuxgCYgZwcm90bzM", [file_google_protobuf_timestamp, file_pulsebase_common_v1_options]);
 
 /**
  * @generated from message pulsebase.admin.v1.GetSetupStatusRequest
@@ -420,10 +420,11 @@ export type Invitation = Message<"pulsebase.admin.v1.Invitation"> & {
   acceptedAt?: Timestamp | undefined;
 
   /**
-   * GetInvitation: the email already has an account (sign in instead of
-   * choosing a password).
+   * Always false: GetInvitation does not tell whether the email has an
+   * account (an owner could learn it by inviting any address).
    *
-   * @generated from field: bool account_exists = 10;
+   * @generated from field: bool account_exists = 10 [deprecated = true];
+   * @deprecated
    */
   accountExists: boolean;
 };
@@ -576,6 +577,86 @@ export const AcceptInvitationRequestSchema: GenMessage<AcceptInvitationRequest> 
   messageDesc(file_pulsebase_admin_v1_account, 22);
 
 /**
+ * @generated from message pulsebase.admin.v1.CreatePasswordLinkRequest
+ */
+export type CreatePasswordLinkRequest = Message<"pulsebase.admin.v1.CreatePasswordLinkRequest"> & {
+  /**
+   * A team the account belongs to (0: the administrator, for any account).
+   *
+   * @generated from field: int64 team_id = 1;
+   */
+  teamId: bigint;
+
+  /**
+   * @generated from field: int64 user_id = 2;
+   */
+  userId: bigint;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.CreatePasswordLinkRequest.
+ * Use `create(CreatePasswordLinkRequestSchema)` to create a new message.
+ */
+export const CreatePasswordLinkRequestSchema: GenMessage<CreatePasswordLinkRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_account, 23);
+
+/**
+ * @generated from message pulsebase.admin.v1.PasswordLink
+ */
+export type PasswordLink = Message<"pulsebase.admin.v1.PasswordLink"> & {
+  /**
+   * @generated from field: int64 user_id = 1;
+   */
+  userId: bigint;
+
+  /**
+   * @generated from field: string email = 2;
+   */
+  email: string;
+
+  /**
+   * The secret of the link (/set-password#token=...), shown once; stored hashed.
+   *
+   * @generated from field: string token = 3;
+   */
+  token: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 4;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.PasswordLink.
+ * Use `create(PasswordLinkSchema)` to create a new message.
+ */
+export const PasswordLinkSchema: GenMessage<PasswordLink> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_account, 24);
+
+/**
+ * @generated from message pulsebase.admin.v1.SetPasswordRequest
+ */
+export type SetPasswordRequest = Message<"pulsebase.admin.v1.SetPasswordRequest"> & {
+  /**
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * @generated from field: string password = 2;
+   */
+  password: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.SetPasswordRequest.
+ * Use `create(SetPasswordRequestSchema)` to create a new message.
+ */
+export const SetPasswordRequestSchema: GenMessage<SetPasswordRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_account, 25);
+
+/**
  * @generated from message pulsebase.admin.v1.AuditEntry
  */
 export type AuditEntry = Message<"pulsebase.admin.v1.AuditEntry"> & {
@@ -650,7 +731,7 @@ export type AuditEntry = Message<"pulsebase.admin.v1.AuditEntry"> & {
  * Use `create(AuditEntrySchema)` to create a new message.
  */
 export const AuditEntrySchema: GenMessage<AuditEntry> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_account, 23);
+  messageDesc(file_pulsebase_admin_v1_account, 26);
 
 /**
  * @generated from message pulsebase.admin.v1.ListAuditLogRequest
@@ -677,7 +758,7 @@ export type ListAuditLogRequest = Message<"pulsebase.admin.v1.ListAuditLogReques
  * Use `create(ListAuditLogRequestSchema)` to create a new message.
  */
 export const ListAuditLogRequestSchema: GenMessage<ListAuditLogRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_account, 24);
+  messageDesc(file_pulsebase_admin_v1_account, 27);
 
 /**
  * @generated from message pulsebase.admin.v1.ListAuditLogResponse
@@ -699,7 +780,7 @@ export type ListAuditLogResponse = Message<"pulsebase.admin.v1.ListAuditLogRespo
  * Use `create(ListAuditLogResponseSchema)` to create a new message.
  */
 export const ListAuditLogResponseSchema: GenMessage<ListAuditLogResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_account, 25);
+  messageDesc(file_pulsebase_admin_v1_account, 28);
 
 /**
  * AccountService: operator accounts of the console (sign-in with email and
@@ -823,7 +904,8 @@ export const AccountService: GenService<{
     output: typeof RevokeInvitationResponseSchema;
   },
   /**
-   * What an invitation link offers (team, email, role), for its page.
+   * What an invitation link offers (team, email, role), for its page. The
+   * same answer whether the email has an account or not.
    *
    * @generated from rpc pulsebase.admin.v1.AccountService.GetInvitation
    */
@@ -834,13 +916,39 @@ export const AccountService: GenService<{
   },
   /**
    * Joins the team; creates the account when the email has none (name and
-   * password required), else checks its password. Signs in.
+   * password required), else signs in as that account with its password.
+   * Never sets the password of an existing account (one without a password
+   * gets it through CreatePasswordLink). Signs in.
    *
    * @generated from rpc pulsebase.admin.v1.AccountService.AcceptInvitation
    */
   acceptInvitation: {
     methodKind: "unary";
     input: typeof AcceptInvitationRequestSchema;
+    output: typeof MeSchema;
+  },
+  /**
+   * A one-time link (/set-password#token=..., valid 24 hours) with which an
+   * account that has no password yet (made by CreateUser) chooses its first
+   * one. Made by the instance administrator, or by an owner of the named
+   * team who owns every team the account belongs to; not for administrators'
+   * accounts (administrator only) nor accounts that have a password.
+   *
+   * @generated from rpc pulsebase.admin.v1.AccountService.CreatePasswordLink
+   */
+  createPasswordLink: {
+    methodKind: "unary";
+    input: typeof CreatePasswordLinkRequestSchema;
+    output: typeof PasswordLinkSchema;
+  },
+  /**
+   * Sets the first password of the link's account and signs in.
+   *
+   * @generated from rpc pulsebase.admin.v1.AccountService.SetPassword
+   */
+  setPassword: {
+    methodKind: "unary";
+    input: typeof SetPasswordRequestSchema;
     output: typeof MeSchema;
   },
   /**
