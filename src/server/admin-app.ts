@@ -27,6 +27,31 @@ import { h2cServerFactory } from "./h2c-server.js";
 import { grpcMessageEncoding } from "../transport/connect/grpc-message.js";
 import type { ServiceBinding } from "../kernel/module.js";
 import { requestIdOf } from "./public-app.js";
+import { isIP } from "node:net";
+
+/**
+ * Whether the admin listener answers a request with this Host (issue #28,
+ * DNS rebinding: a web page whose host name the attacker points at
+ * 127.0.0.1 would otherwise reach the listener as a same-origin page).
+ * Accepted: no Host at all (not a browser), any IP literal (a page can only
+ * have that origin by being served from that address), `localhost`, and the
+ * configured names (PULSEBASE_ADMIN_HOST, PULSEBASE_ADMIN_HOSTS, the host
+ * of PULSEBASE_CONSOLE_URL), with any port.
+ */
+export function adminHostAllowed(host: string | undefined, names: ReadonlySet<string>): boolean {
+  if (host === undefined || host === "") return true;
+  let name = host.trim().toLowerCase();
+  if (name.startsWith("[")) {
+    const end = name.indexOf("]");
+    if (end < 0) return false;
+    name = name.slice(1, end);
+  } else {
+    const colon = name.lastIndexOf(":");
+    if (colon >= 0) name = name.slice(0, colon);
+  }
+  if (name.endsWith(".")) name = name.slice(0, -1);
+  return isIP(name) !== 0 || name === "localhost" || names.has(name);
+}
 
 export async function buildAdminApp(opts: {
   logger: Logger;
@@ -44,6 +69,8 @@ export async function buildAdminApp(opts: {
   rpcPipeline?: "fast" | "connect-node";
   /** Proxies whose X-Forwarded-For gives the client's address (audit log, sign-in limits). */
   trustedProxies?: string[];
+  /** Host names answered besides localhost and IP literals (adminHostAllowed); others get 421. */
+  allowedHosts?: string[];
 }): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: opts.logger,
@@ -54,8 +81,13 @@ export async function buildAdminApp(opts: {
     serverFactory: h2cServerFactory,
     trustProxy: opts.trustedProxies?.length ? opts.trustedProxies : false,
   }) as unknown as FastifyInstance;
+  const hostNames = new Set((opts.allowedHosts ?? []).map((h) => h.trim().toLowerCase().replace(/^\[|\]$/g, "")).filter(Boolean));
   app.addHook("onRequest", async (req, reply) => {
     reply.header("x-request-id", req.id);
+    const host = req.headers.host ?? (req.headers[":authority"] as string | undefined);
+    if (!adminHostAllowed(host, hostNames)) {
+      return sendError(reply, "platform", appError("misdirected_request", "This listener does not answer for this host name; add it to PULSEBASE_ADMIN_HOSTS if it is yours."));
+    }
   });
   grpcMessageEncoding(app);
   app.get("/healthz", (_req, reply) => reply.send({ status: "ok" }));

@@ -6,6 +6,7 @@ import { readdir, readFile } from "node:fs/promises";
 import { extname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { FastifyInstance, FastifyReply } from "fastify";
+import { clearingCookies, sessionCookies } from "./cookies.js";
 
 export const CONSOLE_DIST = fileURLToPath(new URL("../../../packages/console/dist/", import.meta.url));
 
@@ -59,6 +60,14 @@ function secure(reply: FastifyReply): FastifyReply {
 
 /** Loads the files once (a few hundred kB) and registers the routes. */
 export async function registerConsole(app: FastifyInstance, dist = CONSOLE_DIST): Promise<void> {
+  // Every answer to a request with two session cookies (or the old name)
+  // removes them, whatever route serves it: the access policy refuses such a
+  // call (access.ts), and the browser must not send them again. Set on the
+  // raw response so the RPC codecs' writeHead keeps it.
+  app.addHook("onRequest", async (req, reply) => {
+    const c = sessionCookies(req.headers.cookie);
+    if (c.kind === "conflict" || c.legacy) reply.raw.setHeader("set-cookie", clearingCookies(req.url));
+  });
   const files = new Map<string, { body: Buffer; type: string }>();
   try {
     for (const f of await walk(dist)) {

@@ -4,7 +4,8 @@
 // PRAGMA introspection, CREATE VIEW/TRIGGER, WITH, EXPLAIN are allowed. What
 // stays refused (operator-sql-guard): ATTACH/DETACH, extension loading, the
 // file functions, VACUUM INTO, PRAGMAs that change settings, and writes to
-// the service's _pulsebase_* tables.
+// the service's _pulsebase_* tables, and the pragmas that print where the
+// server keeps the file (hostPathReason).
 import { join } from "node:path";
 import { withTimeout } from "../../kernel/deadlines.js";
 import { appError, Violations } from "../../kernel/errors.js";
@@ -14,7 +15,7 @@ import { EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool }
 import type { EngineResult, EngineStatement } from "../../infra/libsql/engine-protocol.js";
 import { checkOperatorStatement } from "./operator-sql-guard.js";
 import type { RemoteExecutor } from "../../infra/libsql/remote-executor.js";
-import { firstWord } from "../../infra/libsql/sql-guard.js";
+import { firstWord, foldForMatching } from "../../infra/libsql/sql-guard.js";
 import { splitStatements, type SplitStatement } from "../../infra/libsql/sql-splitter.js";
 import { tokenize } from "../../infra/libsql/sql-tokenizer.js";
 
@@ -46,6 +47,8 @@ export function createOperatorSql(deps: OperatorSqlDeps): OperatorSql {
       if (split.length === 0) throw appError("validation_failed", "The sql contains no statement.", { fields: { sql: ["contains no statement"] } });
       if (split.length > limits.maxStatements) throw appError("validation_failed", `At most ${limits.maxStatements} statements.`, { fields: { sql: ["too many statements"] } });
       const statements: EngineStatement[] = split.map((s) => {
+        const hostPath = hostPathReason(s.sql);
+        if (hostPath) throw appError("forbidden_query", hostPath);
         const verdict = checkOperatorStatement(s.sql, s.tokens);
         if (!verdict.ok) throw appError("forbidden_query", verdict.reason);
         return { sql: s.sql, args: [], verb: firstWord(s.tokens) ?? "" };
@@ -93,6 +96,23 @@ export function createOperatorSql(deps: OperatorSqlDeps): OperatorSql {
       return results.map((r, i) => ({ ...r, sql: statements[i]?.sql ?? "" }));
     },
   };
+}
+
+/**
+ * Pragmas whose answer names a directory or file of the server's host
+ * (database_list's `file` column is the database's absolute path): refused
+ * as words anywhere in the folded text, so the PRAGMA form, the
+ * pragma_* table-valued form, a schema prefix, any quoting, comments and
+ * subqueries are all caught; a view or trigger naming them cannot be created.
+ */
+const HOST_PATH_WORDS = new Set(["database_list", "temp_store_directory", "data_store_directory"]);
+
+export function hostPathReason(sql: string): string | undefined {
+  for (const m of foldForMatching(sql).matchAll(/[\p{L}\p{N}_]+/gu)) {
+    const w = m[0].startsWith("pragma_") ? m[0].slice(7) : m[0];
+    if (HOST_PATH_WORDS.has(w)) return `${w} is not allowed: it shows the database file's path on the server.`;
+  }
+  return undefined;
 }
 
 const words = (st: SplitStatement) => st.tokens.filter((t) => t.kind === "word").map((t) => t.text.toUpperCase());

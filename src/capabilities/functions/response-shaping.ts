@@ -69,6 +69,28 @@ export function privateCacheControl(value: string): string {
 }
 const FORBIDDEN_PREFIXES = ["x-pulsebase-", "access-control-", "proxy-", ":"];
 
+/**
+ * The policy every HTTP trigger answer carries unless the operator turns it
+ * off (PULSEBASE_FUNCTION_SANDBOX_CSP=false). Without allow-same-origin a
+ * page a function serves runs in an opaque origin: it cannot read or set the
+ * cookies of the host name it shares with every application and, on
+ * 127.0.0.1, with the console (issue #28, "cookie tossing"), nor use that
+ * origin's storage. Scripts, forms, popups and downloads still work.
+ */
+export const FUNCTION_SANDBOX_CSP = "sandbox allow-scripts allow-forms allow-popups allow-downloads allow-modals";
+
+/**
+ * Adds the sandbox to a shaped answer's headers (in place). A function's
+ * own Content-Security-Policy is kept and the sandbox appended as a second
+ * policy (after a comma): browsers enforce both, so the function cannot
+ * lift the sandbox, only narrow it further.
+ */
+export function withSandboxCsp(headers: Record<string, string>): void {
+  const own = headers["content-security-policy"];
+  if (own === undefined) headers["content-security-policy"] = FUNCTION_SANDBOX_CSP;
+  else if (!own.endsWith(FUNCTION_SANDBOX_CSP)) headers["content-security-policy"] = `${own}, ${FUNCTION_SANDBOX_CSP}`;
+}
+
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 // Visible ASCII, space, tab and obs-text; no CR, LF or NUL.
 const VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;

@@ -39,7 +39,7 @@ describe("first-owner setup", () => {
     expect(owner.me.admin).toBe(true);
     expect(owner.me.teams.map((t) => [t.teamName, t.role])).toEqual([["Acme", Role.OWNER]]);
     teamId = owner.me.teams[0]!.teamId;
-    expect(owner.setCookie).toMatch(/^pb_session=[\w-]{40,};/);
+    expect(owner.setCookie).toMatch(/^__Host-pb_session=[\w-]{40,};/);
     for (const flag of ["HttpOnly", "Secure", "SameSite=Strict", "Path=/"]) expect(owner.setCookie).toContain(flag);
     expect((await anon.getSetupStatus({})).needsSetup).toBe(false);
     // A later setup token cannot make a second owner once one exists? It can be

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConnectError } from "@connectrpc/connect";
 import { createTestDb, type TestDb } from "../../helpers/db.js";
 import { errorDetail } from "../../../src/kernel/errors.js";
+import { FUNCTION_SANDBOX_CSP } from "../../../src/capabilities/functions/response-shaping.js";
 import { consumerOfApp, createApp, createHarness, dec, deployHttp, enc, setPlan, type Harness } from "./fixtures.js";
 
 let db: TestDb;
@@ -182,7 +183,8 @@ describe("request and response", () => {
     const json = await call("shape", { query: { kind: "json" } });
     expect([json.status, json.headers["content-type"], dec.decode(json.body)]).toEqual([201, "application/json", '{"a":1}']);
     const forbidden = await call("shape", { query: { kind: "forbidden" } });
-    expect(forbidden.headers).toEqual({ "x-ok": "yes", "content-type": "text/plain; charset=utf-8" });
+    // (the sandbox policy is the server's: docs/console.md, "Session cookie and host names")
+    expect(forbidden.headers).toEqual({ "x-ok": "yes", "content-type": "text/plain; charset=utf-8", "content-security-policy": FUNCTION_SANDBOX_CSP });
     expect(dec.decode((await call("shape", { query: { kind: "array" } })).body)).toBe("[1,2]");
     const str = await call("shape", { query: { kind: "string" } });
     expect([str.status, str.headers["content-type"], dec.decode(str.body)]).toEqual([200, "application/json", '"just text"']);
