@@ -31,7 +31,8 @@ export async function functionsFetchScenarios(ctx: BenchContext): Promise<Row[]>
     const app = await ctx.admin.getApp({ key: { case: "id", value: appId } });
     await ctx.admin.setAppPlan({ appId, plan: { ...app.plan!, functionInvocationsPerMinute: 0 } });
     const fns = ctx.adminClient(AdminFunctionService);
-    // the local server is on loopback: the application opts in to private addresses
+    // the local server is on loopback: the application opts in to private addresses (and bench/run.ts sets
+    // PULSEBASE_FUNCTION_EGRESS_ALLOW_LOOPBACK, the operator's test switch)
     await fns.setEgressPolicy({ appId, allowPrivate: true });
     for (const [name, code] of [["trivial", TRIVIAL], ["fetcher", FETCHER]] as const) {
       const fn = await fns.createFunction({ appId, name, invocationsPerMinute: 100_000_000 });

@@ -98,7 +98,11 @@ beforeAll(async () => {
   upstreamUrl = `http://127.0.0.1:${port}`;
   s = await startTestServer({
     modules: createModules,
-    env: { NATS_URL: "", PULSEBASE_FUNCTION_FETCH_SUBREQUESTS: "20", PULSEBASE_FUNCTION_FETCH_RESPONSE_BYTES: String(1024 * 1024) },
+    env: {
+      NATS_URL: "", PULSEBASE_FUNCTION_FETCH_SUBREQUESTS: "20", PULSEBASE_FUNCTION_FETCH_RESPONSE_BYTES: String(1024 * 1024),
+      // the operator's test switch: the local upstream is on loopback (never the server's own listeners)
+      PULSEBASE_FUNCTION_EGRESS_ALLOW_LOOPBACK: "1",
+    },
   });
   const fns = s.adminClient(AdminFunctionService);
   for (const name of ["open", "closed", "listed", "other", "fresh"] as const) {
@@ -194,6 +198,21 @@ describe("fetch from a function", () => {
       // the allowed first hop was made, the refused one never
       expect(received.slice(before).map((x) => x.path)).toEqual(["/go"]);
     }
+  });
+});
+
+describe("the server's own listeners", () => {
+  it("stay closed to an application allowed private addresses, even with the loopback test switch on", async () => {
+    const admin = new URL(s.adminUrl).port, https = new URL(s.httpsUrl).port;
+    const before = received.length;
+    for (const url of [`${s.adminUrl}/metrics`, `http://localhost:${admin}/metrics`, `http://[::ffff:127.0.0.1]:${admin}/metrics`, `${s.httpsUrl}/healthz`, `${s.httpUrl}/`, `https://localhost:${https}/healthz`]) {
+      const r = await call("open", { url });
+      expect(r.json.error, url).toMatchObject({ code: "egress_refused", typeError: true });
+      expect(r.json.error.message, url).toMatch(/own listeners/);
+    }
+    // the local upstream, loopback too, is reached (the switch is on)
+    expect((await call("open", { url: "UPSTREAM/api/items", read: "json" })).json).toMatchObject({ status: 200 });
+    expect(received.length).toBe(before + 1);
   });
 });
 

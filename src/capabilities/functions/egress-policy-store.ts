@@ -46,6 +46,8 @@ export function normalizeHost(entry: string): string | undefined {
   if (!labels.every((l) => LABEL.test(l))) return undefined;
   // "*.com"-like patterns would open a whole top-level domain
   if (wildcard && labels.length < 2) return undefined;
+  // a name ending in a number is an IPv4 address to a URL ("*.0.0.1" only ever met 127.0.0.1, issue #28)
+  if (/^\d+$/.test(labels[labels.length - 1]!)) return undefined;
   return h;
 }
 

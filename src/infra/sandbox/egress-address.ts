@@ -4,28 +4,36 @@
 // hands only those to the socket), so neither a DNS answer that changes
 // between check and connect nor a redirect reaches a refused address.
 import { BlockList, isIPv4, isIPv6 } from "node:net";
+import { networkInterfaces } from "node:os";
 
-/** Why an address is refused: "private" ranges open with the policy's allowPrivate, the others never. */
-export type RefusedKind = "private" | "metadata" | "reserved";
+/**
+ * Why an address is refused: "private" ranges open with the policy's
+ * allowPrivate; "loopback" (this machine) only with the operator's test switch
+ * as well (PULSEBASE_FUNCTION_EGRESS_ALLOW_LOOPBACK); the others never.
+ */
+export type RefusedKind = "private" | "loopback" | "link-local" | "metadata" | "reserved";
 
-// Not routable on the public internet, or reaching this machine or its
-// neighbours: refused unless the application's policy allows private ranges.
+// Not routable on the public internet: refused unless the application's
+// policy allows private ranges.
 const PRIVATE_V4: Array<[string, number]> = [
-  ["127.0.0.0", 8], // loopback
   ["10.0.0.0", 8],
   ["172.16.0.0", 12],
   ["192.168.0.0", 16],
-  ["169.254.0.0", 16], // link-local
   ["100.64.0.0", 10], // carrier-grade NAT
   ["192.0.0.0", 24], // IETF protocol assignments
   ["198.18.0.0", 15], // benchmarking
 ];
 const PRIVATE_V6: Array<[string, number]> = [
-  ["::1", 128], // loopback
   ["fc00::", 7], // unique local
-  ["fe80::", 10], // link-local
   ["fec0::", 10], // site-local (deprecated)
 ];
+// This machine: its admin listener (/metrics on every tenant, the operator
+// API) and every other local service. Never with allowPrivate (issue #28).
+const LOOPBACK_V4: Array<[string, number]> = [["127.0.0.0", 8]];
+const LOOPBACK_V6: Array<[string, number]> = [["::1", 128]];
+// The link's neighbours and its auto-configuration services: never.
+const LINK_LOCAL_V4: Array<[string, number]> = [["169.254.0.0", 16]];
+const LINK_LOCAL_V6: Array<[string, number]> = [["fe80::", 10]];
 // Never a destination, whatever the policy.
 const RESERVED_V4: Array<[string, number]> = [
   ["0.0.0.0", 8], // "this network", unspecified
@@ -53,6 +61,8 @@ function list(v4: Array<[string, number]>, v6: Array<[string, number]>): BlockLi
 }
 const privateList = list(PRIVATE_V4, PRIVATE_V6);
 const reservedList = list(RESERVED_V4, RESERVED_V6);
+const loopbackList = list(LOOPBACK_V4, LOOPBACK_V6);
+const linkLocalList = list(LINK_LOCAL_V4, LINK_LOCAL_V6);
 
 /** The IPv4 address an IPv6 address carries (mapped ::ffff:a.b.c.d, compatible ::a.b.c.d, NAT64 64:ff9b::/96, 6to4 2002::/16), else undefined. */
 function embeddedV4(ip: string): string | undefined {
@@ -94,6 +104,8 @@ export function refusedAddress(ip: string): RefusedKind | undefined {
   if (isIPv4(bare)) {
     if (METADATA.has(bare)) return "metadata";
     if (reservedList.check(bare, "ipv4")) return "reserved";
+    if (loopbackList.check(bare, "ipv4")) return "loopback";
+    if (linkLocalList.check(bare, "ipv4")) return "link-local";
     if (privateList.check(bare, "ipv4")) return "private";
     return undefined;
   }
@@ -105,6 +117,8 @@ export function refusedAddress(ip: string): RefusedKind | undefined {
   const v4 = embeddedV4(bare);
   if (v4 !== undefined) return refusedAddress(v4);
   if (reservedList.check(canonical, "ipv6")) return "reserved";
+  if (loopbackList.check(canonical, "ipv6")) return "loopback";
+  if (linkLocalList.check(canonical, "ipv6")) return "link-local";
   if (privateList.check(canonical, "ipv6")) return "private";
   return undefined;
 }
@@ -122,4 +136,67 @@ function compressV6(words: number[]): string {
   const hex = words.map((w) => w.toString(16));
   if (best < 0) return hex.join(":");
   return `${hex.slice(0, best).join(":")}::${hex.slice(best + bestLen).join(":")}`;
+}
+
+/** One form per address: an IPv4 address carried in IPv6 as the IPv4 text, IPv6 compressed lower case; undefined when not an IP. */
+export function canonicalIp(ip: string): string | undefined {
+  const bare = ip.startsWith("[") && ip.endsWith("]") ? ip.slice(1, -1) : ip;
+  if (isIPv4(bare)) return bare;
+  if (!isIPv6(bare)) return undefined;
+  const words = expandV6(bare);
+  if (!words) return undefined;
+  return embeddedV4(bare) ?? compressV6(words);
+}
+
+// The server's own listeners in this process (build.ts adds them once they
+// listen). A function's fetch never reaches them, whatever the policy or the
+// test switch says, also through a non-loopback interface address.
+const own = new Map<number, { address: string; port: number }>();
+let ownSeq = 0;
+
+/** Marks listeners as the server's own (address as bound, "0.0.0.0" or "::" for all); returns their removal. */
+export function addOwnListeners(listeners: ReadonlyArray<{ address: string; port: number }>): () => void {
+  const ids: number[] = [];
+  for (const l of listeners) {
+    if (!(l.port > 0)) continue;
+    const id = ++ownSeq;
+    own.set(id, { address: canonicalIp(l.address) ?? l.address, port: l.port });
+    ids.push(id);
+  }
+  return () => {
+    for (const id of ids) own.delete(id);
+  };
+}
+
+let localCache: { at: number; addrs: Set<string> } | undefined;
+/** This machine's interface addresses (read again every few seconds: interfaces come and go). */
+function localAddresses(): Set<string> {
+  const now = Date.now();
+  if (localCache && now - localCache.at < 5_000) return localCache.addrs;
+  const addrs = new Set<string>();
+  for (const list of Object.values(networkInterfaces())) {
+    for (const a of list ?? []) {
+      const c = canonicalIp(a.address);
+      if (c) addrs.add(c);
+    }
+  }
+  localCache = { at: now, addrs };
+  return addrs;
+}
+
+/** Whether a connection to `ip`:`port` would reach one of this server's own listeners. */
+export function isOwnListener(ip: string, port: number): boolean {
+  if (own.size === 0) return false;
+  const c = canonicalIp(ip);
+  if (c === undefined) return false;
+  // On the safe side: any address of this machine (loopback included) at a
+  // listener's port, as a wildcard bind answers on all of them.
+  let local: boolean | undefined;
+  for (const l of own.values()) {
+    if (l.port !== port) continue;
+    if (l.address === c) return true;
+    local ??= refusedAddress(c) === "loopback" || localAddresses().has(c);
+    if (local) return true;
+  }
+  return false;
 }

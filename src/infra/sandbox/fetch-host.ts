@@ -8,7 +8,10 @@
 // application's policy (egress-address.ts) and hands only checked addresses
 // to the socket, so the socket connects to what was checked (no DNS
 // rebinding between a check and the connect). A URL naming an IP literal is
-// checked before the request (the socket does no lookup then). Redirects are
+// checked before the request (the socket does no lookup then). Loopback,
+// link-local, metadata and the server's own listeners are never reached,
+// whatever the policy (issue #28); the lookup is made per destination port so
+// that an address is checked together with the port it is for. Redirects are
 // followed here, hop by hop, each hop checked the same way, so a redirect
 // cannot escape the policy. Per run: a number of subrequests, bytes of
 // responses, requests at once, each request's time; the run's AbortSignal
@@ -17,17 +20,17 @@ import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { isIP } from "node:net";
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
 import type { Readable } from "node:stream";
-import { Agent, errors as undiciErrors } from "undici";
+import { Agent, buildConnector, errors as undiciErrors } from "undici";
 import { deadline } from "../../kernel/deadlines.js";
 import { appError, errorDetail } from "../../kernel/errors.js";
 import type { HostCall, HostCapability } from "../../kernel/host-capability.js";
-import { METADATA_HOSTS, refusedAddress } from "./egress-address.js";
+import { isOwnListener, METADATA_HOSTS, refusedAddress } from "./egress-address.js";
 
 /** An application's egress policy: an empty allowlist means any public host. */
 export interface EgressPolicy {
   /** Hosts the application may fetch: "api.example.com" exactly, "*.example.com" any subdomain of it. Empty: any host. */
   allowHosts: readonly string[];
-  /** Also loopback, private (RFC 1918, fc00::/7), link-local and CGNAT addresses (never cloud metadata). */
+  /** Also private addresses (RFC 1918, fc00::/7, CGNAT); never loopback, link-local, cloud metadata or the server's own listeners. */
   allowPrivate: boolean;
 }
 
@@ -53,6 +56,12 @@ export interface FetchLimits {
   timeoutMs: number;
   /** Bytes of responses being read or handed in, all invocations of the process together. */
   processBytes: number;
+  /**
+   * For tests only (PULSEBASE_FUNCTION_EGRESS_ALLOW_LOOPBACK, the operator's
+   * environment): loopback counts as private, so an application allowed
+   * private addresses reaches a local test server. Never the server's own listeners.
+   */
+  allowLoopback: boolean;
 }
 
 export const DEFAULT_FETCH_LIMITS: FetchLimits = {
@@ -65,6 +74,7 @@ export const DEFAULT_FETCH_LIMITS: FetchLimits = {
   redirects: 10,
   timeoutMs: 30_000,
   processBytes: 256 * 1024 * 1024,
+  allowLoopback: false,
 };
 
 export const USER_AGENT = "Pulsebase-Functions/1";
@@ -134,21 +144,34 @@ function refusal(what: string, why: string) {
 /** Whether `host` (lower-case, no trailing dot) is on the allowlist; an empty list allows any. */
 export function hostAllowed(host: string, allow: readonly string[]): boolean {
   if (allow.length === 0) return true;
+  // "*.0.0.1" is no subdomain pattern for 127.0.0.1: a wildcard matches names only
+  const literal = isIP(host) !== 0;
   for (const a of allow) {
     if (a.startsWith("*.")) {
-      if (host.endsWith(a.slice(1)) && host.length > a.length - 1) return true;
+      if (!literal && host.endsWith(a.slice(1)) && host.length > a.length - 1) return true;
     } else if (a === host) return true;
   }
   return false;
 }
 
-function addressRefusal(host: string, ip: string, policy: EgressPolicy): string | undefined {
+/** Why a connection to `ip`:`port` (for the URL host `host`) is refused under `policy`, or undefined when it may go. */
+export function egressRefusal(host: string, ip: string, port: number, policy: EgressPolicy, opts: { allowLoopback?: boolean } = {}): string | undefined {
+  const at = host === ip ? `${ip}:${port}` : `${host}:${port} (${ip})`;
+  // first: the test switch opens loopback, never these
+  if (isOwnListener(ip, port)) return `${at} is one of this server's own listeners, which functions never reach`;
   const kind = refusedAddress(ip);
   if (kind === undefined || (kind === "private" && policy.allowPrivate)) return undefined;
-  const at = host === ip ? ip : `${host} (${ip})`;
+  if (kind === "loopback" && policy.allowPrivate && opts.allowLoopback) return undefined;
   if (kind === "metadata") return `${at} is a cloud metadata address, which functions never reach`;
   if (kind === "reserved") return `${at} is not a routable address`;
-  return `${at} is a private, loopback or link-local address; the application's egress policy does not allow private addresses`;
+  if (kind === "loopback") return `${at} is a loopback address (this machine), which functions never reach, even with private addresses allowed`;
+  if (kind === "link-local") return `${at} is a link-local address, which functions never reach, even with private addresses allowed`;
+  return `${at} is a private address; the application's egress policy does not allow private addresses`;
+}
+
+/** The port a URL connects to. */
+function portOf(u: URL): number {
+  return u.port ? Number(u.port) : u.protocol === "https:" ? 443 : 80;
 }
 
 const defaultResolver: Resolver = (hostname) =>
@@ -199,15 +222,15 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
       agents.delete(oldest);
       void a.agent.close().catch(() => {});
     }
-    // node:net calls this for every connection to a name (never for an IP
-    // literal, checked before the request); it connects only to what it
-    // gets back, and every address was checked.
-    const lookup = (hostname: string, o: { all?: boolean }, cb: (err: Error | null, addr: string | LookupAddress[], family?: number) => void) => {
+    // node:net calls the lookup for every connection to a name (never for an
+    // IP literal, checked here and before the request); it connects only to
+    // what it gets back, and every address was checked with the port it is for.
+    const lookupFor = (port: number) => (hostname: string, o: { all?: boolean }, cb: (err: Error | null, addr: string | LookupAddress[], family?: number) => void) => {
       resolve(hostname).then(
         (addrs) => {
           if (addrs.length === 0) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: "ENOTFOUND" });
           for (const a of addrs) {
-            const why = addressRefusal(hostname, a.address, policy);
+            const why = egressRefusal(hostname, a.address, port, policy, limits);
             if (why) throw new EgressRefused(why);
           }
           if (o.all) cb(null, addrs);
@@ -215,7 +238,24 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
         },
       ).catch((err: Error) => cb(err, ""));
     };
-    const agent = new Agent({ connect: { lookup: lookup as never, timeout: Math.min(10_000, limits.timeoutMs) }, keepAliveTimeout: 4_000, connections: 16 });
+    // One connector (its TLS session cache) per destination port, a few at most.
+    const connectors = new Map<number, buildConnector.connector>();
+    const connect: buildConnector.connector = (o, cb) => {
+      const port = Number(o.port) || (o.protocol === "https:" ? 443 : 80);
+      const bare = o.hostname.startsWith("[") ? o.hostname.slice(1, -1) : o.hostname;
+      if (isIP(bare)) {
+        const why = egressRefusal(bare, bare, port, policy, limits);
+        if (why) return void cb(new EgressRefused(why), null);
+      }
+      let c = connectors.get(port);
+      if (!c) {
+        if (connectors.size >= 16) connectors.delete(connectors.keys().next().value!);
+        c = buildConnector({ lookup: lookupFor(port) as never, timeout: Math.min(10_000, limits.timeoutMs) });
+        connectors.set(port, c);
+      }
+      c(o, cb);
+    };
+    const agent = new Agent({ connect, keepAliveTimeout: 4_000, connections: 16 });
     agents.set(appId, { key, agent });
     return agent;
   }
@@ -390,8 +430,12 @@ export function createFetchHost(opts: FetchHostOptions): FetchHost {
     if (url.username || url.password) throw appError("validation_failed", "fetch URLs cannot carry credentials (user:password@); send an Authorization header");
     const host = bareHost(url);
     if (METADATA_HOSTS.has(host)) throw refusal(url.origin, `${host} is a cloud metadata address, which functions never reach`);
+    // loopback by definition (RFC 6761), whatever a resolver answers
+    if ((host === "localhost" || host.endsWith(".localhost")) && !(limits.allowLoopback && policy.allowPrivate)) {
+      throw refusal(url.origin, `${host} is a loopback name (this machine), which functions never reach, even with private addresses allowed`);
+    }
     if (isIP(host)) {
-      const why = addressRefusal(host, host, policy);
+      const why = egressRefusal(host, host, portOf(url), policy, limits);
       if (why) throw refusal(url.origin, why);
     }
     if (!hostAllowed(host, policy.allowHosts)) throw refusal(url.origin, `${host} is not on the application's egress allowlist`);

@@ -12,17 +12,19 @@ describe("refusedAddress", () => {
     }
   });
 
-  it("calls loopback, private, link-local, CGNAT and unique-local addresses private", () => {
-    for (const ip of ["127.0.0.1", "127.255.0.9", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.1.1", "100.64.0.1",
-      "100.127.255.254", "::1", "fc00::1", "fd12:3456::1", "fe80::1", "[::1]"]) {
+  it("calls private, CGNAT and unique-local addresses private; loopback and link-local apart (never open)", () => {
+    for (const ip of ["10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "100.64.0.1", "100.127.255.254", "fc00::1", "fd12:3456::1"]) {
       expect(refusedAddress(ip), ip).toBe("private");
     }
+    for (const ip of ["127.0.0.1", "127.255.0.9", "::1", "[::1]"]) expect(refusedAddress(ip), ip).toBe("loopback");
+    for (const ip of ["169.254.1.1", "fe80::1"]) expect(refusedAddress(ip), ip).toBe("link-local");
   });
 
   it("sees private IPv4 addresses inside IPv6 (mapped, compatible, NAT64, 6to4)", () => {
-    for (const ip of ["::ffff:127.0.0.1", "::ffff:7f00:1", "::ffff:10.0.0.1", "::127.0.0.1", "64:ff9b::a00:1", "2002:c0a8:101::1", "0:0:0:0:0:ffff:c0a8:0101"]) {
+    for (const ip of ["::ffff:10.0.0.1", "64:ff9b::a00:1", "2002:c0a8:101::1", "0:0:0:0:0:ffff:c0a8:0101"]) {
       expect(refusedAddress(ip), ip).toBe("private");
     }
+    for (const ip of ["::ffff:127.0.0.1", "::ffff:7f00:1", "::127.0.0.1"]) expect(refusedAddress(ip), ip).toBe("loopback");
     expect(refusedAddress("::ffff:8.8.8.8")).toBeUndefined();
   });
 

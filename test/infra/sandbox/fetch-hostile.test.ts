@@ -48,7 +48,8 @@ const fetchHost = createFetchHost({
     if (host === "localhost" || host === "localhost.") return [{ address: "127.0.0.1", family: 4 }];
     return [{ address: "93.184.216.34", family: 4 }];
   },
-  limits: { subrequests: 50, responseBytes: 1024 * 1024, timeoutMs: 3_000, redirects: 3 },
+  // the test switch: loopback counts as private (these tests' servers are local)
+  limits: { subrequests: 50, responseBytes: 1024 * 1024, timeoutMs: 3_000, redirects: 3, allowLoopback: true },
 });
 const sandbox = createSandbox({ capabilities: fetchHost.capabilities, limits: { syncSliceMs: 0 } });
 
@@ -291,7 +292,7 @@ describe("connections are pooled per application and policy", () => {
 
 describe("large bodies", () => {
   it("a 9 MiB binary body (under the 10 MiB limit) reaches a 128 MB function byte for byte, and costs the server's thread little", async () => {
-    const host = createFetchHost({ policyOf: async () => ({ allowHosts: [], allowPrivate: true }) });
+    const host = createFetchHost({ policyOf: async () => ({ allowHosts: [], allowPrivate: true }), limits: { allowLoopback: true } });
     const sb = createSandbox({ capabilities: host.capabilities });
     const big = randomBytes(9 * 1024 * 1024);
     const srv = createServer((_req, res) => res.end(big));
@@ -324,7 +325,7 @@ describe("large bodies", () => {
 
 describe("the process-wide byte bound is shared fairly", () => {
   it("one application holding stalled responses cannot take every other application's fetches", async () => {
-    const host = createFetchHost({ policyOf: async () => ({ allowHosts: [], allowPrivate: true }), limits: { processBytes: 2 * 1024 * 1024, timeoutMs: 5_000 } });
+    const host = createFetchHost({ policyOf: async () => ({ allowHosts: [], allowPrivate: true }), limits: { processBytes: 2 * 1024 * 1024, timeoutMs: 5_000, allowLoopback: true } });
     const sb = createSandbox({ capabilities: host.capabilities, limits: { syncSliceMs: 0 } });
     let holding = 0;
     const srv = createServer((req, res) => {

@@ -76,7 +76,8 @@ const policies = new Map<number, EgressPolicy>();
 const fetchHost = createFetchHost({
   policyOf: async (appId) => policies.get(appId) ?? { allowHosts: [], allowPrivate: false },
   resolve: async (host) => (host === "public.test" || host === "localhost" ? [{ address: "127.0.0.1", family: 4 }] : [{ address: "93.184.216.34", family: 4 }]),
-  limits: { subrequests: 5, responseBytes: 1024 * 1024, timeoutMs: 2_000, redirects: 3 },
+  // the test switch: loopback counts as private (these tests' servers are local)
+  limits: { subrequests: 5, responseBytes: 1024 * 1024, timeoutMs: 2_000, redirects: 3, allowLoopback: true },
 });
 const sandbox = createSandbox({ capabilities: fetchHost.capabilities, limits: { syncSliceMs: 0 } });
 const OPEN = 1, CLOSED = 2, LISTED = 3;
@@ -256,7 +257,7 @@ describe("limits and cancellation", () => {
   });
 
   it("holds at most processBytes of responses for all runs together; what a run held is given back", async () => {
-    const host = createFetchHost({ policyOf: async () => ({ allowHosts: [], allowPrivate: true }), limits: { responseBytes: 8 * 1024 * 1024, processBytes: 1024 * 1024 } });
+    const host = createFetchHost({ policyOf: async () => ({ allowHosts: [], allowPrivate: true }), limits: { responseBytes: 8 * 1024 * 1024, processBytes: 1024 * 1024, allowLoopback: true } });
     const sb = createSandbox({ capabilities: host.capabilities });
     try {
       const r = await sb.run(target(OPEN, caught(`fetch(BASE + "/endless")`)), input());
