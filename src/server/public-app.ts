@@ -123,13 +123,18 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
   const app = (opts.tls
     ? Fastify({ ...base, http2: true, http2SessionTimeout: opts.idleTimeoutMs ?? 120_000, https: { allowHTTP1: true, key: opts.tls.key, cert: opts.tls.cert, ...http2 } } as unknown as FastifyServerOptions)
     : Fastify(base)) as unknown as FastifyInstance;
-  const budget = new BodyBudget(opts.bodyBudget);
+  const proxies = new ProxyTrust(opts.trustedProxies);
+  // Clients without a token have a share per address: behind a trusted
+  // proxy, the client it forwards for (as req.ip), else the peer.
+  const budget = new BodyBudget({
+    ...opts.bodyBudget,
+    clientAddress: (peer, headers) => (proxies.trusts(peer) ? (forwardedValue(headers["x-forwarded-for"]) ?? peer) : peer),
+  });
   app.addHook("onClose", (_app, done) => {
     budget.close();
     done();
   });
 
-  const proxies = new ProxyTrust(opts.trustedProxies);
   // A callback hook, not an async one: no promise per request on the hot path.
   app.addHook("onRequest", (req, reply, done) => {
     reply.header("x-request-id", req.id);

@@ -1,7 +1,8 @@
 // The public listener under a hostile client: HTTP/2
 // streams and header lists are limited, a token is checked before a byte of
-// the body is read, bodies share one budget per process (503 past it, one
-// application at most half of it), and a body trickled in is cut.
+// the body is read, bodies share one budget per process as their bytes
+// arrive (503 past it, one application at most its share), and a body
+// trickled in is cut.
 import { connect as h2connect, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
 import { connect as tlsConnect } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -179,42 +180,58 @@ describe("the token is checked before the body is read", () => {
 });
 
 describe("the body budget", () => {
-  /** Opens a stream declaring a 1 MiB body and sends 64 KiB of it; resolves once the server reacted or held it. */
-  function hold(c: ClientHttp2Session, token: string): { stream: ClientHttp2Stream; answered: Promise<Answer | { reset: number }> } {
+  /** Opens a stream declaring a 1 MiB body and sends `sent` bytes of it (reserved as they arrive); never ends it. */
+  function hold(c: ClientHttp2Session, token: string, sent = 64 * 1024): { stream: ClientHttp2Stream; answered: Promise<Answer | { reset: number }>; written: Promise<void> } {
     const stream = c.request(post("/api/events", token, { "content-length": String(MiB) }));
-    stream.write(Buffer.alloc(64 * 1024, 0x20));
-    return { stream, answered: answer(stream) };
+    const written = new Promise<void>((resolve) => stream.write(Buffer.alloc(sent, 0x20), () => resolve()));
+    return { stream, answered: answer(stream), written };
   }
+  const ping = (c: ClientHttp2Session) => new Promise<void>((resolve) => c.ping(() => resolve()));
 
-  it("answers 503 past one application's half of the budget, and past the whole budget, until bodies finish", async () => {
+  it("answers 503 past one application's share of the budget (bytes received), until its bodies finish", async () => {
     const c = session();
     try {
-      // 4 MiB budget: one application holds at most 2 MiB.
-      const a1 = hold(c, tokenA);
-      const a2 = hold(c, tokenA);
-      const a3 = hold(c, tokenA);
-      const refused = await within(a3.answered, 3000);
+      // 4 MiB budget, 1 MiB bodies: one application holds at most 1 MiB.
+      const a1 = hold(c, tokenA, MiB - 1);
+      await a1.written;
+      await ping(c);
+      const a2 = c.request(post("/api/events", tokenA));
+      a2.end(EVENT);
+      const refused = await within(answer(a2), 3000);
       expect(refused).toMatchObject({ status: 503 });
       expect((refused as Answer).headers["retry-after"]).toBe("1");
       expect(JSON.parse((refused as Answer).body)).toMatchObject({ error: "unavailable" });
       expect(await within(a1.answered, 300)).toBe("timeout");
-      // Another application still has its share.
-      const b1 = hold(c, tokenB);
-      const b2 = hold(c, tokenB);
-      expect(await within(b1.answered, 300)).toBe("timeout");
-      expect(await within(b2.answered, 300)).toBe("timeout");
-      // The budget is whole now (4 x 1 MiB): a registration body is refused too.
+      // Another application, and clients without a token, still have their shares.
+      const b = c.request(post("/api/events", tokenB));
+      b.end(EVENT);
+      expect(await within(answer(b), 3000)).toMatchObject({ status: 200 });
       const reg = c.request(post("/api/consumer", undefined, { "content-length": "10" }));
       reg.end('{"x":1}   ');
-      expect(await within(answer(reg), 3000)).toMatchObject({ status: 503 });
-      // Bodies that end give their share back.
-      for (const h of [a1, a2]) h.stream.close();
-      await Promise.all([a1.answered, a2.answered]);
+      expect(await within(answer(reg), 3000)).toMatchObject({ status: 422 });
+      // A body that ends gives its share back.
+      a1.stream.close();
+      await a1.answered;
       const ok = c.request(post("/api/events", tokenA));
       ok.end(EVENT);
       expect(await within(answer(ok), 5000)).toMatchObject({ status: 200 });
-      for (const h of [b1, b2]) h.stream.close();
-      await Promise.all([b1.answered, b2.answered]);
+    } finally {
+      c.destroy();
+    }
+  });
+
+  it("reserves next to nothing for declared lengths whose bytes have not come", async () => {
+    const c = session();
+    try {
+      // 40 streams declaring 1 MiB each (10 times the budget), 1 KiB sent.
+      const held = Array.from({ length: 40 }, () => hold(c, tokenA, 1024));
+      await ping(c);
+      const ok = c.request(post("/api/events", tokenB));
+      ok.end(EVENT);
+      expect(await within(answer(ok), 5000)).toMatchObject({ status: 200 });
+      expect(await within(held[0]!.answered, 100)).toBe("timeout");
+      for (const h of held) h.stream.close();
+      await Promise.all(held.map((h) => h.answered));
     } finally {
       c.destroy();
     }
@@ -223,9 +240,9 @@ describe("the body budget", () => {
   it("fails a body of undeclared length that runs past the budget with 503", async () => {
     const c = session();
     try {
-      // The application's share is taken: the undeclared body fails at its first bytes.
-      const held = [hold(c, tokenA), hold(c, tokenA)];
-      expect(await within(held[1]!.answered, 300)).toBe("timeout");
+      // The application's share is nearly taken: the undeclared body fails past it.
+      const held = [hold(c, tokenA, 512 * 1024)];
+      expect(await within(held[0]!.answered, 300)).toBe("timeout");
       const st = c.request(post("/api/events", tokenA));
       const done = answer(st);
       const chunk = Buffer.alloc(256 * 1024, 0x20);
@@ -246,8 +263,9 @@ describe("the body budget", () => {
   it("answers Connect calls over the budget in the Connect protocol", async () => {
     const c = session();
     try {
-      const held = [hold(c, tokenA), hold(c, tokenA)];
-      await new Promise((r) => setTimeout(r, 200));
+      const held = [hold(c, tokenA, MiB - 1)];
+      await held[0]!.written;
+      await ping(c);
       const call = c.request({ ...post("/pulsebase.platform.v1.AnalyticsService/RecordEvent", tokenA, { "content-length": "100" }), "content-type": "application/proto", "connect-protocol-version": "1" });
       const a = await within(answer(call), 3000);
       expect(a).toMatchObject({ status: 503 });

@@ -28,7 +28,7 @@ beforeEach(async () => {
     env: {
       PULSEBASE_ACCESS_LOG: "off",
       PULSEBASE_LOG_LEVEL: "warn",
-      // 64 MiB of bodies at once (one application 32): at most 32 of the 1 MiB bodies.
+      // 64 MiB of bodies at once (one application 16, bytes reserved as they arrive): at most 64 of the 256 KiB sent.
       PULSEBASE_BODY_BUDGET_BYTES: String(64 * MiB),
       PULSEBASE_BODY_LIMIT_BYTES: String(2 * MiB),
     },

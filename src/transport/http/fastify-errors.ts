@@ -1,6 +1,7 @@
 // Fastify-level failures (body parsing, limits, unknown routes, wrong
 // methods) answered in the envelope of the interface the path belongs to,
 // never as a 500 or an HTML page.
+import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
@@ -129,8 +130,11 @@ export function answerClientError(err: ConnectionError, socket: Socket): void {
   const path = /^[A-Z]+ (\S+) HTTP\//.exec(head)?.[1] ?? "";
   const { status, body } = errorBody(ifaceOf(path), appError("bad_request", message));
   const text = JSON.stringify(body);
+  // Every answer has a request id (docs/devices.md), this one too (a new
+  // one: the request's headers could not be read).
+  const id = randomUUID();
   socket.write(
-    `HTTP/1.1 ${status} Bad Request\r\nContent-Type: application/json; charset=utf-8\r\n`
+    `HTTP/1.1 ${status} Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nX-Request-Id: ${id}\r\n`
       + `Content-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
   );
   // end, then destroy once the answer is flushed (not before: it would be lost)
