@@ -11,6 +11,7 @@ import type { OutgoingHttpHeaders } from "node:http";
 import multipart from "@fastify/multipart";
 import { Auth } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import { appError, Violations } from "../../kernel/errors.js";
+import { setOwn } from "../../kernel/proto-wire.js";
 import type { ConsumerPrincipal } from "../../kernel/principal.js";
 import { ANONYMOUS, type BodyBudget } from "../rpc/body-budget.js";
 import type { CallContext } from "../rpc/call-context.js";
@@ -279,7 +280,7 @@ function rawQuery(req: FastifyRequest): Record<string, string> | undefined {
   for (const k of Object.keys(q)) {
     const v = q[k];
     if (typeof v !== "string") return undefined;
-    raw[k] = v;
+    setOwn(raw, k, v);
   }
   return raw;
 }
@@ -320,7 +321,7 @@ async function requestMessage(route: RestRoute, schema: DescMessage, req: Fastif
   if (route.rawQueryField) {
     const raw: Record<string, string> = {};
     for (const [k, val] of Object.entries(req.query as Record<string, string | string[]>)) {
-      raw[k] = Array.isArray(val) ? val.join(",") : val;
+      setOwn(raw, k, Array.isArray(val) ? val.join(",") : val);
     }
     fields[route.rawQueryField] = raw;
   }
@@ -400,11 +401,11 @@ function passthroughHandler(route: RestRoute, dispatcher: Dispatcher, later: Tur
       const headers: Record<string, string> = {};
       for (const [k, val] of Object.entries(req.headers)) {
         if (val === undefined || k.startsWith(":")) continue;
-        headers[k] = Array.isArray(val) ? val.join(", ") : val;
+        setOwn(headers, k, Array.isArray(val) ? val.join(", ") : val);
       }
       const query: Record<string, string> = {};
       for (const [k, val] of Object.entries(req.query as Record<string, string | string[]>)) {
-        query[k] = Array.isArray(val) ? val.join(",") : val;
+        setOwn(query, k, Array.isArray(val) ? val.join(",") : val);
       }
       const body = req.body;
       const msg = create(input, {
