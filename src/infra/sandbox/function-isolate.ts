@@ -91,7 +91,7 @@ interface RunState {
   cancel: (() => void) | undefined;
   watchdog: Promise<never> | undefined;
 }
-const HEAP_SAMPLE_MS = 50;
+export const HEAP_SAMPLE_MS = 50;
 
 export class FunctionIsolate {
   readonly isolate: ivm.Isolate;
@@ -251,6 +251,8 @@ export class FunctionIsolate {
     // Idle: the module's code and its microtasks ran within the eval timeout,
     // and nothing else can start code in the isolate.
     this.sampleHeap(true);
+    // not a run's heap: the first run's end is sampled whatever the throttle
+    this.heapAt = -Infinity;
   }
 
   /** A host call's reply, for the isolate: goes in with the next call into it (dropped once the run ended). */
@@ -579,6 +581,8 @@ export class FunctionIsolate {
 
   private heapAt = 0;
   private heapBytes = 0;
+  /** A run ended after the last sample (the throttle skipped it): the pool samples the isolate again once idle. */
+  heapStale = false;
 
   /**
    * Takes a heap sample. Only ever called while the isolate is known idle
@@ -590,14 +594,28 @@ export class FunctionIsolate {
   private sampleHeap(force: boolean): void {
     if (this.isolate.isDisposed) return;
     const now = performance.now();
-    if (!force && now - this.heapAt < HEAP_SAMPLE_MS) return;
+    if (!force && now - this.heapAt < HEAP_SAMPLE_MS) {
+      this.heapStale = true;
+      return;
+    }
     try {
       const s = this.isolate.getHeapStatisticsSync();
       this.heapBytes = s.used_heap_size + s.externally_allocated_size;
       this.heapAt = now;
+      this.heapStale = false;
     } catch {
       // disposed meanwhile: keep the last sample
     }
+  }
+
+  /**
+   * Samples a pooled idle isolate whose last run's end the throttle skipped
+   * (the pool bounds what idle isolates keep, isolate-pool.ts). Only for an
+   * isolate in the pool's idle list: no run, nothing of ours in flight.
+   */
+  sampleIdleHeap(): void {
+    if (this.busy || this.entering || this.current || this.afterRun) return;
+    this.sampleHeap(true);
   }
 
   /** Heap in use (plus external memory) at the last sample, taken while the isolate was idle. */

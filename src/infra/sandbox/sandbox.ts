@@ -1,8 +1,8 @@
 // The sandbox as the rest of the service sees it: run a function version with
 // inputs, check code at deploy time, release isolates of retired versions.
-// One pool of warm isolates per (version, memory limit).
+// One pool of warm isolates per (version, memory limit, application).
 import { CompileError, FunctionIsolate, type IsolateRunOutput } from "./function-isolate.js";
-import { IsolatePool, PoolTimeoutError, type Lease } from "./isolate-pool.js";
+import { IsolatePool, PoolTimeoutError, type Lease, type PoolStats } from "./isolate-pool.js";
 import type { HostCapability } from "../../kernel/host-capability.js";
 import { DEFAULT_SANDBOX_LIMITS, type RunInput, type RunResult, type RunTarget, type SandboxLimits } from "./types.js";
 
@@ -22,7 +22,7 @@ export interface Sandbox {
   check(code: string, memoryMb: number): Promise<void>;
   /** Releases the idle isolates of a version (after it stops being active). */
   evictVersion(versionId: number): void;
-  stats(): { total: number; idle: number; keys: number; waiting: number; heapBytes: number; slowVersions: number };
+  stats(): PoolStats & { slowVersions: number };
   close(): void;
 }
 
@@ -59,7 +59,18 @@ const CHECK_MEMORY_MB = 32;
 
 export function createSandbox(opts: SandboxOptions): Sandbox {
   const limits: SandboxLimits = { ...DEFAULT_SANDBOX_LIMITS, ...opts.limits };
-  const pool = new IsolatePool(limits.maxIsolates, limits.isolatesPerVersion, limits.idleMs);
+  // the shares left at 0 are a quarter of the process's bounds
+  limits.appIsolates ||= Math.max(1, Math.floor(limits.maxIsolates / 4));
+  limits.appHeapBytes ||= Math.max(1, Math.floor(limits.heapBudgetBytes / 4));
+  const pool = new IsolatePool({
+    maxIsolates: limits.maxIsolates,
+    perKey: limits.isolatesPerVersion,
+    idleMs: limits.idleMs,
+    appIsolates: limits.appIsolates,
+    heapBudgetBytes: limits.heapBudgetBytes,
+    appHeapBytes: limits.appHeapBytes,
+    keepHeapBytes: limits.keepHeapBytes,
+  });
   const capabilities = opts.capabilities;
   const taken = capabilities.find((c) => ["consumer", "event", "env", "trigger", "requestId", "waitUntil"].includes(c.name));
   if (taken) throw new Error(`ctx.${taken.name} cannot be a host capability`);
@@ -155,7 +166,7 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
   async function runAgain(target: RunTarget, input: RunInput, key: string, create: () => Promise<FunctionIsolate>, started: number): Promise<RunResult> {
     let lease: Lease;
     try {
-      lease = await pool.acquire(key, create, left(started, target));
+      lease = await pool.acquire(key, target.appId, create, left(started, target));
     } catch (err) {
       return acquireFailed(err, target, started);
     }
@@ -206,12 +217,13 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
 
     run(target, input) {
       const started = performance.now();
-      const key = `${target.versionId}:${target.memoryMb}`;
+      // (the application too: the pool counts a key's isolates against one application)
+      const key = `${target.versionId}:${target.memoryMb}:${target.appId}`;
       const create = () =>
         FunctionIsolate.create(target.code, target.memoryMb, limits, target.appId, capabilities, Math.max(1, target.timeoutMs), target.fileName);
       let lease: Lease | Promise<Lease>;
       try {
-        lease = pool.acquire(key, create, target.timeoutMs);
+        lease = pool.acquire(key, target.appId, create, target.timeoutMs);
       } catch (err) {
         return acquireFailed(err, target, started);
       }

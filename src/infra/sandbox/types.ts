@@ -26,6 +26,19 @@ export interface SandboxLimits {
   maxIsolates: number;
   /** Warm isolates kept per function version (the per-version pool bound). */
   isolatesPerVersion: number;
+  /**
+   * Isolates one application's runs hold at once (a run awaiting a timer or
+   * a fetch holds its isolate); its further runs wait in its own queue,
+   * served in turn with the other applications'. 0: a quarter of
+   * maxIsolates, at least 1.
+   */
+  appIsolates: number;
+  /** Heap the process's isolates may keep between runs, in bytes (their samples taken while idle). */
+  heapBudgetBytes: number;
+  /** Heap one application's isolates may keep, in bytes; 0: a quarter of heapBudgetBytes. */
+  appHeapBytes: number;
+  /** An isolate holding more heap than this after a run is disposed rather than kept warm, in bytes. */
+  keepHeapBytes: number;
   /** An isolate idle this long is released. */
   idleMs: number;
   /** Largest response body in bytes (UTF-8). */
@@ -60,6 +73,11 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   // Isolate threads compete for the cores: more warm isolates than about
   // two per core only adds contention (measured: 4 > 16 > 32 on 2 cores).
   isolatesPerVersion: Math.max(2, availableParallelism() * 2),
+  appIsolates: 0,
+  // 64 isolates keeping 32 MiB each; a quarter per application (docs/functions.md, "Sharing the isolates")
+  heapBudgetBytes: 2 * 1024 ** 3,
+  appHeapBytes: 0,
+  keepHeapBytes: 64 * 1024 ** 2,
   idleMs: 60_000,
   maxResponseBytes: 6 * 1024 * 1024,
   maxLogChars: 16 * 1024,
