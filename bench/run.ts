@@ -16,6 +16,8 @@ import { analyticsScenarios } from "./scenarios/analytics-http.js";
 import { cmsLargeScenarios } from "./scenarios/cms-large.js";
 import { observabilityScenarios } from "./scenarios/observability.js";
 import { kvScenarios } from "./scenarios/kv.js";
+import { hostileFunctionsScenarios } from "./scenarios/hostile-functions.js";
+import { hostileHttpScenarios } from "./scenarios/hostile-http.js";
 import { randomBytes } from "node:crypto";
 import { deleteStreamsWithPrefix } from "../test/helpers/nats-streams.js";
 import type { DescService } from "@bufbuild/protobuf";
@@ -60,9 +62,11 @@ const suites: Record<string, Suite> = {
   "cms-large": cmsLargeScenarios,
   observability: observabilityScenarios,
   kv: kvScenarios,
+  "hostile-functions": hostileFunctionsScenarios,
+  "hostile-http": hostileHttpScenarios,
 };
 /** Suites run when --only is not given (cms-large seeds 1M rows: opt-in). */
-const DEFAULT_SUITES = ["identity", "database", "fairness", "analytics", "functions", "functions-fetch", "cms", "observability", "kv"];
+const DEFAULT_SUITES = ["identity", "database", "fairness", "analytics", "functions", "functions-fetch", "cms", "observability", "kv", "hostile-functions", "hostile-http"];
 
 const { values } = parseArgs({
   options: {
@@ -83,6 +87,8 @@ const serviceEnv = {
   PULSEBASE_NATS_NAMESPACE: natsNamespace,
   // Batch workers run as separate processes in the analytics scenario.
   PULSEBASE_IN_PROCESS_WORKERS: "false",
+  // The functions-fetch scenario's upstream is on loopback (the test switch; never the server's own listeners).
+  PULSEBASE_FUNCTION_EGRESS_ALLOW_LOOPBACK: "1",
 };
 const pb = await startServer<ServerInfo>("bench/servers/pulsebase-server.ts", serviceEnv);
 const rows: Row[] = [];

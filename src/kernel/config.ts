@@ -14,6 +14,12 @@ export interface Config {
   httpPort: number;
   adminHost: string;
   adminPort: number;
+  /**
+   * Host names the admin listener answers besides localhost, IP literals,
+   * adminHost and the console URL's host (PULSEBASE_ADMIN_HOSTS): any other
+   * Host is refused 421 (DNS rebinding, docs/console.md).
+   */
+  adminHosts: string[];
   /** Operator token for the admin listener; generated in the data dir when unset. */
   operatorToken?: string;
   databaseUrl?: string;
@@ -49,6 +55,12 @@ export interface Config {
    * application (or all clients without a token together) holds at most half.
    */
   bodyBudgetBytes: number;
+  /** One application's bodies together (PULSEBASE_BODY_APP_SHARE_BYTES; at least bodyLimitBytes). */
+  bodyAppShareBytes: number;
+  /** The bodies of all clients without a token together (PULSEBASE_BODY_ANONYMOUS_SHARE_BYTES). */
+  bodyAnonymousShareBytes: number;
+  /** The bodies of one client address without a token, an IPv6 /64 (PULSEBASE_BODY_ADDRESS_SHARE_BYTES). */
+  bodyAddressShareBytes: number;
   /**
    * A request body must arrive within this many seconds plus one second per
    * bodyMinRateBytes received (PULSEBASE_BODY_TIMEOUT_SECONDS and
@@ -90,6 +102,8 @@ export interface Config {
    * (PULSEBASE_WORKER_METRICS_PORT); 0 serves none.
    */
   workerMetricsPort: number;
+  /** PULSEBASE_WORKER_METRICS_PORT was set: a taken port is not walked past (the worker runs without metrics, with a warning). */
+  workerMetricsPortExplicit: boolean;
   /** Linked databases' engine scheduling (docs/database.md). */
   db: {
     /** Engine processes (PULSEBASE_DB_ENGINE_PROCESSES). */
@@ -110,6 +124,17 @@ export interface Config {
     /** Waiting for one of those (PULSEBASE_FN_DB_CALLS_QUEUED). */
     queued: number;
   };
+  /** The functions' isolates shared between applications (docs/functions.md, "Sharing the isolates"). */
+  fnIsolates: {
+    /** Isolates one application's runs hold at once; 0 = a quarter of the process's 64 (PULSEBASE_FN_APP_ISOLATES). */
+    appIsolates: number;
+    /** Heap the process's isolates may keep between runs, in MiB (PULSEBASE_FN_HEAP_BUDGET_MB). */
+    heapBudgetMb: number;
+    /** Of that, one application's isolates; 0 = a quarter (PULSEBASE_FN_APP_HEAP_MB). */
+    appHeapMb: number;
+    /** An isolate keeping more heap than this after a run is disposed, not kept warm, in MiB (PULSEBASE_FN_KEEP_HEAP_MB). */
+    keepHeapMb: number;
+  };
   /** Functions' limits and schedule timing (docs/functions.md). */
   functions: {
     /** PULSEBASE_FUNCTION_PUBLIC_PER_MINUTE: calls of one public or signed trigger per minute (all processes). */
@@ -118,6 +143,12 @@ export interface Config {
     publicPerAddressPerMinute: number;
     /** PULSEBASE_FUNCTION_SCHEDULES_PER_APP */
     maxSchedulesPerApp: number;
+    /**
+     * PULSEBASE_FUNCTION_SANDBOX_CSP (default on): HTTP trigger answers carry
+     * `Content-Security-Policy: sandbox ...` without allow-same-origin, so a
+     * tenant's page runs in an opaque origin (no cookies of the host name).
+     */
+    sandboxCsp: boolean;
     /** PULSEBASE_SCHEDULE_POLL_MS: how often each process looks for due ticks. */
     schedulePollMs: number;
     /** PULSEBASE_SCHEDULE_GRACE_MS: a tick later than this counts as missed. */
@@ -143,6 +174,8 @@ export interface Config {
       timeoutMs: number;
       /** PULSEBASE_FUNCTION_FETCH_PROCESS_BYTES: response bytes the process holds for all invocations at once. */
       processBytes: number;
+      /** PULSEBASE_FUNCTION_EGRESS_ALLOW_LOOPBACK (tests only, default off): loopback counts as private for applications allowed private addresses; never the server's own listeners. */
+      allowLoopback: boolean;
     };
   };
 }
@@ -156,6 +189,8 @@ export interface ConsoleConfig {
   publicUrl?: string;
   /** Sign-in attempts per client address per minute (PULSEBASE_LOGIN_ATTEMPTS_PER_MINUTE). */
   loginAttemptsPerMinute: number;
+  /** Audit log rows older than this many days are deleted by an hourly sweep; 0 keeps them (PULSEBASE_AUDIT_RETENTION_DAYS). */
+  auditRetentionDays: number;
 }
 
 /** The admin listener's port when PULSEBASE_ADMIN_PORT is unset (the CLI's default too). */
@@ -221,6 +256,17 @@ function list(env: Env, name: string, def: string[]): string[] {
   return raw.split(",").map((s) => s.trim()).filter(Boolean);
 }
 
+/** Host names (no scheme, port or path), lower-cased; IPv6 in brackets or bare. */
+function hostNames(env: Env, name: string): string[] {
+  const out = list(env, name, []).map((h) => h.toLowerCase());
+  for (const h of out) {
+    if (!/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/.test(h) && !isIP(h.replace(/^\[|\]$/g, ""))) {
+      throw new ConfigError(`${name} must list host names such as console.example.com (no scheme, port or path), got "${h}"`);
+    }
+  }
+  return out;
+}
+
 function namespace(env: Env): string {
   const raw = env.PULSEBASE_NATS_NAMESPACE?.trim() || "pulsebase";
   if (!/^[a-z][a-z0-9_]{0,31}$/.test(raw)) {
@@ -253,10 +299,16 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const bodyLimitBytes = int(env, "PULSEBASE_BODY_LIMIT_BYTES", 50 * 1024 * 1024, 1024, 1024 * 1024 * 1024);
   const bodyBudgetBytes = int(env, "PULSEBASE_BODY_BUDGET_BYTES", 256 * 1024 * 1024, 2048, 16 * 1024 * 1024 * 1024);
-  // One application may hold half of the budget: its largest request must fit in that half.
+  // Room for an application's largest request twice over (its share is at least one).
   if (bodyBudgetBytes < 2 * bodyLimitBytes) {
     throw new ConfigError(`PULSEBASE_BODY_BUDGET_BYTES must be at least twice PULSEBASE_BODY_LIMIT_BYTES (${2 * bodyLimitBytes}), got ${bodyBudgetBytes}`);
   }
+  // Shares of the budget (issue #28): an application a quarter (its largest
+  // request must fit), clients without a token an eighth together and 1 MiB
+  // per address, so no one owner, nor idle streams, can take it all.
+  const bodyAppShareBytes = int(env, "PULSEBASE_BODY_APP_SHARE_BYTES", Math.max(bodyLimitBytes, Math.floor(bodyBudgetBytes / 4)), bodyLimitBytes, bodyBudgetBytes);
+  const bodyAnonymousShareBytes = int(env, "PULSEBASE_BODY_ANONYMOUS_SHARE_BYTES", Math.max(Math.floor(bodyBudgetBytes / 8), Math.min(bodyBudgetBytes, 64 * 1024)), 1024, bodyBudgetBytes);
+  const bodyAddressShareBytes = int(env, "PULSEBASE_BODY_ADDRESS_SHARE_BYTES", Math.min(1024 * 1024, bodyAnonymousShareBytes), 1024, bodyAnonymousShareBytes);
   return {
     dataDir: dataDirOf(env),
     console: {
@@ -264,12 +316,14 @@ export function loadConfig(env: Env = process.env): Config {
       operatorTokenRole: oneOf(env, "PULSEBASE_OPERATOR_TOKEN_ROLE", ["admin", "owner", "developer", "viewer"] as const, "admin"),
       publicUrl: url(env, "PULSEBASE_CONSOLE_URL", ["http:", "https:"]),
       loginAttemptsPerMinute: int(env, "PULSEBASE_LOGIN_ATTEMPTS_PER_MINUTE", 20, 1, 100_000),
+      auditRetentionDays: int(env, "PULSEBASE_AUDIT_RETENTION_DAYS", 365, 0, 36_500),
     },
     host: env.PULSEBASE_HOST?.trim() || "0.0.0.0",
     httpsPort: int(env, "PULSEBASE_HTTPS_PORT", 8443, 0, 65535),
     httpPort: int(env, "PULSEBASE_HTTP_PORT", 8080, 0, 65535),
     adminHost: env.PULSEBASE_ADMIN_HOST?.trim() || "127.0.0.1",
     adminPort: int(env, "PULSEBASE_ADMIN_PORT", DEFAULT_ADMIN_PORT, 0, 65535),
+    adminHosts: hostNames(env, "PULSEBASE_ADMIN_HOSTS"),
     operatorToken,
     databaseUrl: url(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
     natsUrl: url(env, "NATS_URL", ["nats:", "tls:", "ws:", "wss:"]),
@@ -283,6 +337,9 @@ export function loadConfig(env: Env = process.env): Config {
     bodyLimitBytes,
     idleTimeoutSeconds: int(env, "PULSEBASE_IDLE_TIMEOUT_SECONDS", 120, 1, 3600),
     bodyBudgetBytes,
+    bodyAppShareBytes,
+    bodyAnonymousShareBytes,
+    bodyAddressShareBytes,
     bodyTimeoutSeconds: int(env, "PULSEBASE_BODY_TIMEOUT_SECONDS", 30, 1, 3600),
     bodyMinRateBytes: int(env, "PULSEBASE_BODY_MIN_RATE_BYTES", 4096, 1, 1024 * 1024 * 1024),
     http2MaxStreams: int(env, "PULSEBASE_HTTP2_MAX_STREAMS", 100, 1, 10_000),
@@ -297,6 +354,7 @@ export function loadConfig(env: Env = process.env): Config {
     metricsToken,
     changePollMs: int(env, "PULSEBASE_CHANGE_POLL_MS", 250, 50, 10_000),
     workerMetricsPort: int(env, "PULSEBASE_WORKER_METRICS_PORT", DEFAULT_WORKER_METRICS_PORT, 0, 65535),
+    workerMetricsPortExplicit: (env.PULSEBASE_WORKER_METRICS_PORT ?? "") !== "",
     db: {
       engineProcesses: int(env, "PULSEBASE_DB_ENGINE_PROCESSES", 2, 1, 64),
       appRunning: int(env, "PULSEBASE_DB_APP_RUNNING", 0, 0, 64),
@@ -308,10 +366,17 @@ export function loadConfig(env: Env = process.env): Config {
       running: int(env, "PULSEBASE_FN_DB_CALLS_RUNNING", 4, 1, 100),
       queued: int(env, "PULSEBASE_FN_DB_CALLS_QUEUED", 100, 0, 10_000),
     },
+    fnIsolates: {
+      appIsolates: int(env, "PULSEBASE_FN_APP_ISOLATES", 0, 0, 10_000),
+      heapBudgetMb: int(env, "PULSEBASE_FN_HEAP_BUDGET_MB", 2048, 16, 1024 * 1024),
+      appHeapMb: int(env, "PULSEBASE_FN_APP_HEAP_MB", 0, 0, 1024 * 1024),
+      keepHeapMb: int(env, "PULSEBASE_FN_KEEP_HEAP_MB", 64, 1, 64 * 1024),
+    },
     functions: {
       publicTriggerPerMinute: int(env, "PULSEBASE_FUNCTION_PUBLIC_PER_MINUTE", 600, 0, 1_000_000),
       publicPerAddressPerMinute: int(env, "PULSEBASE_FUNCTION_PUBLIC_PER_ADDRESS_PER_MINUTE", 120, 0, 1_000_000),
       maxSchedulesPerApp: int(env, "PULSEBASE_FUNCTION_SCHEDULES_PER_APP", 50, 0, 100_000),
+      sandboxCsp: bool(env, "PULSEBASE_FUNCTION_SANDBOX_CSP", true),
       schedulePollMs: int(env, "PULSEBASE_SCHEDULE_POLL_MS", 500, 50, 60_000),
       scheduleGraceMs: int(env, "PULSEBASE_SCHEDULE_GRACE_MS", 30_000, 100, 86_400_000),
       kvMaxBytesPerApp: int(env, "PULSEBASE_KV_MAX_BYTES_PER_APP", 64 * 1024 * 1024, 1024, 1024 ** 4),
@@ -325,6 +390,7 @@ export function loadConfig(env: Env = process.env): Config {
         redirects: int(env, "PULSEBASE_FUNCTION_FETCH_REDIRECTS", 10, 0, 20),
         timeoutMs: int(env, "PULSEBASE_FUNCTION_FETCH_TIMEOUT_MS", 30_000, 100, 600_000),
         processBytes: int(env, "PULSEBASE_FUNCTION_FETCH_PROCESS_BYTES", 256 * 1024 * 1024, 1024 * 1024, 64 * 1024 ** 3),
+        allowLoopback: bool(env, "PULSEBASE_FUNCTION_EGRESS_ALLOW_LOOPBACK", false),
       },
     },
   };

@@ -30,6 +30,8 @@ export const catalogue = {
   // A batch's Idempotency-Key sent again with a different body (docs/analytics.md).
   idempotency_key_reused: { grpc: Code.FailedPrecondition, http: 422, message: "This Idempotency-Key was already used with a different body." },
   rate_limited: { grpc: Code.ResourceExhausted, http: 429, message: "Too many requests." },
+  // The admin listener refuses a Host it does not serve (DNS rebinding; RFC 9110 15.5.20).
+  misdirected_request: { grpc: Code.PermissionDenied, http: 421, message: "This listener does not answer for this host name." },
   internal_error: { grpc: Code.Internal, http: 500, message: "Internal error." },
   unavailable: { grpc: Code.Unavailable, http: 503, message: "Service temporarily unavailable." },
   timeout: { grpc: Code.DeadlineExceeded, http: 504, message: "The operation timed out." },

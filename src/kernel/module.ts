@@ -129,6 +129,10 @@ export interface IsolateStats {
   keys: number;
   waiting: number;
   heapBytes: number;
+  /** Per application holding isolates or waiting for one (docs/functions.md, "Sharing the isolates"). */
+  apps?: Array<{ app: number; busy: number; isolates: number; heapBytes: number; waiting: number }>;
+  /** Isolates disposed after a run for keeping more heap than the threshold, since start. */
+  disposedOverHeap?: number;
 }
 
 /** The engine pool's and the remote executor's scheduling state (pulsebase_engine_*, pulsebase_remote_db_*). */

@@ -20,6 +20,7 @@ import { createIdentityModule } from "../capabilities/identity/identity-module.j
 import { ChangeBus } from "../infra/cluster/change-bus.js";
 import type { NatsLink } from "../infra/nats/nats-link.js";
 import { openNats } from "./open-storage.js";
+import { addOwnListeners } from "../infra/sandbox/egress-address.js";
 
 /** 4 MiB (docs/devices.md, "Limits"): the largest file part a device may send. */
 export const MAX_FILE_BYTES = 4 * 1024 * 1024;
@@ -104,7 +105,9 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     bodyLimitBytes: config.bodyLimitBytes,
     bodyBudget: {
       limitBytes: config.bodyBudgetBytes,
-      shareBytes: Math.floor(config.bodyBudgetBytes / 2),
+      shareBytes: config.bodyAppShareBytes,
+      anonymousShareBytes: config.bodyAnonymousShareBytes,
+      addressShareBytes: config.bodyAddressShareBytes,
       timeoutMs: config.bodyTimeoutSeconds * 1000,
       minBytesPerSecond: config.bodyMinRateBytes,
     },
@@ -131,6 +134,8 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     policy: consoleParts.policy,
     rpcPipeline: config.rpcPipeline,
     trustedProxies: config.trustedProxies,
+    // DNS rebinding (docs/console.md): localhost and IP literals, plus these names.
+    allowedHosts: [config.adminHost, ...config.adminHosts, ...(config.console.publicUrl ? [new URL(config.console.publicUrl).hostname] : [])],
     extraRoutes: [
       (app) => registerMetricsRoute(app, metrics, { metricsToken: config.metricsToken, operatorToken: deps.operatorToken }),
       (app) => consoleParts.adminRoutes(app),
@@ -151,6 +156,11 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
   await publicLog.selfCheck(publicApp, "/healthz");
 
   let started = false;
+  // A function's fetch never reaches this server's listeners (nor a worker's
+  // metrics port on this machine): the configured ports from the start, the
+  // bound addresses once bound (issue #28; egress-address.ts).
+  const ownListeners: Array<() => void> = [];
+  const markOwn = (l: Array<{ address: string; port: number }>) => ownListeners.push(addOwnListeners(l));
   return {
     config,
     console: consoleParts,
@@ -161,8 +171,12 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     plain,
     modules,
     async listen() {
+      markOwn([
+        { address: config.host, port: config.httpsPort }, { address: config.adminHost, port: config.adminPort },
+        { address: config.host, port: config.httpPort }, { address: config.adminHost, port: config.workerMetricsPort },
+      ]);
       await changes.start();
-      for (const m of modules) await m.start?.();
+      for (const m of [...modules, consoleParts]) await m.start?.();
       started = true;
       await publicApp.listen({ host: config.host, port: config.httpsPort });
       await admin.listen({ host: config.adminHost, port: config.adminPort });
@@ -171,6 +185,7 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
         await plain.listen({ host: config.host, port: config.httpPort });
         http = (plain.server.address() as AddressInfo).port;
       }
+      markOwn([publicApp, admin, plain].flatMap((a) => a?.addresses() ?? []).filter((a) => typeof a === "object"));
       return {
         https: (publicApp.server.address() as AddressInfo).port,
         admin: (admin.server.address() as AddressInfo).port,
@@ -180,7 +195,8 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     async close() {
       // Stop taking requests, drain in-flight ones, then stop background work.
       await Promise.all([publicApp.close(), admin.close(), plain?.close()]);
-      if (started) for (const m of [...modules].reverse()) await m.stop?.();
+      for (const release of ownListeners.splice(0)) release();
+      if (started) for (const m of [consoleParts, ...modules].reverse()) await m.stop?.();
       await changes.stop();
       await nats?.close();
     },

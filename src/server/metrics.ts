@@ -301,6 +301,42 @@ export function registerIsolateMetrics(registry: Registry, stats: () => IsolateS
   gauge("pulsebase_isolate_waiting_calls", "Invocations waiting for a free isolate.", (s) => s.waiting);
   gauge("pulsebase_isolate_versions", "Function versions with at least one isolate.", (s) => s.keys);
   gauge("pulsebase_isolate_heap_bytes", "Heap used by the sandbox's isolates, as sampled when each was last idle (a scrape never calls into an isolate).", (s) => s.heapBytes);
+  // Per application: only those holding isolates (at most the process's
+  // isolates) or waiting for one at this scrape are listed, as for the engines.
+  new Gauge({
+    name: "pulsebase_isolate_app_isolates",
+    help: "Isolates per application with any at this scrape, by state (busy: held by its runs, counted against its share; idle; waiting: its runs waiting for one).",
+    labelNames: ["app", "state"],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const a of (await read()).apps ?? []) {
+        const app = String(a.app);
+        this.set({ app, state: "busy" }, a.busy);
+        this.set({ app, state: "idle" }, Math.max(0, a.isolates - a.busy));
+        this.set({ app, state: "waiting" }, a.waiting);
+      }
+    },
+  });
+  new Gauge({
+    name: "pulsebase_isolate_app_heap_bytes",
+    help: "Heap kept by each application's isolates (those with any at this scrape), as last sampled; bounded by its heap share.",
+    labelNames: ["app"],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const a of (await read()).apps ?? []) if (a.isolates > 0) this.set({ app: String(a.app) }, a.heapBytes);
+    },
+  });
+  new Counter({
+    name: "pulsebase_isolate_heap_disposals_total",
+    help: "Isolates disposed after a run rather than kept warm, for keeping more heap than the threshold.",
+    registers: [registry],
+    async collect() {
+      this.reset();
+      this.inc((await read()).disposedOverHeap ?? 0);
+    },
+  });
 }
 
 /**

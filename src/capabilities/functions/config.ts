@@ -25,6 +25,8 @@ export interface FunctionsConfig {
   publicPerAddressPerMinute: number;
   /** Schedule triggers per application. */
   maxSchedulesPerApp: number;
+  /** HTTP trigger answers carry the sandbox CSP (response-shaping.ts, FUNCTION_SANDBOX_CSP). */
+  sandboxCsp: boolean;
   scheduler: Partial<SchedulerOptions>;
   kv: Partial<KvLimits>;
   /** Per-invocation limits of fetch (docs/functions.md, "Calling other services: fetch"). */
@@ -57,6 +59,7 @@ export const DEFAULT_FUNCTIONS_CONFIG: FunctionsConfig = {
   publicTriggerPerMinute: 600,
   publicPerAddressPerMinute: 120,
   maxSchedulesPerApp: 50,
+  sandboxCsp: true,
   scheduler: {},
   kv: {},
   fetch: {},

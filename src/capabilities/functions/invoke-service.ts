@@ -10,11 +10,11 @@ import { appError } from "../../kernel/errors.js";
 import { consumerOf, kClientAddress, requestIdOf } from "../../kernel/principal.js";
 import type { FunctionRuntime, HttpCall } from "./function-runtime.js";
 import { functionHeaders, parseBody, rawBodyOf, type FunctionRequest } from "./http-request.js";
-import type { ShapedResponse } from "./response-shaping.js";
+import { withSandboxCsp, type ShapedResponse } from "./response-shaping.js";
 
 const METHODS = new Set(["GET", "POST", "PUT", "PATCH", "DELETE"]);
 
-export function createFunctionInvokeServiceImpl(deps: { runtime: FunctionRuntime }): ServiceImpl<typeof FunctionService> {
+export function createFunctionInvokeServiceImpl(deps: { runtime: FunctionRuntime; sandboxCsp?: boolean }): ServiceImpl<typeof FunctionService> {
   const { runtime } = deps;
 
   /** The parts every HTTP trigger call needs: method, slug, the raw call and the req builder. */
@@ -35,7 +35,12 @@ export function createFunctionInvokeServiceImpl(deps: { runtime: FunctionRuntime
   }
   // A plain object: Connect makes the message when it answers a Connect call,
   // the REST gateway's passthrough reads the fields as they are.
-  const respond = (res: ShapedResponse): MessageInitShape<typeof HttpResponseSchema> => ({ status: res.status, headers: res.headers, body: res.body });
+  // Every HTTP trigger answer is sandboxed unless the operator turned it off (response-shaping.ts).
+  const sandbox = deps.sandboxCsp !== false;
+  const respond = (res: ShapedResponse): MessageInitShape<typeof HttpResponseSchema> => {
+    if (sandbox) withSandboxCsp(res.headers);
+    return { status: res.status, headers: res.headers, body: res.body };
+  };
 
   return {
     // Without a promise when the runtime answers at once (the warm path, function-runtime.ts).

@@ -1698,8 +1698,9 @@ export type EgressPolicy = Message<"pulsebase.admin.v1.EgressPolicy"> & {
   allowHosts: string[];
 
   /**
-   * Also loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7),
-   * link-local and CGNAT (100.64/10) addresses. Off by default.
+   * Also private (10/8, 172.16/12, 192.168/16, fc00::/7) and CGNAT
+   * (100.64/10) addresses. Off by default. Loopback, link-local, cloud
+   * metadata and the server's own listeners stay refused whatever this says.
    *
    * @generated from field: bool allow_private = 3;
    */
