@@ -11,7 +11,7 @@ import { kClientAddress } from "../../kernel/principal.js";
 import { MAX_PENDING_INVITATIONS, type AccountRow, type AccountStore, type InvitationRow } from "./account-store.js";
 import type { AuditStore } from "./audit-store.js";
 import { clearedSessionCookie, sessionCookie } from "./cookies.js";
-import type { LoginLimiter } from "./login-limiter.js";
+import { addressGroup, type LoginLimiter } from "./login-limiter.js";
 import { hashPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, verifyPassword } from "./password.js";
 import { kAuditNote, kOperator, kUserAgent, operatorOf, roleIn, type OperatorPrincipal } from "./principal.js";
 import { roleName, roleOf } from "./roles.js";
@@ -116,7 +116,7 @@ export function createAccountServiceImpl(deps: AccountServiceDeps): ServiceImpl<
       v.throwIfAny();
       const address = ctx.values.get(kClientAddress);
       // Wrong tokens are counted per address: a guesser locks itself out, not the operator.
-      const key = `setup ${address}`;
+      const key = `setup ${addressGroup(address)}`;
       await limiter.attempt(address, key);
       try {
         const user = await accounts.completeSetup(req.setupToken, {
@@ -269,7 +269,7 @@ export function createAccountServiceImpl(deps: AccountServiceDeps): ServiceImpl<
       v.throwIfAny();
       const address = ctx.values.get(kClientAddress);
       // Bounds the password hashing one address can cause (the token itself is 256 random bits).
-      await limiter.attempt(address, `password-link ${address}`);
+      await limiter.attempt(address, `password-link ${addressGroup(address)}`);
       const user = req.token ? await accounts.setPasswordByLink(req.token, await hashPassword(req.password)) : undefined;
       if (!user) throw appError("not_found", "The set-password link is invalid, expired or was already used.");
       return signIn(ctx, user);

@@ -295,15 +295,29 @@ export class AccountStore {
   /**
    * Consumes a live set-password link and sets the first password of its
    * account, in one transaction; undefined when the link is unknown, used or
-   * expired, or the account has a password by now.
+   * expired, or the account has a password by now. What its maker may do is
+   * checked again here, as when it was made (createPasswordLink): an account
+   * that joined a team its maker does not own since (or became an
+   * administrator), or a maker no longer owner, leaves the link dead.
    */
   async setPasswordByLink(token: string, passwordHash: string): Promise<AccountRow | undefined> {
     return this.sql.transaction(async (tx) => {
-      const link = await tx.query<{ user_id: number }>(
-        "DELETE FROM password_links WHERE token_hash = $1 AND expires_at > now() RETURNING user_id",
+      const link = await tx.query<{ user_id: number; created_by: number | null }>(
+        "DELETE FROM password_links WHERE token_hash = $1 AND expires_at > now() RETURNING user_id, created_by",
         [sha256(token)],
       );
       if (!link.rows[0]) return undefined;
+      // A link made with the operator token has no maker (created_by NULL): it had every team.
+      if (link.rows[0].created_by !== null) {
+        const { rows: ok } = await tx.query<{ ok: boolean }>(
+          `SELECT coalesce((SELECT is_admin FROM users WHERE id = $2), false)
+                  OR (NOT coalesce((SELECT is_admin FROM users WHERE id = $1), false)
+                      AND NOT EXISTS (SELECT 1 FROM team_members m WHERE m.user_id = $1 AND NOT EXISTS (
+                        SELECT 1 FROM team_members o WHERE o.team_id = m.team_id AND o.user_id = $2 AND o.role = 'owner'))) AS ok`,
+          [link.rows[0].user_id, link.rows[0].created_by],
+        );
+        if (!ok[0]?.ok) return undefined;
+      }
       const { rows } = await tx.query<AccountRow>(
         `UPDATE users SET password_hash = $2 WHERE id = $1 AND password_hash IS NULL RETURNING ${USER_COLS}`,
         [link.rows[0].user_id, passwordHash],

@@ -83,12 +83,15 @@ export const FUNCTION_SANDBOX_CSP = "sandbox allow-scripts allow-forms allow-pop
  * Adds the sandbox to a shaped answer's headers (in place). A function's
  * own Content-Security-Policy is kept and the sandbox appended as a second
  * policy (after a comma): browsers enforce both, so the function cannot
- * lift the sandbox, only narrow it further.
+ * lift the sandbox, only narrow it further. Already there means a whole
+ * policy of its own (between commas): text that merely ends with it after a
+ * `;` is a directive of the function's policy, where an earlier
+ * `sandbox allow-same-origin` wins over the duplicate (issue #28).
  */
 export function withSandboxCsp(headers: Record<string, string>): void {
   const own = headers["content-security-policy"];
   if (own === undefined) headers["content-security-policy"] = FUNCTION_SANDBOX_CSP;
-  else if (!own.endsWith(FUNCTION_SANDBOX_CSP)) headers["content-security-policy"] = `${own}, ${FUNCTION_SANDBOX_CSP}`;
+  else if (!own.split(",").some((p) => p.trim() === FUNCTION_SANDBOX_CSP)) headers["content-security-policy"] = `${own}, ${FUNCTION_SANDBOX_CSP}`;
 }
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;

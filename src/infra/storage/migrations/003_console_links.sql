@@ -5,7 +5,9 @@ CREATE TABLE password_links (
   -- sha256 of the link's secret.
   token_hash text PRIMARY KEY,
   user_id bigint NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-  created_by bigint REFERENCES users(id) ON DELETE SET NULL,
+  -- The account that made it (NULL: the operator token). A link dies with
+  -- its maker: SET NULL would turn it into an operator-token link.
+  created_by bigint REFERENCES users(id) ON DELETE CASCADE,
   created_at timestamptz NOT NULL DEFAULT now(),
   expires_at timestamptz NOT NULL
 );
