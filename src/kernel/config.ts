@@ -124,7 +124,7 @@ export interface Config {
     /** Waiting for one of those (PULSEBASE_FN_DB_CALLS_QUEUED). */
     queued: number;
   };
-  /** The functions' isolates shared between applications (docs/functions.md, "Sharing the isolates"). */
+  /** The functions' isolates shared between applications (docs/functions-operator.md, "Sharing the isolates"). */
   fnIsolates: {
     /** Isolates one application's runs hold at once; 0 = a quarter of the process's 64 (PULSEBASE_FN_APP_ISOLATES). */
     appIsolates: number;

@@ -1,4 +1,4 @@
-// A host API offered to functions (docs/functions.md, "Host capabilities"):
+// A host API offered to functions (docs/functions-internals.md, "Host capabilities"):
 // declared by the capability that owns it in its module definition, carried
 // by the sandbox's host channel (src/infra/sandbox/host-channel.ts).
 import type { ErrorCode } from "./errors.js";

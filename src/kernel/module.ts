@@ -129,7 +129,7 @@ export interface IsolateStats {
   keys: number;
   waiting: number;
   heapBytes: number;
-  /** Per application holding isolates or waiting for one (docs/functions.md, "Sharing the isolates"). */
+  /** Per application holding isolates or waiting for one (docs/functions-operator.md, "Sharing the isolates"). */
   apps?: Array<{ app: number; busy: number; isolates: number; heapBytes: number; waiting: number }>;
   /** Isolates disposed after a run for keeping more heap than the threshold, since start. */
   disposedOverHeap?: number;
@@ -165,7 +165,7 @@ export interface PulsebaseModule {
   /** Raw routes on the public listener (media files, ...). */
   routes?: RawRoute[];
   gauges?: ModuleGauges;
-  /** Host APIs functions reach as ctx.<name> (docs/functions.md, "Host capabilities"); the server hands every module's to the functions module. */
+  /** Host APIs functions reach as ctx.<name> (docs/functions-internals.md, "Host capabilities"); the server hands every module's to the functions module. */
   hostCapabilities?: HostCapability[];
   start?(): Promise<void>;
   stop?(): Promise<void>;

@@ -92,7 +92,7 @@ export const MISSES_PER_ADDRESS_PER_MINUTE = 60;
 
 /**
  * Invocation limits per minute shared by every process: a token bucket per
- * key, leases dropped after 1 s unused (docs/functions.md, "Rate limits").
+ * key, leases dropped after 1 s unused (docs/functions-operator.md, "Rate limits").
  */
 export function createInvocationLimiter(sql: Sql): RateLimiter {
   return createLeasedLimiter(bucketPolicy(sql, { name: "functions", periodMs: 60_000 }), { leaseMs: 1000 });

@@ -8,7 +8,7 @@
 // elsewhere until its lease ends (then they go back, or lapse where the
 // policy cannot take them back). A lease is bound to the limit and the window
 // it was claimed under: tokens are never spent under another limit, also
-// when their claim was in flight at the change (docs/functions.md, "Rate
+// when their claim was in flight at the change (docs/functions-operator.md, "Rate
 // limits"; docs/cms.md).
 import { appError } from "../../kernel/errors.js";
 

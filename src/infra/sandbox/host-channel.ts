@@ -1,5 +1,5 @@
 // The host side of the functions' host capabilities (ctx.db, ctx.kv, ...;
-// docs/functions.md, "Host capabilities"). A call comes out of an isolate
+// docs/functions-internals.md, "Host capabilities"). A call comes out of an isolate
 // fire-and-forget (bootstrap.ts) as (id, capability, method, args); it is
 // held to its run's limits per capability, handed to the method with the
 // run's AbortSignal, and its reply goes back in with the next call the host

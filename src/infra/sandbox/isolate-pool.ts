@@ -5,7 +5,7 @@
 // the caller waits (its wait counts against its own timeout). Isolates idle
 // longer than `idleMs` are released by a sweep.
 //
-// Hostile tenants (docs/functions.md, "Sharing the isolates"):
+// Hostile tenants (docs/functions-operator.md, "Sharing the isolates"):
 // - An application holds at most `appIsolates` isolates at once, counted by
 //   runs holding one (a run awaiting a timer or a fetch holds it), so one
 //   application cannot take every isolate. Its further runs wait in its own

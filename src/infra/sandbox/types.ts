@@ -74,7 +74,7 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   // two per core only adds contention (measured: 4 > 16 > 32 on 2 cores).
   isolatesPerVersion: Math.max(2, availableParallelism() * 2),
   appIsolates: 0,
-  // 64 isolates keeping 32 MiB each; a quarter per application (docs/functions.md, "Sharing the isolates")
+  // 64 isolates keeping 32 MiB each; a quarter per application (docs/functions-operator.md, "Sharing the isolates")
   heapBudgetBytes: 2 * 1024 ** 3,
   appHeapBytes: 0,
   keepHeapBytes: 64 * 1024 ** 2,

@@ -8,7 +8,7 @@
 // hashing, V8's structured clone) is one synchronous call to `webHost`
 // through a Reference held in the installer's closure, unreachable from
 // user code. A synchronous call leaves nothing pending, so a run's end
-// guarantees (docs/functions.md, "Host capabilities") hold unchanged; its
+// guarantees (docs/functions-internals.md, "Host capabilities") hold unchanged; its
 // time counts in the run's own time limit, and every byte input is capped
 // at MAX_WEB_INPUT_BYTES before it leaves the isolate.
 import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
