@@ -1,5 +1,5 @@
-// The hand-written protobuf readers (src/kernel/proto-wire.ts and the
-// codecs on it: the database's QueryRequest, the functions' HttpRequest)
+// The generated protobuf readers (gen/fastcodec/, on src/kernel/proto-wire.ts:
+// the database's QueryRequest, the functions' HttpRequest)
 // against @bufbuild/protobuf's fromBinary on the same bytes (issue #28):
 // strings that start with U+FEFF keep it, map and Struct keys such as
 // "__proto__", "constructor" and "hasOwnProperty" are entries like any
@@ -12,8 +12,8 @@ import { describe, expect, it } from "vitest";
 import { HttpRequestSchema } from "../../gen/pulsebase/common/v1/options_pb.js";
 import { QueryRequestSchema } from "../../gen/pulsebase/platform/v1/database_pb.js";
 import { valueToJson } from "../../src/capabilities/database/proto-values.js";
-import { decodeQueryRequest } from "../../src/capabilities/database/query-request-binary.js";
-import { decodeHttpRequest } from "../../src/capabilities/functions/http-message-binary.js";
+import { decodeHttpRequest } from "../../gen/fastcodec/pulsebase/common/v1/options.js";
+import { decodeQueryRequest } from "../../gen/fastcodec/pulsebase/platform/v1/database.js";
 
 const FIRST_SEED = Number(process.env.PROTO_DIFF_SEED ?? 1);
 const RUNS = 400;

@@ -17,8 +17,8 @@ import { createDatabaseManager, type DatabaseManager } from "./database-manager.
 import { createDatabaseStore, type DatabaseStore } from "./database-store.js";
 import { dbCapability } from "./function-db.js";
 import { EnginePool } from "../../infra/libsql/engine-pool.js";
-import { decodeQueryRequest } from "./query-request-binary.js";
-import { encodeQueryResponse } from "./query-response-binary.js";
+// (generated from the fast_codec option: bin/protoc-gen-fastcodec.js)
+import { decodeQueryRequest, encodeQueryResponse } from "../../../gen/fastcodec/pulsebase/platform/v1/database.js";
 import { createDatabaseJsonPaths, createDatabaseServiceImpl } from "./platform-service.js";
 import { PointReader } from "../../infra/libsql/point-reader.js";
 import { createQueryRunner, type QueryRunner } from "./query-runner.js";

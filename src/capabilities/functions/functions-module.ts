@@ -25,13 +25,14 @@ import { createScheduler, type Scheduler } from "./scheduler.js";
 import { createFunctionStore, type FunctionStore } from "./function-store.js";
 import { createInvocationRecorder, DEFAULT_RECORDER_OPTIONS, type InvocationRecorder } from "./invocation-recorder.js";
 import { createFunctionInvokeServiceImpl } from "./invoke-service.js";
-import { decodeHttpRequest, encodeHttpResponse } from "./http-message-binary.js";
+// (generated from the fast_codec option: bin/protoc-gen-fastcodec.js)
+import { decodeHttpRequest, encodeHttpResponse } from "../../../gen/fastcodec/pulsebase/common/v1/options.js";
 import type { RateLimiter } from "../../infra/rate-limit/leased-limiter.js";
 
 export interface FunctionsModuleDeps {
   /** The service database (PostgreSQL or PGlite) with migrations applied. */
   sql: Sql;
-  /** The other modules' host APIs (ctx.db, ...; docs/functions.md, "Host capabilities"); the sandbox adds this module's own (ctx.kv). */
+  /** The other modules' host APIs (ctx.db, ...; docs/functions-internals.md, "Host capabilities"); the sandbox adds this module's own (ctx.kv). */
   hostCapabilities?: readonly HostCapability[];
   config?: Partial<FunctionsConfig>;
   /** Called when background work (invocation records, event delivery, schedules) fails. */
@@ -125,7 +126,7 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
   });
   // The plan is part of every cached resolution.
   changes?.subscribe("app", () => runtime.planChanged());
-  const invokeService = createFunctionInvokeServiceImpl({ runtime });
+  const invokeService = createFunctionInvokeServiceImpl({ runtime, sandboxCsp: config.sandboxCsp });
   const adminService = createAdminFunctionServiceImpl({
     sql: deps.sql, store, sandbox, runtime, recorder, config, kv, egress, deadLetters: events, capture: events, onError: deps.onError,
     announce: changes && ((appId) => changes.publish("functions", appId)),

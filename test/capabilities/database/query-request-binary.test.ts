@@ -1,11 +1,11 @@
-// The hand-written QueryRequest reader reads exactly what fromBinary reads,
+// The generated QueryRequest reader (bin/protoc-gen-fastcodec.js) reads exactly what fromBinary reads,
 // and leaves whatever it does not expect to fromBinary.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { QueryRequestSchema, QueryResponseSchema, StatementResultSchema } from "../../../gen/pulsebase/platform/v1/database_pb.js";
 import { response } from "../../../src/capabilities/database/platform-service.js";
 import { jsonToValue, rowToListValue } from "../../../src/capabilities/database/proto-values.js";
-import { decodeQueryRequest } from "../../../src/capabilities/database/query-request-binary.js";
+import { decodeQueryRequest } from "../../../gen/fastcodec/pulsebase/platform/v1/database.js";
 
 function random(seed: number) {
   let x = seed;

@@ -1,9 +1,9 @@
-// The hand-written QueryResponse encoder writes exactly what toBinary writes.
+// The generated QueryResponse encoder (bin/protoc-gen-fastcodec.js) writes exactly what toBinary writes.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { QueryResponseSchema } from "../../../gen/pulsebase/platform/v1/database_pb.js";
 import { jsonToValue } from "../../../src/capabilities/database/proto-values.js";
-import { encodeQueryResponse } from "../../../src/capabilities/database/query-response-binary.js";
+import { encodeQueryResponse } from "../../../gen/fastcodec/pulsebase/platform/v1/database.js";
 
 function random(seed: number) {
   let x = seed;

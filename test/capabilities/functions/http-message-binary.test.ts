@@ -1,10 +1,10 @@
-// The hand-written HttpRequest reader and HttpResponse writer: the message
+// The generated HttpRequest reader and HttpResponse writer (bin/protoc-gen-fastcodec.js): the message
 // fromBinary reads and the bytes toBinary writes, and whatever the reader
 // does not expect is left to fromBinary.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { HttpRequestSchema, HttpResponseSchema } from "../../../gen/pulsebase/common/v1/options_pb.js";
-import { decodeHttpRequest, encodeHttpResponse } from "../../../src/capabilities/functions/http-message-binary.js";
+import { decodeHttpRequest, encodeHttpResponse } from "../../../gen/fastcodec/pulsebase/common/v1/options.js";
 
 function random(seed: number) {
   let x = seed;
