@@ -79,10 +79,35 @@ describe("functions' fetch settings", () => {
     expect(loadConfig({}).functions.fetch).toEqual({
       subrequests: 50, concurrent: 6, responseBytes: 10 * 1024 * 1024, runResponseBytes: 32 * 1024 * 1024,
       requestBytes: 10 * 1024 * 1024, redirects: 10, timeoutMs: 30_000, processBytes: 256 * 1024 * 1024,
+      allowLoopback: false,
     });
+    expect(loadConfig({ PULSEBASE_FUNCTION_EGRESS_ALLOW_LOOPBACK: "1" }).functions.fetch.allowLoopback).toBe(true);
     const c = loadConfig({ PULSEBASE_FUNCTION_FETCH_SUBREQUESTS: "0", PULSEBASE_FUNCTION_FETCH_RESPONSE_BYTES: "1048576", PULSEBASE_FUNCTION_FETCH_TIMEOUT_MS: "2000" });
     expect(c.functions.fetch).toMatchObject({ subrequests: 0, responseBytes: 1024 * 1024, timeoutMs: 2000 });
     expect(() => loadConfig({ PULSEBASE_FUNCTION_FETCH_REDIRECTS: "50" })).toThrow(/PULSEBASE_FUNCTION_FETCH_REDIRECTS must be between/);
     expect(() => loadConfig({ PULSEBASE_FUNCTION_FETCH_CONCURRENCY: "0" })).toThrow(/PULSEBASE_FUNCTION_FETCH_CONCURRENCY must be between/);
+  });
+});
+
+describe("per-application shares (issue 28)", () => {
+  it("defaults to the README's limits: a quarter of the body budget per application, an eighth without a token, 1 MiB per address", () => {
+    const c = loadConfig({});
+    expect(c).toMatchObject({ bodyAppShareBytes: 64 * 1024 * 1024, bodyAnonymousShareBytes: 32 * 1024 * 1024, bodyAddressShareBytes: 1024 * 1024 });
+    // shares follow the budget, and the per-application one is never below one full body
+    const small = loadConfig({ PULSEBASE_BODY_BUDGET_BYTES: String(128 * 1024 * 1024) });
+    expect(small.bodyAppShareBytes).toBe(small.bodyLimitBytes);
+    expect(small.bodyAnonymousShareBytes).toBe(16 * 1024 * 1024);
+    expect(() => loadConfig({ PULSEBASE_BODY_ADDRESS_SHARE_BYTES: String(64 * 1024 * 1024) })).toThrow(/PULSEBASE_BODY_ADDRESS_SHARE_BYTES must be between/);
+  });
+
+  it("defaults the isolate and heap shares, the sandbox CSP and the audit retention as documented", () => {
+    const c = loadConfig({});
+    expect(c.fnIsolates).toEqual({ appIsolates: 0, heapBudgetMb: 2048, appHeapMb: 0, keepHeapMb: 64 });
+    expect(c.functions.sandboxCsp).toBe(true);
+    expect(loadConfig({ PULSEBASE_FUNCTION_SANDBOX_CSP: "false" }).functions.sandboxCsp).toBe(false);
+    expect(c.console.auditRetentionDays).toBe(365);
+    expect(c.adminHosts).toEqual([]);
+    expect(loadConfig({ PULSEBASE_ADMIN_HOSTS: "Console.Example.com" }).adminHosts).toEqual(["console.example.com"]);
+    expect(() => loadConfig({ PULSEBASE_ADMIN_HOSTS: "https://console.example.com/" })).toThrow(/PULSEBASE_ADMIN_HOSTS must list host names/);
   });
 });
