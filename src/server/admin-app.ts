@@ -20,13 +20,14 @@ import { Dispatcher } from "../transport/rpc/dispatcher.js";
 import { registerRpcRoutes } from "../transport/rpc/rpc-routes.js";
 import type { CallPolicy } from "../kernel/call-policy.js";
 import { sendError } from "../transport/http/envelopes.js";
+import { answerClientError } from "../transport/http/fastify-errors.js";
 import { appError } from "../kernel/errors.js";
 import { kClientAddress, kRequestId } from "../kernel/principal.js";
 import { kUserAgent } from "../capabilities/console/principal.js";
 import { h2cServerFactory } from "./h2c-server.js";
 import { grpcMessageEncoding } from "../transport/connect/grpc-message.js";
 import type { ServiceBinding } from "../kernel/module.js";
-import { requestIdOf } from "./public-app.js";
+import { requestIdOf } from "../transport/edge/response-head.js";
 import { isIP } from "node:net";
 
 /**
@@ -80,6 +81,13 @@ export async function buildAdminApp(opts: {
     forceCloseConnections: "idle",
     serverFactory: h2cServerFactory,
     trustProxy: opts.trustedProxies?.length ? opts.trustedProxies : false,
+    // Unparseable requests and URLs: 400 in the envelope with X-Request-Id,
+    // as on the public listener (issue #28, point 6), not Fastify's own JSON.
+    clientErrorHandler: answerClientError,
+    frameworkErrors: (err, req, reply) => {
+      reply.header("x-request-id", req.id);
+      return sendError(reply, "platform", err.code === "FST_ERR_MAX_PARAM_LENGTH" ? appError("not_found", "No such endpoint.") : appError("bad_request", "Malformed URL."));
+    },
   }) as unknown as FastifyInstance;
   const hostNames = new Set((opts.allowedHosts ?? []).map((h) => h.trim().toLowerCase().replace(/^\[|\]$/g, "")).filter(Boolean));
   app.addHook("onRequest", async (req, reply) => {

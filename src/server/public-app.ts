@@ -1,11 +1,10 @@
 // The public listener: REST gateway + Connect handlers of the device
 // services (Connect, gRPC, gRPC-Web; HTTP/1.1 and HTTP/2 through ALPN), TLS.
-import { randomUUID } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { getOption } from "@bufbuild/protobuf";
 import { createContextValues } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
-import cors from "@fastify/cors";
+import corsPlugin from "@fastify/cors";
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from "fastify";
 import type { Logger } from "pino";
 import { auth as authOption, Auth } from "../../gen/pulsebase/common/v1/options_pb.js";
@@ -28,6 +27,8 @@ import { buildOpenApi } from "../transport/http/openapi.js";
 import { grpcMessageEncoding } from "../transport/connect/grpc-message.js";
 import { RouteTable } from "../transport/http/route-table.js";
 import { appError } from "../kernel/errors.js";
+import { fromFastify } from "../transport/edge/fastify-errors.js";
+import { corsPolicy, requestIdOf } from "../transport/edge/response-head.js";
 import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../kernel/principal.js";
 import type { RawRoute, ServiceBinding } from "../kernel/module.js";
 import type { TlsMaterial } from "./tls.js";
@@ -61,17 +62,6 @@ export interface PublicAppOptions {
   routes?: RawRoute[];
 }
 
-const REQUEST_ID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** A well-formed incoming X-Request-Id (a UUID) is kept; otherwise a new one. */
-export function requestIdOf(header: string | string[] | undefined): string {
-  return typeof header === "string" && REQUEST_ID_RE.test(header) ? header.toLowerCase() : randomUUID();
-}
-
-// gRPC-Web clients in a browser read the status from grpc-status and friends.
-export const EXPOSED_HEADERS = ["x-request-id", "retry-after", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "etag", "grpc-status", "grpc-message", "grpc-status-details-bin"];
-const EXPOSED = EXPOSED_HEADERS.join(", ");
-
 /**
  * Largest body of a route that takes no consumer token (registration, token
  * issue, CMS reads, health and reflection): what those requests need, with
@@ -103,16 +93,11 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
     trustProxy: opts.trustedProxies.length ? opts.trustedProxies : false,
     // The router refuses malformed URL encoding and over-long path segments
     // before any hook runs, in Fastify's own format: answer them in the
-    // interface's envelope with X-Request-Id (docs/devices.md, "Errors and what to retry"). An over-long
-    // segment names nothing that exists (slugs, UUIDs and ids are shorter).
+    // interface's envelope with X-Request-Id (docs/devices.md, "Errors and what to retry").
     frameworkErrors: (err, req, reply) => {
       observeUnrouted(reply);
       reply.header("x-request-id", req.id);
-      const iface = ifaceOf(req.url);
-      const e = err.code === "FST_ERR_MAX_PARAM_LENGTH"
-        ? appError(iface === "cms" ? "NOT_FOUND" : "not_found", "No such resource.")
-        : appError("bad_request", "Malformed URL.");
-      return sendError(reply, iface, e);
+      return sendError(reply, ifaceOf(req.url), fromFastify(err));
     },
   };
   // HTTP/2 limits, advertised in the server's SETTINGS (Node's defaults
@@ -158,17 +143,9 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
     sendError(reply, ifaceOf(req.url), appError("unauthenticated", "HTTPS is required."));
   });
 
-  // Any origin is the static "*" (no credentials: the same answer for every
-  // origin, so no Vary), and the header lists are joined once: @fastify/cors
-  // otherwise resolves the origin and joins the lists on every request,
-  // about a tenth of a PK read's server CPU.
-  await app.register(cors, {
-    origin: opts.corsOrigins.includes("*") ? "*" : opts.corsOrigins,
-    credentials: false,
-    exposedHeaders: EXPOSED,
-    methods: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
-    maxAge: 600,
-  });
+  // (the same policy gives the stream lane its headers, below)
+  const cors = corsPolicy(opts.corsOrigins);
+  await app.register(corsPlugin, cors.plugin);
   installJsonParser(app);
   // Only JSON bodies are accepted (415 otherwise); multipart only on the
   // routes that take it (the gateway scopes the parser to them).
@@ -233,18 +210,12 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
       closing = true;
       done();
     });
-    const anyOrigin = opts.corsOrigins.includes("*");
     const observed = opts.logController instanceof ObservedLogController ? opts.logController : undefined;
     installStreamLane(app.server as unknown as Http2SecureServer, {
       dispatcher,
       readMaxBytes: opts.bodyLimitBytes,
-      // What @fastify/cors (registered above) adds to a response: the origin
-      // "*" or, with a list, Vary: Origin (no Origin matched), and the exposed headers.
-      head: anyOrigin
-        ? { "access-control-allow-origin": "*", "access-control-expose-headers": EXPOSED }
-        : { vary: "Origin", "access-control-expose-headers": EXPOSED },
-      takes: (stream, headers) => !closing && (anyOrigin || headers.origin === undefined) && !proxies.trusts(stream.session?.socket?.remoteAddress),
-      requestId: requestIdOf,
+      cors,
+      takes: (stream) => !closing && !proxies.trusts(stream.session?.socket?.remoteAddress),
       observe: observed?.recordCall.bind(observed),
       logger: opts.logger,
     });

@@ -4,13 +4,13 @@
 // errors (4xx-class codes) are the access log's business, not an error line.
 import type { Interceptor, StreamRequest, UnaryRequest } from "@connectrpc/connect";
 import type { Logger } from "pino";
-import { errorDetail, httpStatusOf, isServerFault, toAppError } from "../../kernel/errors.js";
+import { isServerFault, restStatusOf, toAppError } from "../../kernel/errors.js";
 import { kRequestId } from "../../kernel/principal.js";
 
 export function errorLogInterceptor(logger: Logger): Interceptor {
   const failed = (req: UnaryRequest | StreamRequest, err: unknown): never => {
     const e = toAppError(err);
-    const status = errorDetail(e)?.httpStatus || httpStatusOf(e.code);
+    const status = restStatusOf(e);
     if (isServerFault(e, status)) {
       // The original error (not its translation) heads the line: its cause chain reaches the driver.
       logger.error({ err, reqId: req.contextValues.get(kRequestId), procedure: `${req.service.typeName}/${req.method.name}`, status }, "rpc failed");

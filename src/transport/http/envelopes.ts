@@ -4,7 +4,7 @@
 // { error: { status, code, message } }, the 429 without a code.
 import type { FastifyReply } from "fastify";
 import type { ConnectError } from "@connectrpc/connect";
-import { catalogue, errorDetail, httpStatusOf, isServerFault, toAppError } from "../../kernel/errors.js";
+import { catalogue, cmsCodeFor, errorDetail, isServerFault, restStatusOf, toAppError } from "../../kernel/errors.js";
 
 export type Iface = "platform" | "cms";
 
@@ -14,9 +14,11 @@ export interface ErrorBody {
   retryAfter?: number;
 }
 
-export function errorBody(iface: Iface, err: ConnectError): ErrorBody {
+export function errorBody(iface: Iface, error: ConnectError): ErrorBody {
+  // (a ConnectError without a detail: the catalogue entry of its code)
+  const err = toAppError(error);
   const detail = errorDetail(err);
-  const status = detail?.httpStatus || httpStatusOf(err.code);
+  const status = restStatusOf(err);
   const code = detail?.code ?? "internal_error";
   const retryAfter = detail?.retryAfterSeconds || undefined;
   // Never leak internals: 500s carry the catalogue message only.
@@ -37,18 +39,6 @@ export function errorBody(iface: Iface, err: ConnectError): ErrorBody {
     return { status, body, retryAfter };
   }
   return { status, body: { error: code, message }, retryAfter };
-}
-
-function cmsCodeFor(status: number): string {
-  switch (status) {
-    case 401: return "UNAUTHENTICATED";
-    case 404: return "NOT_FOUND";
-    case 405: return "METHOD_NOT_ALLOWED";
-    case 413: return "PAYLOAD_TOO_LARGE";
-    case 429: return "RATE_LIMITED";
-    case 504: return "QUERY_TIMEOUT";
-    default: return status >= 500 ? "INTERNAL_ERROR" : "INVALID_PARAMETER";
-  }
 }
 
 /**

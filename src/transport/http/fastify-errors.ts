@@ -1,12 +1,13 @@
 // Fastify-level failures (body parsing, limits, unknown routes, wrong
 // methods) answered in the envelope of the interface the path belongs to,
-// never as a 500 or an HTML page.
+// never as a 500 or an HTML page. Which catalogue error a Fastify error is:
+// transport/edge/fastify-errors.ts, shared with the RPC routes and the lane.
 import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { ConnectError } from "@connectrpc/connect";
 import { appError } from "../../kernel/errors.js";
+import { fromFastify } from "../edge/fastify-errors.js";
 import { errorBody, sendError, type Iface } from "./envelopes.js";
 import type { RouteTable } from "./route-table.js";
 
@@ -14,34 +15,9 @@ export function ifaceOf(url: string): Iface {
   return url.startsWith("/api/v1/") || url === "/api/v1" ? "cms" : "platform";
 }
 
-function translate(err: FastifyError) {
-  // Ours already (the body budget failing a request stream, body-budget.ts),
-  // whatever status Fastify's body reader stamped on it.
-  if ((err as unknown) instanceof ConnectError) return err as unknown as ConnectError;
-  switch (err.code) {
-    case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return appError("payload_too_large");
-    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-    case "FST_ERR_CTP_INVALID_TYPE":
-      return appError("unsupported_media_type");
-    case "FST_ERR_CTP_EMPTY_JSON_BODY":
-    case "FST_ERR_CTP_INVALID_JSON_BODY":
-      return appError("bad_request", "Malformed JSON body.");
-    case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
-      return appError("bad_request", "Invalid Content-Length.");
-    case "FST_INVALID_MULTIPART_CONTENT_TYPE":
-      return appError("unsupported_media_type");
-    default:
-      if (err instanceof SyntaxError) return appError("bad_request", "Malformed JSON body.");
-      if (err.statusCode === 413) return appError("payload_too_large");
-      if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) return appError("bad_request", err.message);
-      return err;
-  }
-}
-
 export function installErrorHandlers(app: FastifyInstance, table: RouteTable): void {
   app.setErrorHandler((err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
-    return sendError(reply, ifaceOf(req.url), translate(err));
+    return sendError(reply, ifaceOf(req.url), fromFastify(err));
   });
   app.setNotFoundHandler(notFoundHandler(table));
 }
@@ -88,6 +64,7 @@ export function installJsonParser(app: FastifyInstance): void {
 }
 
 const answeredClientErrors = new WeakSet<Socket>();
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * Node's HTTP/1 parser refuses bytes it cannot parse (control characters in a
@@ -108,7 +85,27 @@ export function answerClientError(err: ConnectionError, socket: Socket): void {
     // parsed) can never complete: drop the connection as Node does, which
     // aborts the request (nothing of it is processed).
     if (!inFlight.req.complete) {
-      socket.destroy();
+      // Its body cannot be read past this point (an invalid chunk size, a
+      // Transfer-Encoding the parser refuses, the client's end mid-body):
+      // unless its answer has started, the client gets the 400 (the request
+      // id it sent, else a new one), then the connection closes (issue #28,
+      // point 6). The handler's own answer, if any comes, is dropped.
+      if (inFlight.headersSent || inFlight.writableEnded || !socket.writable) {
+        socket.destroy();
+        return;
+      }
+      const { status, body } = errorBody(ifaceOf(inFlight.req.url ?? ""), appError("bad_request", "Malformed HTTP request."));
+      const text = JSON.stringify(body);
+      const sent = inFlight.req.headers["x-request-id"];
+      inFlight.shouldKeepAlive = false;
+      inFlight.writeHead(status, {
+        "content-type": "application/json; charset=utf-8",
+        "x-request-id": typeof sent === "string" && UUID_RE.test(sent) ? sent.toLowerCase() : randomUUID(),
+        "content-length": Buffer.byteLength(text),
+        connection: "close",
+      });
+      inFlight.end(text);
+      inFlight.once("finish", () => socket.destroySoon());
       return;
     }
     // A complete request before the unparseable bytes gets its answer.

@@ -8,7 +8,8 @@
 import type { Multipart } from "@fastify/multipart";
 import { ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
-import { appError, type Violations } from "../../kernel/errors.js";
+import { appError, errorDetail, type Violations } from "../../kernel/errors.js";
+import { fromFastify } from "../edge/fastify-errors.js";
 import { FormBuilder } from "./form-fields.js";
 import type { UploadedFile } from "./rest-json.js";
 
@@ -87,19 +88,11 @@ function rethrowAsClientError(err: unknown): never {
   if (err instanceof ConnectError) throw err;
   const code = (err as { code?: unknown }).code;
   const text = err instanceof Error ? err.message : String(err);
-  switch (code) {
-    case "FST_PARTS_LIMIT":
-    case "FST_FILES_LIMIT":
-    case "FST_FIELDS_LIMIT":
-      throw appError("payload_too_large", `Too many form parts (at most ${MAX_FORM_FILES} files and ${MAX_FORM_FIELDS} fields).`, { cause: err });
-    case "FST_REQ_FILE_TOO_LARGE":
-      throw appError("payload_too_large", undefined, { cause: err });
-    case "FST_PROTO_VIOLATION":
-      throw appError("bad_request", "Malformed multipart body: a field name is not allowed.", { cause: err });
-    case "FST_INVALID_JSON_FIELD_ERROR":
-      throw appError("bad_request", "Malformed multipart body: a part declared as application/json is not valid JSON.", { cause: err });
-    case "FST_MP_PREMATURE_CLOSE":
-      throw appError("bad_request", "Malformed multipart body: the request ended before the closing boundary.", { cause: err });
+  // @fastify/multipart's own errors: the one translation of Fastify's errors
+  // (one it does not know is the bytes' fault all the same, below).
+  if (typeof code === "string" && code.startsWith("FST_")) {
+    const known = fromFastify(err, { maxFiles: MAX_FORM_FILES, maxFields: MAX_FORM_FIELDS });
+    if (errorDetail(known)) throw known;
   }
   if (/boundary not found/i.test(text)) {
     throw appError("bad_request", "Malformed multipart body: the multipart/form-data content type has no boundary.", { cause: err });

@@ -13,7 +13,7 @@ import type { Logger } from "pino";
 import { auth as authOption, Auth, rest_passthrough } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import type { CallPolicy } from "../../kernel/call-policy.js";
 import { deadline } from "../../kernel/deadlines.js";
-import { appError, errorDetail, httpStatusOf, isServerFault, toAppError } from "../../kernel/errors.js";
+import { appError, isServerFault, restStatusOf, toAppError } from "../../kernel/errors.js";
 import type { ServiceBinding } from "../../kernel/module.js";
 import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../../kernel/principal.js";
 import { ANONYMOUS, type BodyBudget, type RawRequest, type RawResponse } from "./body-budget.js";
@@ -189,7 +189,7 @@ export class Dispatcher {
    */
   fault(m: UnaryMethod, protocol: string, reqId: string, err: unknown): unknown {
     const e = toAppError(err);
-    const status = errorDetail(e)?.httpStatus || httpStatusOf(e.code);
+    const status = restStatusOf(e);
     if (isServerFault(e, status)) {
       // REST logs the translated error, the RPC protocols the original (its cause chain reaches the driver either way).
       const rest = protocol === "rest";

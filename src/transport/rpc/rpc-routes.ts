@@ -9,13 +9,13 @@
 // request or Headers object per call. Methods the service can answer at once
 // (the database's point read) are answered at the end of the event-loop
 // turn, batched like the REST gateway's (turn-batch.ts).
-import { Code, ConnectError } from "@connectrpc/connect";
 import { contentTypeRegExp as connectTypes } from "@connectrpc/connect/protocol-connect";
 import { contentTypeRegExp as grpcTypes } from "@connectrpc/connect/protocol-grpc";
 import { contentTypeRegExp as grpcWebTypes } from "@connectrpc/connect/protocol-grpc-web";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { OutgoingHttpHeaders } from "node:http";
-import { appError, catalogue } from "../../kernel/errors.js";
+import { catalogue } from "../../kernel/errors.js";
+import { fromFastify } from "../edge/fastify-errors.js";
 import type { RpcResponse } from "./codec.js";
 import type { Dispatcher, UnaryMethod } from "./dispatcher.js";
 import { turnBatch, type TurnBatch } from "./turn-batch.js";
@@ -47,7 +47,7 @@ export async function registerRpcRoutes(app: FastifyInstance, opts: RpcRoutesOpt
     scope.setErrorHandler((err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
       if (reply.raw.headersSent) return;
       if (!req.pulsebaseRpc) return void reply.code(500).send();
-      failRouted(req, reply, fastifyError(err));
+      failRouted(req, reply, fromFastify(err));
     });
     for (const m of opts.dispatcher.methods) {
       paths.add(m.path);
@@ -55,14 +55,6 @@ export async function registerRpcRoutes(app: FastifyInstance, opts: RpcRoutesOpt
     }
   });
   return paths;
-}
-
-function fastifyError(err: FastifyError): ConnectError {
-  if ((err as unknown) instanceof ConnectError) return err as unknown as ConnectError;
-  if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE" || err.statusCode === 413) return appError("payload_too_large");
-  if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) return appError("bad_request", err.message);
-  // A client that went away mid-body is not a server fault (as connect-node's body reader says).
-  return new ConnectError("the request was aborted", Code.Aborted, undefined, undefined, err);
 }
 
 /**

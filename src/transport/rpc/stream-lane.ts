@@ -19,12 +19,20 @@
 // batching, error log, access log line and metrics sample. The listener
 // decides which calls the lane may take (`takes`): it leaves those whose
 // answer depends on what only Fastify knows (a trusted proxy's forwarded
-// client, a CORS origin to check, a closing server's 503).
+// client, a closing server's 503), and the lane leaves those with a CORS
+// origin to check. The request id and CORS headers come from the functions
+// the Fastify routes use (transport/edge/response-head.ts), and a body past
+// the limit or not of its declared length is refused with the error
+// Fastify's body reader raises, translated by the routes' translator
+// (transport/edge/fastify-errors.ts). A client that goes away is recorded
+// with no status (the access log writes its 499).
 import { performance } from "node:perf_hooks";
 import type { OutgoingHttpHeaders } from "node:http";
 import { constants as h2, type Http2SecureServer, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import type { Logger } from "pino";
 import { appError } from "../../kernel/errors.js";
+import { bodyTooLarge, contentLengthMismatch } from "../edge/fastify-errors.js";
+import { requestIdOf, type CorsPolicy } from "../edge/response-head.js";
 import type { StreamBody } from "./body-budget.js";
 import type { RpcResponse } from "./codec.js";
 import type { CallSource, Dispatcher, UnaryMethod } from "./dispatcher.js";
@@ -35,12 +43,10 @@ export interface StreamLaneOptions {
   dispatcher: Dispatcher;
   /** Largest message after decompression (as the Fastify routes). */
   readMaxBytes: number;
-  /** Headers every answer carries besides X-Request-Id (the listener's CORS headers for the calls it lets the lane take). */
-  head: Readonly<OutgoingHttpHeaders>;
+  /** The listener's CORS (the lane takes only calls whose CORS headers need no origin check). */
+  cors: CorsPolicy;
   /** Whether the lane may take this call; if not, the compatibility layer and Fastify serve it. */
   takes(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean;
-  /** The call's request id from its X-Request-Id (as the listener's genReqId). */
-  requestId(header: string | string[] | undefined): string;
   /** Records a finished call: the access log line and the metrics sample; no status when the client went away first. */
   observe?(reqId: string, method: string, route: string, status: number | undefined, ms: number, bytes: number | undefined): void;
   logger: Logger;
@@ -65,11 +71,12 @@ export function installStreamLane(server: Http2SecureServer | Http2Server, opts:
   server.on("stream", function laneOrCompat(this: unknown, stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) {
     if (headers[":method"] === "POST") {
       const m = opts.dispatcher.lookup(headers[":path"] ?? "");
-      if (m !== undefined && opts.takes(stream, headers)) {
+      const cors = m === undefined ? undefined : opts.cors.headFor(headers.origin);
+      if (cors !== undefined && opts.takes(stream, headers)) {
         // A content type no codec takes, or a bad compression or timeout
         // header, is answered by the routes as before (415s, the early error).
         const state = negotiate(headers["content-type"] ?? "", headers);
-        if (state !== undefined && state.n.error === undefined) return new LaneCall(lane, stream, headers, m, state).start();
+        if (state !== undefined && state.n.error === undefined) return new LaneCall(lane, stream, headers, m!, state, cors).start();
       }
     }
     for (const l of compat) l.call(this, stream, headers, flags, rawHeaders);
@@ -135,9 +142,10 @@ class LaneCall implements CallSource, StreamBody, RpcResponse, Exchange {
     readonly headers: IncomingHttpHeaders,
     private readonly m: UnaryMethod,
     private readonly state: CallState,
+    private readonly cors: Readonly<OutgoingHttpHeaders>,
   ) {
     this.url = m.path;
-    this.id = lane.requestId(headers["x-request-id"]);
+    this.id = requestIdOf(headers["x-request-id"]);
   }
 
   get ip(): string {
@@ -179,7 +187,7 @@ class LaneCall implements CallSource, StreamBody, RpcResponse, Exchange {
     }
     this.received += chunk.length;
     // As Fastify's body reader: past the route's limit the call is refused (413 on REST).
-    if (this.received > this.m.bodyLimit) this.refuse(appError("payload_too_large"));
+    if (this.received > this.m.bodyLimit) this.refuse(bodyTooLarge());
     else this.chunks.push(chunk);
     return true;
   }
@@ -201,7 +209,7 @@ class LaneCall implements CallSource, StreamBody, RpcResponse, Exchange {
     const declared = this.headers["content-length"];
     if (declared !== undefined && Number(declared) !== this.received) {
       // Fastify's FST_ERR_CTP_INVALID_CONTENT_LENGTH, as the routes answer it.
-      return failCall(this.state, this, appError("bad_request", "Request body size did not match Content-Length"), undefined);
+      return failCall(this.state, this, contentLengthMismatch(), undefined);
     }
     const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.received);
     this.chunks = [];
@@ -225,7 +233,7 @@ class LaneCall implements CallSource, StreamBody, RpcResponse, Exchange {
   // Exchange
 
   head(): OutgoingHttpHeaders {
-    return { "x-request-id": this.id, ...this.lane.head };
+    return { "x-request-id": this.id, ...this.cors };
   }
 
   onGone(fn: () => void): () => void {
