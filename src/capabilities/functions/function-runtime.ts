@@ -239,7 +239,8 @@ export function createFunctionRuntime(deps: {
         error = shaped.error;
       }
     } else {
-      status = result.outcome === "timeout" ? 504 : 500;
+      // a run refused for its application's full isolate queue is the platform's 503, not the function's 500
+      status = result.outcome === "timeout" ? 504 : result.busy ? 503 : 500;
     }
     let outcome: RunReport["outcome"] = status === 504 ? "timeout" : response ? "ok" : "error";
     // The error's parts (name, message, stack), worked out once for the
@@ -379,6 +380,7 @@ export function createFunctionRuntime(deps: {
 
   function answer(report: RunReport, requestId: string): ShapedResponse {
     if (report.status === 504) throw appError("function_timeout");
+    if (report.status === 503) throw appError("unavailable", "Too many runs of this application are waiting for a function isolate; retry shortly.", { retryAfterSeconds: 1 });
     if (!report.response) throw appError("function_error", `The function failed. Request id: ${requestId}`);
     return report.response;
   }

@@ -26,9 +26,13 @@ const PRIVATE_V4: Array<[string, number]> = [
 const PRIVATE_V6: Array<[string, number]> = [
   ["fc00::", 7], // unique local
   ["fec0::", 10], // site-local (deprecated)
+  ["64:ff9b:1::", 48], // local-use NAT64 (RFC 8215): the site's own IPv4 addresses behind a translator
 ];
 // This machine: its admin listener (/metrics on every tenant, the operator
 // API) and every other local service. Never with allowPrivate (issue #28).
+// The machine's other interface addresses (a private or public address of
+// its own) count as loopback too (localAddresses, below): a service bound to
+// all interfaces answers there.
 const LOOPBACK_V4: Array<[string, number]> = [["127.0.0.0", 8]];
 const LOOPBACK_V6: Array<[string, number]> = [["::1", 128]];
 // The link's neighbours and its auto-configuration services: never.
@@ -106,6 +110,8 @@ export function refusedAddress(ip: string): RefusedKind | undefined {
     if (reservedList.check(bare, "ipv4")) return "reserved";
     if (loopbackList.check(bare, "ipv4")) return "loopback";
     if (linkLocalList.check(bare, "ipv4")) return "link-local";
+    // this machine by another of its addresses: its other services answer there too
+    if (localAddresses().has(bare)) return "loopback";
     if (privateList.check(bare, "ipv4")) return "private";
     return undefined;
   }
@@ -119,6 +125,7 @@ export function refusedAddress(ip: string): RefusedKind | undefined {
   if (reservedList.check(canonical, "ipv6")) return "reserved";
   if (loopbackList.check(canonical, "ipv6")) return "loopback";
   if (linkLocalList.check(canonical, "ipv6")) return "link-local";
+  if (localAddresses().has(compressV6(words))) return "loopback";
   if (privateList.check(canonical, "ipv6")) return "private";
   return undefined;
 }

@@ -38,6 +38,13 @@ export interface PoolLimits {
   appHeapBytes: number;
   /** An isolate holding more after a run is disposed rather than pooled. */
   keepHeapBytes: number;
+  /**
+   * Runs of one application waiting for an isolate at once (default 16 per
+   * isolate of its share, at least 64); more are refused at once (PoolBusyError). Each
+   * holds its input (a request body, an event) after its client may have
+   * gone, so the queue may not grow with the rate of requests (issue #28).
+   */
+  appQueue?: number;
 }
 
 interface Waiter {
@@ -54,6 +61,8 @@ export interface Lease {
 }
 
 export class PoolTimeoutError extends Error {}
+/** The application already has PoolLimits.appQueue runs waiting. */
+export class PoolBusyError extends Error {}
 
 interface App {
   id: number;
@@ -136,6 +145,11 @@ export class IsolatePool {
     const app = this.app(appId);
     const now = this.tryAcquire(key, app, create);
     if (now) return now;
+    const maxQueue = this.limits.appQueue ?? Math.max(64, this.limits.appIsolates * 16);
+    if (app.queue.length >= maxQueue) {
+      this.forgetIfIdle(app);
+      return Promise.reject(new PoolBusyError(`too many runs of this application are waiting for an isolate (${maxQueue}); retry shortly`));
+    }
     return new Promise<Lease>((resolve, reject) => {
       const waiter: Waiter = {
         key,

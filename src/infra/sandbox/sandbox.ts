@@ -2,7 +2,8 @@
 // inputs, check code at deploy time, release isolates of retired versions.
 // One pool of warm isolates per (version, memory limit, application).
 import { CompileError, FunctionIsolate, type IsolateRunOutput } from "./function-isolate.js";
-import { IsolatePool, PoolTimeoutError, type Lease, type PoolStats } from "./isolate-pool.js";
+import { IsolatePool, PoolBusyError, PoolTimeoutError, type Lease, type PoolStats } from "./isolate-pool.js";
+import { appError } from "../../kernel/errors.js";
 import type { HostCapability } from "../../kernel/host-capability.js";
 import { DEFAULT_SANDBOX_LIMITS, type RunInput, type RunResult, type RunTarget, type SandboxLimits } from "./types.js";
 
@@ -45,6 +46,9 @@ function acquireFailed(err: unknown, target: RunTarget, started: number): RunRes
   if (err instanceof PoolTimeoutError) {
     return { outcome: "timeout", error: `timed out after ${target.timeoutMs} ms waiting for a free isolate`, logs: [], logsTruncated: false, durationMs, memoryBytes: 0, coldStart: false };
   }
+  if (err instanceof PoolBusyError) {
+    return { outcome: "error", busy: true, error: err.message, logs: [], logsTruncated: false, durationMs, memoryBytes: 0, coldStart: false };
+  }
   // e.g. a memory limit too low for its top level
   return { outcome: "error", error: err instanceof Error ? err.message : String(err), logs: [], logsTruncated: false, durationMs, memoryBytes: 0, coldStart: true };
 }
@@ -71,6 +75,13 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
     appHeapBytes: limits.appHeapBytes,
     keepHeapBytes: limits.keepHeapBytes,
   });
+  // Deploy-time checks (check()) run throwaway isolates outside the pool:
+  // at most an application's share of them at once, a bounded queue behind
+  // (whoever may deploy could otherwise start any number at once, each up
+  // to the plan's memory limit) (issue #28, point 1).
+  const checking = { running: 0, queue: [] as Array<() => void> };
+  const checkSlots = Math.max(1, limits.appIsolates);
+  const checkQueue = checkSlots * 4;
   const capabilities = opts.capabilities;
   const taken = capabilities.find((c) => ["consumer", "event", "env", "trigger", "requestId", "waitUntil"].includes(c.name));
   if (taken) throw new Error(`ctx.${taken.name} cannot be a host capability`);
@@ -233,9 +244,20 @@ export function createSandbox(opts: SandboxOptions): Sandbox {
     },
 
     async check(code, memoryMb) {
-      // (the module's top level has no ctx: no capability is called)
-      const iso = await FunctionIsolate.create(code, Math.max(CHECK_MEMORY_MB, memoryMb), limits, 0, capabilities, limits.compileTimeoutMs);
-      iso.dispose();
+      if (checking.running >= checkSlots) {
+        if (checking.queue.length >= checkQueue) throw appError("unavailable", "Too many function versions are being checked at the moment; retry shortly.", { retryAfterSeconds: 1 });
+        await new Promise<void>((resolve) => checking.queue.push(resolve));
+      } else checking.running++;
+      try {
+        // (the module's top level has no ctx: no capability is called)
+        const iso = await FunctionIsolate.create(code, Math.max(CHECK_MEMORY_MB, memoryMb), limits, 0, capabilities, limits.compileTimeoutMs);
+        iso.dispose();
+      } finally {
+        // the slot goes to the next waiting check, else back
+        const next = checking.queue.shift();
+        if (next) next();
+        else checking.running--;
+      }
     },
 
     evictVersion(versionId) {

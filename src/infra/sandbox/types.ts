@@ -115,6 +115,8 @@ export interface RunInput {
 
 export interface RunResult {
   outcome: "ok" | "error" | "timeout";
+  /** The run never started: its application's queue for an isolate was full (retry shortly; not the function's fault). */
+  busy?: boolean;
   response?: RawResponse;
   /** The thrown error's message (outcome "error"), or why the run was cut. */
   error?: string;

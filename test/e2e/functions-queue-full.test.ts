@@ -1,0 +1,60 @@
+// Issue #28, point 1: an application whose runs fill its isolate share and
+// its queue gets 503 `unavailable` with Retry-After for the runs past the
+// queue (the platform refusing, not the function failing: never a 500),
+// while another application's function still answers.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createModules } from "../../src/server/modules.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+
+let s: TestServer;
+
+async function admin(path: string, body: unknown): Promise<Record<string, unknown>> {
+  const res = await fetch(`${s.adminUrl}/${path}`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${s.operatorToken}` }, body: JSON.stringify(body) });
+  const json = (await res.json()) as Record<string, unknown>;
+  if (res.status !== 200) throw new Error(`${path} ${res.status}: ${JSON.stringify(json)}`);
+  return json;
+}
+
+async function deploy(appId: bigint, slug: string, code: string): Promise<void> {
+  const fn = await admin("pulsebase.admin.v1.FunctionService/CreateFunction", { appId: String(appId), name: slug, code, timeoutMs: 5000 });
+  await admin("pulsebase.admin.v1.FunctionService/CreateHttpTrigger", { functionId: fn.id, slug, enabled: true, auth: "consumer" });
+}
+
+beforeAll(async () => {
+  // one isolate per application: its queue holds 64 runs (isolate-pool.ts)
+  s = await startTestServer({ modules: createModules, env: { PULSEBASE_FN_APP_ISOLATES: "1" } });
+}, 120_000);
+
+afterAll(async () => {
+  await s?.close();
+});
+
+describe("an application's full isolate queue", () => {
+  it("answers 503 unavailable with Retry-After past the queue, never 500, and another application is served", async () => {
+    const hog = await s.createApp("queue-hog");
+    const other = await s.createApp("queue-other");
+    await deploy(hog.appId, "slow", "export default async () => { await new Promise((r) => setTimeout(r, 3000)); return { ok: true }; }");
+    await deploy(other.appId, "quick", "export default () => ({ quick: true });");
+    const hogToken = (await s.register(hog.appKey)).token;
+    const otherToken = (await s.register(other.appKey)).token;
+
+    const calls = Array.from({ length: 80 }, () => s.fetch("/api/fn/slow", { headers: { authorization: `Bearer ${hogToken}` } }));
+    const quick = await s.fetch("/api/fn/quick", { headers: { authorization: `Bearer ${otherToken}` } });
+    expect(quick.status).toBe(200);
+    expect(await quick.json()).toEqual({ quick: true });
+
+    const answers = await Promise.all(calls);
+    const statuses = answers.map((r) => r.status);
+    expect(statuses.filter((x) => x === 500)).toEqual([]);
+    const refused = answers.filter((r) => r.status === 503);
+    expect(refused.length).toBeGreaterThan(0);
+    for (const r of refused) {
+      expect(r.headers.get("retry-after")).toBe("1");
+      expect(r.headers.get("x-request-id")).toBeTruthy();
+      expect((await r.json()).error).toBe("unavailable");
+    }
+    // the others ran (200) or waited until their own timeout (504)
+    for (const x of statuses) expect([200, 503, 504]).toContain(x);
+    expect(statuses).toContain(200);
+  }, 60_000);
+});
