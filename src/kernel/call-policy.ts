@@ -3,7 +3,7 @@
 // call has settled (the console's audit log). The admin listener's
 // dispatcher runs it for every unary call it serves; connect-node's router
 // runs the same function through a thin interceptor
-// (src/transport/connect/interceptors.ts) for what it still serves
+// (src/transport/connect-node/interceptors.ts) for what it still serves
 // (docs/architecture.md, "One request through each protocol").
 import type { DescMethod, Message } from "@bufbuild/protobuf";
 import type { ContextValues } from "@connectrpc/connect";

@@ -3,12 +3,10 @@
 // REST fast paths, raw GET routes, gauges, and background work that starts
 // and stops with the process. Protocol-free: the transport (src/transport)
 // turns fast paths, raw routes and kNotModified into HTTP.
-import type { DescService } from "@bufbuild/protobuf";
-import { createContextKey, type ServiceImpl } from "@connectrpc/connect";
+import { getOption, type DescMessage, type DescMethod, type DescService, type Message, type MessageShape } from "@bufbuild/protobuf";
+import { createContextKey, type ConnectRouter, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { answers_at_once } from "../../gen/pulsebase/common/v1/options_pb.js";
 import type { HostCapability } from "./host-capability.js";
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type AnyImpl = Record<string, (req: any, ctx: any) => any>;
 
 export type RequestHeaders = Readonly<Record<string, string | string[] | undefined>>;
 
@@ -58,47 +56,104 @@ export type RestJsonPath = (req: JsonRequest) => string | undefined | Promise<st
  */
 export const kNotModified = createContextKey(false, { description: "pulsebase.notModified" });
 
-/**
- * Writes a method's response message in the protobuf binary format, byte for
- * byte what toBinary would write, faster (the RPC codecs use it for binary
- * answers: Connect, gRPC, gRPC-Web).
- */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type BinaryEncoder = (message: any) => Uint8Array;
+/** The local names of a service's unary methods (the calls the dispatcher and REST serve). */
+export type UnaryMethodName<S extends DescService> = {
+  [K in keyof S["method"] & string]: S["method"][K]["methodKind"] extends "unary" ? K : never;
+}[keyof S["method"] & string];
 
 /**
- * Reads a method's request message from the protobuf binary format: what
- * fromBinary would read, faster; undefined leaves the bytes to fromBinary
- * (anything unusual: unknown fields, a malformed message).
+ * What a service adds to one unary method beyond its implementation, typed
+ * by the method's own request (I) and response (O) messages: a codec of
+ * another message does not compile.
  */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type BinaryDecoder = (bytes: Uint8Array) => any;
-
-export interface ServiceBinding {
-  service: DescService;
-  impl: AnyImpl;
-  /** REST GET fast paths, by method local name. */
-  fastPaths?: Readonly<Record<string, RestFastPath>>;
-  /** REST POST JSON paths, by method local name. */
-  jsonPaths?: Readonly<Record<string, RestJsonPath>>;
-  /** Binary encoders of response messages, by method local name. */
-  binaryEncoders?: Readonly<Record<string, BinaryEncoder>>;
-  /** Binary decoders of request messages, by method local name. */
-  binaryDecoders?: Readonly<Record<string, BinaryDecoder>>;
+export interface MethodPaths<I extends DescMessage, O extends DescMessage> {
+  /**
+   * Reads the request message from the protobuf binary format: what
+   * fromBinary would read, faster; undefined leaves the bytes to fromBinary
+   * (anything unusual: unknown fields, a malformed message). The RPC codecs
+   * use it for binary calls (Connect, gRPC, gRPC-Web).
+   */
+  readonly decode?: (bytes: Uint8Array) => MessageShape<I> | undefined;
+  /** Writes the response message in the protobuf binary format, byte for byte what toBinary would write, faster. */
+  readonly encode?: (message: MessageShape<O>) => Uint8Array;
+  /** The REST GET fast path (routes without a consumer token). */
+  readonly rest?: RestFastPath;
+  /** The REST POST JSON path (token-authenticated routes with a JSON body). */
+  readonly json?: RestJsonPath;
 }
 
-/** Binds an implementation to its service; connect-es checks that it is one of that service. */
-export function binding<S extends DescService>(
-  service: S,
-  impl: ServiceImpl<S>,
-  paths?: {
-    fastPaths?: Partial<Record<keyof ServiceImpl<S>, RestFastPath>>;
-    jsonPaths?: Partial<Record<keyof ServiceImpl<S>, RestJsonPath>>;
-    binaryEncoders?: Partial<Record<keyof ServiceImpl<S>, BinaryEncoder>>;
-    binaryDecoders?: Partial<Record<keyof ServiceImpl<S>, BinaryDecoder>>;
-  },
-): ServiceBinding {
-  return { service, impl: impl as unknown as AnyImpl, ...(paths as Pick<ServiceBinding, "fastPaths" | "jsonPaths" | "binaryEncoders" | "binaryDecoders">) };
+/** A service's method paths, by method local name: only its unary methods, each typed by its messages. */
+export type ServicePaths<S extends DescService> = {
+  readonly [K in UnaryMethodName<S>]?: MethodPaths<S["method"][K]["input"], S["method"][K]["output"]>;
+};
+
+/**
+ * One unary method as a binding serves it, built from its descriptor once
+ * binding() has checked the types: the transport reads nothing else.
+ */
+export interface BoundMethod {
+  readonly desc: DescMethod;
+  /** The implementation's method, bound to it; undefined when the implementation lacks it. */
+  readonly call: ((req: Message, ctx: HandlerContext) => unknown) | undefined;
+  readonly decode: ((bytes: Uint8Array) => Message | undefined) | undefined;
+  readonly encode: ((message: Message) => Uint8Array) | undefined;
+  readonly rest: RestFastPath | undefined;
+  readonly json: RestJsonPath | undefined;
+  /**
+   * The method's `answers_at_once` proto option: the service can answer it
+   * without waiting (from memory, or a warm function), so its calls are
+   * batched per loop turn on every protocol.
+   */
+  readonly answersAtOnce: boolean;
+}
+
+export interface ServiceBinding {
+  readonly service: DescService;
+  /** The implementation, as given to binding(). */
+  readonly impl: object;
+  /** Every unary method of the service, by local name. */
+  readonly methods: ReadonlyMap<string, BoundMethod>;
+  /** Adds the service to connect-es's router (Connect GETs, streaming calls, the connect-node pipeline). */
+  mount(router: ConnectRouter): void;
+}
+
+/** A method's paths with the message types erased (binding() checked them against the method). */
+interface ErasedPaths {
+  readonly decode?: (bytes: Uint8Array) => Message | undefined;
+  readonly encode?: (message: never) => Uint8Array;
+  readonly rest?: RestFastPath;
+  readonly json?: RestJsonPath;
+}
+
+/**
+ * Binds an implementation to its service: connect-es's ServiceImpl type
+ * checks that it is one of that service, and `paths` may name only the
+ * service's unary methods, with codecs of their own messages. A method with
+ * a REST fast path or JSON path answers at once, so it must declare the
+ * `answers_at_once` option.
+ */
+export function binding<S extends DescService>(service: S, impl: ServiceImpl<S>, paths: ServicePaths<S> = {}): ServiceBinding {
+  const byName: Readonly<Record<string, ErasedPaths | undefined>> = paths;
+  const fns: Readonly<Record<string, unknown>> = impl;
+  const methods = new Map<string, BoundMethod>();
+  for (const desc of service.methods) {
+    if (desc.methodKind !== "unary") continue;
+    const p = byName[desc.localName];
+    const answersAtOnce = getOption(desc, answers_at_once);
+    if ((p?.rest || p?.json) && !answersAtOnce) throw new Error(`${service.typeName}.${desc.name} has a fast path: its proto must declare answers_at_once`);
+    const fn = fns[desc.localName];
+    methods.set(desc.localName, {
+      desc,
+      call: typeof fn === "function" ? (fn.bind(impl) as BoundMethod["call"]) : undefined,
+      decode: p?.decode,
+      // Called only with this method's response message (the dispatcher's encodeBinary).
+      encode: p?.encode as BoundMethod["encode"],
+      rest: p?.rest,
+      json: p?.json,
+      answersAtOnce,
+    });
+  }
+  return { service, impl, methods, mount: (router) => void router.service(service, impl) };
 }
 
 /** A raw answer (files), written as is. */

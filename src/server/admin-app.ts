@@ -13,10 +13,10 @@ import { createContextValues } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import Fastify, { LogController, type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
-import { errorLogInterceptor } from "../transport/connect/error-log.js";
-import { registerGrpcInfra } from "../transport/connect/grpc-infra.js";
-import { operatorTokenPolicy, policyInterceptor } from "../transport/connect/interceptors.js";
-import { Dispatcher } from "../transport/rpc/dispatcher.js";
+import { errorLogInterceptor } from "../transport/connect-node/error-log.js";
+import { registerGrpcInfra } from "../transport/connect-node/grpc-infra.js";
+import { operatorTokenPolicy, policyInterceptor } from "../transport/connect-node/interceptors.js";
+import { Dispatcher } from "../transport/call/dispatcher.js";
 import { registerRpcRoutes } from "../transport/rpc/rpc-routes.js";
 import type { CallPolicy } from "../kernel/call-policy.js";
 import { sendError } from "../transport/http/envelopes.js";
@@ -25,7 +25,7 @@ import { appError } from "../kernel/errors.js";
 import { kClientAddress, kRequestId } from "../kernel/principal.js";
 import { kUserAgent } from "../capabilities/console/principal.js";
 import { h2cServerFactory } from "./h2c-server.js";
-import { grpcMessageEncoding } from "../transport/connect/grpc-message.js";
+import { grpcMessageEncoding } from "../transport/connect-node/grpc-message.js";
 import type { ServiceBinding } from "../kernel/module.js";
 import { requestIdOf } from "../transport/edge/response-head.js";
 import { isIP } from "node:net";
@@ -120,7 +120,7 @@ export async function buildAdminApp(opts: {
     });
     await scope.register(fastifyConnectPlugin, {
       routes: (router) => {
-        for (const s of opts.services) router.service(s.service, s.impl as never);
+        for (const s of opts.services) s.mount(router);
       },
       interceptors: [errorLogInterceptor(opts.logger), policyInterceptor(policy)],
       contextValues: (req) =>

@@ -1,11 +1,11 @@
-// `npx pulsebase <command>`: the operator CLI over the admin Connect API, and
-// a load generator that drives the binary protocol against a deployment.
+// `npx pulsebase <command>`: the operator CLI over the admin Connect API
+// (`pulsebase load`, the load generator, is tools/load/cli.ts: bin/pulsebase.js
+// runs it; its usage is listed here).
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import type { Transport } from "@connectrpc/connect";
 import { CliError, describeAdminError, operatorToken, resolveAdminUrl } from "./admin-target.js";
 import { COMMANDS, Outcome, Printed, type Command, type Flags } from "./cli-commands.js";
-import { runLoad } from "./load-command.js";
 
 const OPTIONS = {
   "admin-url": { type: "string" },
@@ -145,27 +145,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     return 0;
   }
   if (positionals[0] === "load") {
-    if (!values.url || !values["app-key"]) {
-      console.error(`error: load needs --url and --app-key\nusage: pulsebase load ${LOAD_USAGE}`);
-      return 2;
-    }
-    try {
-      const summary = await runLoad({
-        url: values.url,
-        appKey: values["app-key"],
-        rpc: values.rpc ?? "session.start",
-        durationSec: Number(values.duration ?? 10),
-        concurrency: Number(values.concurrency ?? 32),
-        requestTimeoutMs: Number(values["request-timeout"] ?? 10) * 1000,
-        insecure: values.insecure ?? false,
-      });
-      printJson(summary);
-      return summary.failed + summary.unsent > 0 ? 1 : 0;
-    } catch (err) {
-      // runLoad words its own failures (LoadError); anything else is not about the admin listener.
-      console.error(`error: ${err instanceof Error ? err.message : String(err)}`);
-      return 1;
-    }
+    // The load generator is not part of the server: bin/pulsebase.js runs it from tools/load/cli.ts.
+    console.error("error: `load` runs through bin/pulsebase.js (npx pulsebase load ...)");
+    return 2;
   }
   const found = findCommand(positionals);
   if (!found) {

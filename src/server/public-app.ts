@@ -11,20 +11,20 @@ import { auth as authOption, Auth } from "../../gen/pulsebase/common/v1/options_
 import type { Http2SecureServer } from "node:http2";
 import { observeUnrouted, ObservedLogController } from "./access-log.js";
 import { lazyChildLogger } from "../infra/logging/lazy-child-logger.js";
-import { errorLogInterceptor } from "../transport/connect/error-log.js";
-import { registerGrpcInfra } from "../transport/connect/grpc-infra.js";
-import { consumerAuthInterceptor } from "../transport/connect/interceptors.js";
-import { BodyBudget, hasBody, type BodyBudgetOptions } from "../transport/rpc/body-budget.js";
-import { Dispatcher } from "../transport/rpc/dispatcher.js";
+import { errorLogInterceptor } from "../transport/connect-node/error-log.js";
+import { registerGrpcInfra } from "../transport/connect-node/grpc-infra.js";
+import { consumerAuthInterceptor } from "../transport/connect-node/interceptors.js";
+import { BodyBudget, hasBody, type BodyBudgetOptions } from "../transport/call/body-budget.js";
+import { Dispatcher } from "../transport/call/dispatcher.js";
 import { registerRpcRoutes } from "../transport/rpc/rpc-routes.js";
 import { installStreamLane } from "../transport/rpc/stream-lane.js";
-import { connectBodyGate } from "../transport/http/connect-body-gate.js";
+import { connectBodyGate } from "../transport/connect-node/connect-body-gate.js";
 import { sendError } from "../transport/http/envelopes.js";
 import { forwardedValue, isHost, ProxyTrust } from "../transport/http/forwarded.js";
 import { answerClientError, ifaceOf, installErrorHandlers, installJsonParser, notFoundHandler } from "../transport/http/fastify-errors.js";
 import { registerGateway, registerRawRoute } from "../transport/http/gateway.js";
 import { buildOpenApi } from "../transport/http/openapi.js";
-import { grpcMessageEncoding } from "../transport/connect/grpc-message.js";
+import { grpcMessageEncoding } from "../transport/connect-node/grpc-message.js";
 import { RouteTable } from "../transport/http/route-table.js";
 import { appError } from "../kernel/errors.js";
 import { fromFastify } from "../transport/edge/fastify-errors.js";
@@ -152,11 +152,7 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
   app.removeContentTypeParser("text/plain");
 
   const table = new RouteTable();
-  const bindings = new Map<string, ServiceBinding>();
-  for (const s of opts.services) {
-    table.addService(s.service);
-    bindings.set(s.service.typeName, s);
-  }
+  for (const s of opts.services) table.addService(s.service);
   installErrorHandlers(app, table);
   const notFound = notFoundHandler(table);
   // Every unary call, whatever its protocol, goes through the one dispatcher
@@ -171,7 +167,6 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
   });
   await registerGateway(app, {
     table,
-    bindings,
     dispatcher,
     maxFileBytes: opts.maxFileBytes,
     bodyLimitBytes: opts.bodyLimitBytes,
@@ -240,7 +235,7 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
     grpcMessageEncoding(scope);
     await scope.register(fastifyConnectPlugin, {
       routes: (router) => {
-        for (const s of opts.services) router.service(s.service, s.impl as never);
+        for (const s of opts.services) s.mount(router);
       },
       interceptors: [errorLogInterceptor(opts.logger), consumerAuthInterceptor(opts.authenticate)],
       contextValues: (req) => {

@@ -126,9 +126,17 @@ export function createCmsModule(deps: CmsDeps): Cms {
     onHookError: deps.onHookError,
   });
   const serveMedia = createMediaHandler({ media, apps });
+  const fast = createContentFastPaths({ apps, cache, meter, limiter });
   return {
     name: "cms",
-    device: [binding(ContentService, contentService, { fastPaths: createContentFastPaths({ apps, cache, meter, limiter }) })],
+    device: [
+      binding(ContentService, contentService, {
+        listSchemas: { rest: fast.listSchemas },
+        getSchema: { rest: fast.getSchema },
+        listEntries: { rest: fast.listEntries },
+        getEntry: { rest: fast.getEntry },
+      }),
+    ],
     admin: [binding(CmsService, adminService)],
     routes: [{
       method: "GET",

@@ -81,13 +81,19 @@ export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: 
     },
   });
   deps.changes?.subscribe("database", () => runner.invalidate());
+  const json = createDatabaseJsonPaths(runner);
   return {
     name: "database",
     store,
     manager,
     runner,
     pool,
-    device: [binding(DatabaseService, createDatabaseServiceImpl({ runner }), { jsonPaths: createDatabaseJsonPaths(runner), binaryEncoders: { query: encodeQueryResponse, batch: encodeQueryResponse }, binaryDecoders: { query: decodeQueryRequest } })],
+    device: [
+      binding(DatabaseService, createDatabaseServiceImpl({ runner }), {
+        query: { json: json.query, decode: decodeQueryRequest, encode: encodeQueryResponse },
+        batch: { json: json.batch, encode: encodeQueryResponse },
+      }),
+    ],
     admin: [
       binding(AdminDatabaseService, createDatabaseAdminServiceImpl({ manager })),
       binding(SqlService, createSqlServiceImpl({ operator: createOperatorSql({ store, pool, remote, dataDir: config.dataDir, limits }) })),

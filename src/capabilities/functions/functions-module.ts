@@ -143,8 +143,8 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
     name: "functions",
     device: [
       binding(DeviceFunctionService, invokeService, {
-        binaryDecoders: { invoke: decodeHttpRequest, invokePublic: decodeHttpRequest },
-        binaryEncoders: { invoke: encodeHttpResponse, invokePublic: encodeHttpResponse },
+        invoke: { decode: decodeHttpRequest, encode: encodeHttpResponse },
+        invokePublic: { decode: decodeHttpRequest, encode: encodeHttpResponse },
       }),
     ],
     admin: [binding(AdminFunctionService, adminService)],

@@ -43,7 +43,7 @@ export function errorBody(iface: Iface, error: ConnectError): ErrorBody {
 
 /**
  * Writes the error in the interface's envelope. A server fault is logged
- * here unless the dispatcher (src/transport/rpc/dispatcher.ts) logged it
+ * here unless the dispatcher (src/transport/call/dispatcher.ts) logged it
  * already (`logged`): a failed service call is logged there, once.
  */
 export function sendError(reply: FastifyReply, iface: Iface, err: unknown, opts?: { logged: boolean }): FastifyReply {

@@ -1,4 +1,4 @@
-// The REST codec in front of the dispatcher (src/transport/rpc/dispatcher.ts,
+// The REST codec in front of the dispatcher (src/transport/call/dispatcher.ts,
 // docs/architecture.md "One request through each protocol"): registers one
 // Fastify route per entry of the route table, has the dispatcher check the
 // token and admit the body before it is read, turns path, query and body
@@ -13,21 +13,19 @@ import { Auth } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import { appError, Violations } from "../../kernel/errors.js";
 import { setOwn } from "../../kernel/proto-wire.js";
 import type { ConsumerPrincipal } from "../../kernel/principal.js";
-import { ANONYMOUS, type BodyBudget } from "../rpc/body-budget.js";
-import type { CallContext } from "../rpc/call-context.js";
-import type { Dispatcher, UnaryMethod } from "../rpc/dispatcher.js";
+import { ANONYMOUS, type BodyBudget } from "../call/body-budget.js";
+import type { CallContext } from "../call/call-context.js";
+import type { Dispatcher, UnaryMethod } from "../call/dispatcher.js";
 import { sendError } from "./envelopes.js";
 import { readMultipart } from "./multipart-body.js";
-import { turnBatch, type TurnBatch } from "../rpc/turn-batch.js";
+import { turnBatch, type TurnBatch } from "../call/turn-batch.js";
 import { decodeRest, encodeRest, isPlainObject } from "./rest-json.js";
 import type { RestRoute, RouteTable } from "./route-table.js";
-import { kNotModified, type RawRoute, type RestFastPath, type RestJsonPath, type ServiceBinding } from "../../kernel/module.js";
+import { kNotModified, type RawRoute, type RestFastPath, type RestJsonPath } from "../../kernel/module.js";
 
 export interface GatewayOptions {
   table: RouteTable;
-  /** Service bindings (implementation and fast paths) by service type name. */
-  bindings: Map<string, ServiceBinding>;
-  /** Authentication, body admission, the call and its error log (src/transport/rpc/dispatcher.ts). */
+  /** Authentication, body admission, the call (with the method's fast paths) and its error log (src/transport/call/dispatcher.ts). */
   dispatcher: Dispatcher;
   /** Largest file part (4 MiB, docs/devices.md). */
   maxFileBytes: number;
@@ -87,12 +85,11 @@ export async function registerGateway(app: FastifyInstance, opts: GatewayOptions
 
 /** Registers a transcoded route (its implementation was checked by registerGateway). */
 function addRoute(app: FastifyInstance, route: RestRoute, opts: GatewayOptions, later: TurnBatch): void {
-  const { fastPaths, jsonPaths } = opts.bindings.get(route.service.typeName)!;
+  const m = opts.dispatcher.methodOf(route.service, route.method);
   const generic = messageHandler(route, opts);
   // A fast path skips the gateway's consumer authentication: only for routes without it.
-  const fast = route.verb === "GET" && route.auth !== Auth.CONSUMER_UNSPECIFIED ? fastPaths?.[route.method.localName] : undefined;
-  const json = route.verb === "POST" && route.auth === Auth.CONSUMER_UNSPECIFIED && route.body === "*" ? jsonPaths?.[route.method.localName] : undefined;
-  const m = opts.dispatcher.methodOf(route.service, route.method);
+  const fast = route.verb === "GET" && route.auth !== Auth.CONSUMER_UNSPECIFIED ? m.restFast : undefined;
+  const json = route.verb === "POST" && route.auth === Auth.CONSUMER_UNSPECIFIED && route.body === "*" ? m.restJson : undefined;
   const handler = fast ? fastHandler(route, m, fast, generic, later, opts.dispatcher) : json ? jsonHandler(route, m, json, generic, later, opts.dispatcher) : generic.handler;
   app.route({ method: route.verb, url: route.path, ...bodyGate(route, opts), handler });
 }

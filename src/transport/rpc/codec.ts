@@ -8,8 +8,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Compression } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
-import type { CallContext } from "./call-context.js";
-import type { UnaryMethod } from "./dispatcher.js";
+import type { CallContext } from "../call/call-context.js";
+import type { UnaryMethod } from "../call/dispatcher.js";
 
 /** The encodings connect-node's Fastify plugin accepts, in its order. */
 export const ACCEPT_COMPRESSION: Compression[] = [compressionGzip, compressionBrotli];

@@ -6,7 +6,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Message } from "@bufbuild/protobuf";
 import { parseMessage, type Negotiated } from "./codec.js";
-import type { UnaryMethod } from "./dispatcher.js";
+import type { UnaryMethod } from "../call/dispatcher.js";
 
 /** Set on a frame whose data is compressed. */
 export const COMPRESSED_FLAG = 0b00000001;

@@ -8,7 +8,7 @@
 import { parseContentType, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { compressionNegotiate } from "@connectrpc/connect/protocol";
 import type { OutgoingHttpHeaders } from "node:http";
-import { encodeGrpcMessage } from "../connect/grpc-message.js";
+import { encodeGrpcMessage } from "../connect-node/grpc-message.js";
 import { ACCEPT_COMPRESSION, COMPRESS_MIN_BYTES, connectErrorOf, deadlineOf, header, putHeaders, serializerOf, type Negotiated, type RpcCodec, type RpcResponse } from "./codec.js";
 import { frame, readUnaryEnvelope } from "./envelope.js";
 

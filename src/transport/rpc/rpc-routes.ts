@@ -17,8 +17,8 @@ import type { OutgoingHttpHeaders } from "node:http";
 import { catalogue } from "../../kernel/errors.js";
 import { fromFastify } from "../edge/fastify-errors.js";
 import type { RpcResponse } from "./codec.js";
-import type { Dispatcher, UnaryMethod } from "./dispatcher.js";
-import { turnBatch, type TurnBatch } from "./turn-batch.js";
+import type { Dispatcher, UnaryMethod } from "../call/dispatcher.js";
+import { turnBatch, type TurnBatch } from "../call/turn-batch.js";
 import { failCall, negotiate, runCall, type CallState, type Exchange } from "./unary-call.js";
 
 declare module "fastify" {

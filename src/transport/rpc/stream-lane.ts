@@ -33,10 +33,10 @@ import type { Logger } from "pino";
 import { appError } from "../../kernel/errors.js";
 import { bodyTooLarge, contentLengthMismatch } from "../edge/fastify-errors.js";
 import { requestIdOf, type CorsPolicy } from "../edge/response-head.js";
-import type { StreamBody } from "./body-budget.js";
+import type { StreamBody } from "../call/body-budget.js";
 import type { RpcResponse } from "./codec.js";
-import type { CallSource, Dispatcher, UnaryMethod } from "./dispatcher.js";
-import { turnBatch, type TurnBatch } from "./turn-batch.js";
+import type { CallSource, Dispatcher, UnaryMethod } from "../call/dispatcher.js";
+import { turnBatch, type TurnBatch } from "../call/turn-batch.js";
 import { failCall, negotiate, runCall, type CallState, type Exchange } from "./unary-call.js";
 
 export interface StreamLaneOptions {

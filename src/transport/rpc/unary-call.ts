@@ -7,10 +7,10 @@
 import type { Message } from "@bufbuild/protobuf";
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
 import type { ConsumerPrincipal } from "../../kernel/principal.js";
-import { clientClosed, type CallContext } from "./call-context.js";
+import { clientClosed, type CallContext } from "../call/call-context.js";
 import type { Negotiated, RpcCodec, RpcResponse } from "./codec.js";
 import { connectCodec } from "./connect-codec.js";
-import type { CallSource, Dispatcher, UnaryMethod } from "./dispatcher.js";
+import type { CallSource, Dispatcher, UnaryMethod } from "../call/dispatcher.js";
 import { grpcCodec } from "./grpc-codec.js";
 import { grpcWebCodec } from "./grpc-web-codec.js";
 

@@ -94,7 +94,7 @@ export async function startRpcApp(opts: RpcAppOptions): Promise<RpcApp> {
     },
     batch: () => ({}),
     // The database module's own binary reader and writer, as the server binds them (database-module.ts).
-  }, { binaryEncoders: { query: encodeQueryResponse }, binaryDecoders: { query: decodeQueryRequest } });
+  }, { query: { decode: decodeQueryRequest, encode: encodeQueryResponse } });
   const consumers = binding(ConsumerService, {
     createConsumer: (req) => {
       calls.push(`create:${req.deviceId}`);

@@ -48,7 +48,7 @@ export async function registerGrpcInfra(app: FastifyInstance, opts: GrpcInfraOpt
     grpcMessageEncoding(scope);
     await scope.register(fastifyConnectPlugin, {
       routes: (router) => {
-        for (const b of [health.binding, ...reflection]) router.service(b.service, b.impl as never);
+        for (const b of [health.binding, ...reflection]) b.mount(router);
       },
       interceptors: [guard],
       contextValues: (req) => createContextValues().set(kRequestId, String(req.id)),

@@ -9,7 +9,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerHookHandler } from "fastify";
 import { appError } from "../../kernel/errors.js";
 import type { ConsumerPrincipal } from "../../kernel/principal.js";
-import { ANONYMOUS, hasBody, type BodyBudget } from "../rpc/body-budget.js";
+import { ANONYMOUS, hasBody, type BodyBudget } from "../call/body-budget.js";
 
 export interface ConnectBodyGateOptions {
   budget: BodyBudget;

@@ -8,7 +8,7 @@ import { ErrorDetailSchema } from "../../gen/pulsebase/common/v1/error_pb.js";
 import { ConsumerService, CreateConsumerRequestSchema } from "../../gen/pulsebase/platform/v1/consumer_pb.js";
 import { StartSessionRequestSchema } from "../../gen/pulsebase/platform/v1/session_pb.js";
 import { h2Load } from "./h2-load.js";
-import { networkCode } from "./admin-target.js";
+import { networkCode } from "../../src/server/admin-target.js";
 
 export interface LoadOptions {
   url: string;

@@ -10,11 +10,11 @@ import { getOption, type DescMethod, type DescService, type Message } from "@buf
 import { ConnectError, createContextValues, type ContextValues } from "@connectrpc/connect";
 import type { IncomingHttpHeaders } from "node:http";
 import type { Logger } from "pino";
-import { auth as authOption, Auth, rest_passthrough } from "../../../gen/pulsebase/common/v1/options_pb.js";
+import { auth as authOption, Auth } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import type { CallPolicy } from "../../kernel/call-policy.js";
 import { deadline } from "../../kernel/deadlines.js";
 import { appError, isServerFault, restStatusOf, toAppError } from "../../kernel/errors.js";
-import type { ServiceBinding } from "../../kernel/module.js";
+import type { RestFastPath, RestJsonPath, ServiceBinding } from "../../kernel/module.js";
 import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../../kernel/principal.js";
 import { ANONYMOUS, type BodyBudget, type RawRequest, type RawResponse } from "./body-budget.js";
 import { CallContext } from "./call-context.js";
@@ -34,18 +34,22 @@ export interface UnaryMethod {
   /** Largest body: the listener's limit with a token, the small anonymous one without. */
   readonly bodyLimit: number;
   readonly call: (req: Message, ctx: CallContext) => unknown;
-  /** The service's own binary writer of the response message, if it has one (BinaryEncoder, src/kernel/module.ts). */
+  /** The service's own binary writer of the response message, if it has one (MethodPaths.encode, src/kernel/module.ts). */
   readonly encodeBinary: ((msg: Message) => Uint8Array) | undefined;
+  /** The service's own binary reader of the request message, if it has one (MethodPaths.decode). */
+  readonly decodeBinary: ((bytes: Uint8Array) => Message | undefined) | undefined;
+  /** The service's REST GET fast path, if it has one (MethodPaths.rest). */
+  readonly restFast: RestFastPath | undefined;
+  /** The service's REST POST JSON path, if it has one (MethodPaths.json). */
+  readonly restJson: RestJsonPath | undefined;
   /**
-   * The service can answer this method at once: from memory (it has a REST
-   * JSON or fast path for it), or a warm function (a passthrough method,
-   * whose REST route the gateway batches too). Its calls are batched per
-   * loop turn (turn-batch.ts), on every protocol alike; the others start
-   * when they arrive, as on REST.
+   * The method's `answers_at_once` proto option: the service can answer it
+   * without waiting, from memory (a REST JSON or fast path) or a warm
+   * function (a passthrough method). Its calls are batched per loop turn
+   * (turn-batch.ts), on every protocol alike; the others start when they
+   * arrive.
    */
   readonly answersAtOnce: boolean;
-  /** The service's own binary reader of the request message, if it has one (BinaryDecoder, src/kernel/module.ts). */
-  readonly decodeBinary: ((bytes: Uint8Array) => Message | undefined) | undefined;
 }
 
 export interface DispatcherOptions {
@@ -87,10 +91,10 @@ export class Dispatcher {
     for (const b of opts.services) {
       for (const m of b.service.methods) {
         if (m.methodKind !== "unary") continue;
-        const fn = b.impl[m.localName];
-        if (!fn) throw new Error(`no implementation for ${b.service.typeName}.${m.name}`);
+        const bm = b.methods.get(m.localName);
+        if (!bm?.call) throw new Error(`no implementation for ${b.service.typeName}.${m.name}`);
         const needsConsumer = opts.authenticate !== undefined && getOption(m, authOption) === Auth.CONSUMER_UNSPECIFIED;
-        const bound = fn.bind(b.impl) as UnaryMethod["call"];
+        const bound: UnaryMethod["call"] = bm.call;
         this.byPath.set(`/${b.service.typeName}/${m.name}`, {
           service: b.service,
           method: m,
@@ -99,9 +103,11 @@ export class Dispatcher {
           needsConsumer,
           bodyLimit: needsConsumer || !opts.authenticate ? opts.bodyLimitBytes : opts.anonymousBodyLimitBytes,
           call: opts.policy ? guarded(opts.policy, m, bound) : bound,
-          encodeBinary: b.binaryEncoders?.[m.localName],
-          decodeBinary: b.binaryDecoders?.[m.localName],
-          answersAtOnce: !!(b.jsonPaths?.[m.localName] || b.fastPaths?.[m.localName]) || getOption(m, rest_passthrough),
+          encodeBinary: bm.encode,
+          decodeBinary: bm.decode,
+          restFast: bm.rest,
+          restJson: bm.json,
+          answersAtOnce: bm.answersAtOnce,
         });
       }
     }

@@ -14,7 +14,7 @@ import {
 import { ServerReflection as ServerReflectionAlpha } from "../../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { IdentityService } from "../../../gen/pulsebase/admin/v1/identity_pb.js";
 import { ConsumerService } from "../../../gen/pulsebase/platform/v1/consumer_pb.js";
-import { createReflectionBindings } from "../../../src/transport/connect/reflection-service.js";
+import { createReflectionBindings } from "../../../src/transport/connect-node/reflection-service.js";
 
 const transport = createRouterTransport((router) => {
   for (const b of createReflectionBindings([ConsumerService])) router.service(b.service, b.impl as never);

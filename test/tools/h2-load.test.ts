@@ -3,7 +3,7 @@
 import http2 from "node:http2";
 import { createServer } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { h2Load } from "../../src/server/h2-load.js";
+import { h2Load } from "../../tools/load/h2-load.js";
 
 const servers: http2.Http2Server[] = [];
 afterEach(async () => {

@@ -4,7 +4,7 @@
 // so the generator's own cost is the same on both sides) and by
 // `pulsebase load`.
 import http2 from "node:http2";
-import { sleep } from "../kernel/retry.js";
+import { sleep } from "../../src/kernel/retry.js";
 
 export interface H2LoadOptions {
   url: string;

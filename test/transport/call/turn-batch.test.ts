@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { turnBatch } from "../../../src/transport/rpc/turn-batch.js";
+import { turnBatch } from "../../../src/transport/call/turn-batch.js";
 
 const nextTurn = () => new Promise((r) => setImmediate(r));
 
