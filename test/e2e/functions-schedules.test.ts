@@ -13,6 +13,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { errorDetail } from "../../src/kernel/errors.js";
 import { OPERATOR_TOKEN, startCluster, type Cluster, type ClusterServer } from "../helpers/cluster.js";
 import { operatorEnv, runCli } from "../helpers/cli.js";
+import { until } from "../helpers/until.js";
 
 let cluster: Cluster;
 let appId: bigint;
@@ -25,6 +26,11 @@ const TICK = `export default (req, ctx) => {
 
 const fnsOf = (s: ClusterServer) => s.client(AdminFunctionService);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Real time passing is what is tested here: a negative check (nothing runs meanwhile) or an outage of a given length. */
+const letTimePass = sleep;
+/** Waits until the trigger has at least `n` runs that `ok` accepts (ticks every second). */
+const runsOf = (s: ClusterServer, triggerId: bigint, n: number, ok: (r: ScheduleRun) => boolean = () => true) =>
+  until(async () => ((await allRuns(s, triggerId)).filter(ok).length >= n ? true : undefined), 30_000, 100);
 
 async function allRuns(s: ClusterServer, triggerId: bigint): Promise<ScheduleRun[]> {
   const out: ScheduleRun[] = [];
@@ -77,7 +83,7 @@ describe("schedules across processes", () => {
     const t = await fnsOf(b!).createScheduleTrigger({ functionId: fn.id, cron: "* * * * * *", timezone: "UTC", missedTicks: "skip" });
     expect(t).toMatchObject({ cron: "* * * * * *", timezone: "UTC", missedTicks: "skip", enabled: true });
     expect(t.nextRunAt).toBeDefined();
-    await sleep(7000);
+    await runsOf(a!, t.id, 5, (r) => r.status === "ok");
     await fnsOf(a!).setTriggerEnabled({ triggerId: t.id, enabled: false });
     const runs = await settled(a!, t.id);
     const ticks = await ranTicks(a!, fn.id);
@@ -94,7 +100,7 @@ describe("schedules across processes", () => {
       "SELECT server, count(*)::int AS n FROM function_schedule_runs WHERE trigger_id = $1 GROUP BY server", [Number(t.id)]);
     expect(byServer.rows.reduce((n, r) => n + r.n, 0)).toBe(runs.length);
     // disabled: nothing more runs
-    await sleep(1500);
+    await letTimePass(1500);
     expect((await allRuns(a!, t.id)).length).toBe(runs.length);
   }, 60_000);
 
@@ -106,7 +112,7 @@ describe("schedules across processes", () => {
     const enabled = await fnsOf(a!).setTriggerEnabled({ triggerId: t.id, enabled: true });
     const since = Date.now();
     expect(timestampDate(enabled.nextRunAt!).getTime()).toBeGreaterThan(since - 1000);
-    await sleep(2500);
+    await runsOf(a!, t.id, before + 1);
     await fnsOf(a!).setTriggerEnabled({ triggerId: t.id, enabled: false });
     const runs = (await settled(a!, t.id)).slice(before);
     expect(runs.length).toBeGreaterThanOrEqual(1);
@@ -124,14 +130,18 @@ describe("schedules across processes", () => {
     const skip = await fnsOf(a!).createScheduleTrigger({ functionId: skipFn.id, cron: "* * * * * *", missedTicks: "skip" });
     const once = await fnsOf(a!).createScheduleTrigger({ functionId: onceFn.id, cron: "* * * * * *", missedTicks: "run_once" });
     expect(skip.timezone).toBe("UTC");
-    await sleep(2500);
+    await runsOf(a!, skip.id, 1);
+    await runsOf(a!, once.id, 1);
     // every process stops: nobody polls
     await Promise.all(cluster.servers.map((s) => s.stop()));
     const downAt = Date.now();
-    await sleep(6000);
+    await letTimePass(6000); // the outage: longer than the 3 s grace
     const d = await cluster.startServer("d");
     const upAt = Date.now();
-    await sleep(3000);
+    // d polls: the skip schedule records its skipped run and goes on, the run_once one catches up
+    await runsOf(d, skip.id, 1, (r) => r.status === "skipped");
+    await runsOf(d, skip.id, 1, (r) => r.status === "ok" && timestampDate(r.scheduledFor!).getTime() > upAt - 3000 + 1000);
+    await runsOf(d, once.id, 1, (r) => r.missed > 0);
     await fnsOf(d).setTriggerEnabled({ triggerId: skip.id, enabled: false });
     await fnsOf(d).setTriggerEnabled({ triggerId: once.id, enabled: false });
 

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { createModules } from "../../src/server/modules.js";
 import { capturedLogger, startTestServer, type TestServer } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 
 const TIMERS = `let runs = 0;
 export default async function (req, ctx) {
@@ -30,8 +31,8 @@ export default async function (req, ctx) {
       return { seen };
     }
     case "late":
-      // due after the 1 s timeout: never fires
-      await new Promise((r) => setTimeout(r, 10_000));
+      // due after the 1 s timeout (and the test's): never fires
+      await new Promise((r) => setTimeout(r, 600_000));
       return "never";
     case "many": {
       let made = 0, error = null;
@@ -112,7 +113,6 @@ describe("timers in functions", () => {
     expect(r.status).toBe(504);
     expect(r.json).toMatchObject({ error: "function_timeout" });
     expect(r.ms).toBeGreaterThanOrEqual(990);
-    expect(r.ms).toBeLessThan(3000);
     const rec = await record((i) => i.outcome === "timeout");
     expect(rec.logs.map((l) => l.message).join("\n")).toMatch(/timers due past the timeout never fire/);
   });
@@ -128,14 +128,9 @@ describe("ctx.waitUntil", () => {
     const key = `bg:${Date.now()}`;
     const r = await call("a", { op: "bg-kv", key });
     expect(r).toMatchObject({ status: 200, json: { answered: true } });
-    // the 300 ms timer runs after the response
-    expect(r.ms).toBeLessThan(200);
+    // the 300 ms timer runs after the response: nothing written yet
     await expect(fns().getKvEntry({ appId: apps.a.appId, key })).rejects.toThrow(/not_found|No such|not found/i);
-    let value: string | undefined;
-    for (let i = 0; i < 30 && value === undefined; i++) {
-      await new Promise((res) => setTimeout(res, 100));
-      value = await fns().getKvEntry({ appId: apps.a.appId, key }).then((e) => e.value, () => undefined);
-    }
+    const value = await until(() => fns().getKvEntry({ appId: apps.a.appId, key }).then((e) => e.value, () => undefined), 10_000, 20);
     expect(value).toBe("written after the response");
     const rec = await record((i) => i.logs.some((l) => l.message === `stored ${key}`));
     expect(rec).toMatchObject({ status: 200, outcome: "ok" });
@@ -153,14 +148,16 @@ describe("ctx.waitUntil", () => {
   it("cuts work that never settles at the timeout, discards the isolate; the same and another app answer meanwhile and after", async () => {
     // warm: one isolate that has served runs
     await call("a", {});
+    const cutLogged = () => logLines.some((l) => l.msg === "function background work timed out");
+    expect(cutLogged()).toBe(false);
     const r = await call("a", { op: "hang" });
     expect(r.status).toBe(200);
-    expect(r.ms).toBeLessThan(500);
     const hung = (r.json as { runs: number }).runs;
     // while the hanging work waits: another app, and the same function (another isolate), answer at once
     const other = await call("b", {});
     expect(other.status).toBe(200);
-    expect(other.ms).toBeLessThan(500);
+    // both answered before the work was cut (at the 1 s timeout)
+    expect(cutLogged()).toBe(false);
     const rec = await record((i) => i.logs.some((l) => l.message.includes("ctx.waitUntil work did not settle")));
     expect(rec).toMatchObject({ status: 200, outcome: "ok" });
     expect(rec.logs.find((l) => l.message.includes("did not settle"))!.level).toBe("warn");

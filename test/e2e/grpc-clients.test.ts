@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CmsService } from "../../gen/pulsebase/admin/v1/cms_pb.js";
 import { ListEntriesRequestSchema } from "../../gen/pulsebase/cms/v1/content_pb.js";
 import { createModules } from "../../src/server/modules.js";
-import { encodeGrpcMessage } from "../../src/transport/connect/grpc-message.js";
+import { encodeGrpcMessage } from "../../src/transport/connect-node/grpc-message.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 let s: TestServer;

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { backoffMs, sleep } from "../../src/kernel/retry.js";
 
 describe("backoff", () => {
@@ -17,12 +17,33 @@ describe("backoff", () => {
 });
 
 describe("sleep", () => {
-  it("ends early when its signal aborts", async () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("ends early when its signal aborts, and leaves no timer behind", async () => {
+    vi.useFakeTimers();
     const ac = new AbortController();
-    const t0 = Date.now();
     setTimeout(() => ac.abort(), 20);
-    await sleep(10_000, ac.signal);
-    expect(Date.now() - t0).toBeLessThan(5000);
+    let done = false;
+    const slept = sleep(10_000, ac.signal).then(() => (done = true));
+    await vi.advanceTimersByTimeAsync(19);
+    expect(done).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(done).toBe(true);
+    await slept;
+    expect(vi.getTimerCount()).toBe(0);
     await sleep(10_000, ac.signal); // already aborted: at once
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("ends after its time without a signal", async () => {
+    vi.useFakeTimers();
+    let done = false;
+    void sleep(1000).then(() => (done = true));
+    await vi.advanceTimersByTimeAsync(999);
+    expect(done).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(done).toBe(true);
   });
 });

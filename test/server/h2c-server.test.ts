@@ -16,7 +16,7 @@ import {
   type HealthCheckResponse,
 } from "../../gen/health/v1/health_pb.js";
 import { H2cServer, h2cServerFactory } from "../../src/server/h2c-server.js";
-import { registerGrpcInfra } from "../../src/transport/connect/grpc-infra.js";
+import { registerGrpcInfra } from "../../src/transport/connect-node/grpc-infra.js";
 
 const open: { close(): Promise<unknown> }[] = [];
 afterEach(async () => {

@@ -24,21 +24,21 @@ const crossJoin = "SELECT count(*) FROM (WITH RECURSIVE s(value) AS (SELECT 1 UN
 
 it("stops a runaway query at the time limit while another application is answered", async () => {
   const started = Date.now();
-  const slow = failure(h.query(slowApp, crossJoin));
+  let slowEnded = false;
+  const slow = failure(h.query(slowApp, crossJoin)).finally(() => (slowEnded = true));
   // give the runaway query time to start, then ask from the other application
   await new Promise((r) => setTimeout(r, 100));
-  const t0 = Date.now();
   const other = await h.query(otherApp, "SELECT v FROM o");
-  const otherMs = Date.now() - t0;
   expect(rowsOf(other.results[0])).toEqual([["still here"]]);
-  expect(otherMs).toBeLessThan(400);
+  // answered while the runaway still runs
+  expect(slowEnded).toBe(false);
 
+  // (the cross join would run for minutes: that it ends is the time limit)
   const f = await slow;
   const elapsed = Date.now() - started;
   expect(f).toMatchObject({ code: "timeout", http: 504 });
   expect(f.message).toMatch(/800 ms/);
   expect(elapsed).toBeGreaterThanOrEqual(750);
-  expect(elapsed).toBeLessThan(3000);
 });
 
 it("stops a query that returns rows slowly, rolls back its writes, and serves the app again", async () => {

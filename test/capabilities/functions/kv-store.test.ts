@@ -8,6 +8,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { errorDetail } from "../../../src/kernel/errors.js";
 import { createKvStore, type KvStore } from "../../../src/capabilities/functions/kv-store.js";
 import { createApps, createTestDb, type TestDb } from "../../helpers/db.js";
+import { until } from "../../helpers/until.js";
 
 for (const kind of ["postgres", "pglite"] as const) {
   describe(`kv store (${kind})`, () => {
@@ -72,20 +73,21 @@ for (const kind of ["postgres", "pglite"] as const) {
       expect(await kv.get(app2, "session")).toBe("abc");
       const entry = await kv.getEntry(app2, "session");
       expect(entry!.expires_at).toBeInstanceOf(Date);
-      await new Promise((r) => setTimeout(r, 1300));
+      // expired on the database's clock after a second
+      await until(async () => ((await kv.get(app2, "session")) === null ? true : undefined), 10_000, 50);
       expect(await kv.get(app2, "session")).toBeNull();
       expect((await kv.list(app2)).entries.map((e) => e.key)).toEqual(["keep"]);
       expect(await kv.delete(app2, "session")).toBe(false);
       // still counted until swept...
       await kv.put(app2, "again", "x", { ttlSeconds: 1 });
-      await new Promise((r) => setTimeout(r, 1300));
+      await until(async () => ((await kv.get(app2, "again")) === null ? true : undefined), 10_000, 50);
       expect((await kv.usage(app2)).keys).toBe(2);
       expect(await kv.sweep()).toBeGreaterThanOrEqual(1);
       expect(await kv.usage(app2)).toEqual({ bytes: "keep".length + "forever".length, keys: 1 });
       // a put without TTL over a key with one makes it permanent
       await kv.put(app2, "t", "1", { ttlSeconds: 1 });
       await kv.put(app2, "t", "2");
-      await new Promise((r) => setTimeout(r, 1200));
+      await new Promise((r) => setTimeout(r, 1200)); // a negative: past when the 1 s TTL would have expired it
       expect(await kv.get(app2, "t")).toBe("2");
     });
 

@@ -88,9 +88,8 @@ describe("capture through the @libsql/client executor (file: URL)", () => {
     await new Promise<void>((res) => server.listen(0, "127.0.0.1", res));
     const port = (server.address() as { port: number }).port;
     const slow = createLibsqlCaptureExecutor({ timeoutMs: 300 });
-    const started = Date.now();
+    // (the server never answers: failing at all is the time limit)
     await expect(slow.run({ id: 7, url: `http://127.0.0.1:${port}`, authToken: "t" }, [{ sql: "SELECT 1" }])).rejects.toThrow(/did not answer within 300 ms/);
-    expect(Date.now() - started).toBeLessThan(3000);
     slow.close();
     for (const s of sockets) s.destroy();
     await new Promise<void>((res) => server.close(() => res()));
@@ -195,6 +194,7 @@ describe("the shared drainer", () => {
   it("keeps delivering other applications' changes while one database hangs or fails", async () => {
     const db = await createTestDb("postgres");
     let hung = 0;
+    let unhung = 0;
     let slowApp = 0;
     let brokenApp = 0;
     const h = createHarness(db.sql, {}, (fdb) => ({
@@ -203,6 +203,7 @@ describe("the shared drainer", () => {
           if (appId === slowApp) {
             hung++;
             await new Promise((r) => setTimeout(r, 4000)); // a remote server that does not answer
+            unhung++;
           }
           if (appId === brokenApp) throw new Error("server unreachable");
           return fdb.serviceBatch(appId, statements);
@@ -224,14 +225,14 @@ describe("the shared drainer", () => {
       const okFn = (await h.admin.listFunctions({ appId: BigInt(okApp) })).functions[0]!.id;
       await h.fn.events!.start();
       await until(async () => (hung > 0 ? true : undefined));
-      const started = Date.now();
       await h.fdb.client(okApp).execute("INSERT INTO orders (item) VALUES ('pear')");
+      // delivered while the other application's remote database still hangs
       const logs = await until(async () => {
         const inv = await h.admin.listInvocations({ functionId: okFn });
         return inv.invocations.length > 0 ? inv.invocations.flatMap((i) => i.logs.map((l) => l.message)) : undefined;
-      }, 2000);
+      }, 10_000);
       expect(logs).toEqual(["pear"]);
-      expect(Date.now() - started).toBeLessThan(2000);
+      expect(unhung).toBe(0);
     } finally {
       await h.close();
       await db.drop();

@@ -8,6 +8,7 @@ import { createFunctionStore } from "../../../src/capabilities/functions/functio
 import { createScheduler, type ScheduleEvent } from "../../../src/capabilities/functions/scheduler.js";
 import type { RunReport } from "../../../src/capabilities/functions/function-runtime.js";
 import { createTestDb, type TestDb } from "../../helpers/db.js";
+import { until } from "../../helpers/until.js";
 
 for (const kind of ["postgres", "pglite"] as const) {
   describe(`scheduler (${kind})`, () => {
@@ -46,7 +47,8 @@ for (const kind of ["postgres", "pglite"] as const) {
       const b = createScheduler({ sql: db.sql, runtime, options: { pollMs: 20, graceMs: 5000 } });
       a.start();
       b.start();
-      await new Promise((r) => setTimeout(r, 3500));
+      // three ticks (one a second) run
+      await until(async () => (runs.filter((r) => r.triggerId === id).length >= 3 ? true : undefined), 15_000, 20);
       await db.sql.query("UPDATE function_triggers SET enabled = false WHERE id = $1", [id]);
       await Promise.all([a.stop(), b.stop()]);
       const mine = runs.filter((r) => r.triggerId === id).map((r) => r.event.scheduled_time);
@@ -112,7 +114,8 @@ for (const kind of ["postgres", "pglite"] as const) {
       await db.sql.query("UPDATE function_triggers SET enabled = false WHERE id = $1", [off]);
       const s = createScheduler({ sql: db.sql, runtime: slow, options: { pollMs: 20, graceMs: 5000 } });
       s.start();
-      await new Promise((r) => setTimeout(r, 2500));
+      // a tick ran (1.5 s), many polls (20 ms) looking at it meanwhile
+      await until(async () => (runs.some((r) => r.triggerId === id) ? true : undefined), 15_000, 20);
       await db.sql.query("UPDATE function_triggers SET enabled = false WHERE id = $1", [id]);
       await s.stop();
       const ticks = runs.filter((r) => r.triggerId === id).map((r) => r.event.scheduled_time);

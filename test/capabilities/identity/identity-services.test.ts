@@ -12,7 +12,7 @@ import { Authenticator } from "../../../src/capabilities/identity/authenticator.
 import { createConsumerServiceImpl } from "../../../src/capabilities/identity/consumer-service.js";
 import { createSessionServiceImpl } from "../../../src/capabilities/identity/session-service.js";
 import { createAdminIdentityServiceImpl } from "../../../src/capabilities/identity/admin-identity-service.js";
-import { consumerAuthInterceptor } from "../../../src/transport/connect/interceptors.js";
+import { consumerAuthInterceptor } from "../../../src/transport/connect-node/interceptors.js";
 import { newKey } from "../../../src/capabilities/identity/token-keys.js";
 import { TokenIssueLimiter } from "../../../src/capabilities/identity/token-issue-limiter.js";
 import { withinOneWindow } from "../../helpers/until.js";

@@ -3,6 +3,7 @@
 // keep their catalogue code, each capability has its own per-run limits, and
 // a run's end cancels what its calls wait for or run on.
 import { afterAll, expect, it } from "vitest";
+import { until } from "../../helpers/until.js";
 import { appError } from "../../../src/kernel/errors.js";
 import { createSandbox } from "../../../src/infra/sandbox/sandbox.js";
 import type { HostCall, HostCapability } from "../../../src/kernel/host-capability.js";
@@ -112,7 +113,7 @@ it("cancels the calls a run leaves behind: the running ones see the run's signal
   }`), input);
   expect(body(r)).toBe("left");
   expect(r.logs.map((l) => l.message)).toContainEqual(expect.stringMatching(/3 ctx\.echo calls were still pending .* cancelled/));
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  await until(async () => (held.aborted >= 2 ? true : undefined), 5_000, 5);
   expect(held).toEqual({ started: 2, aborted: 2, finished: 0 });
 });
 

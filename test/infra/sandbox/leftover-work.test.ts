@@ -111,11 +111,11 @@ it("cancels the db calls a run left queued or running when it ends", async () =>
     const r = await sandbox.run(t, input({ when }));
     expect(r.response!.body).toBe(JSON.stringify("done"));
     // no runaway holds the single engine until the 5 s time limit: at
-    // most the 200 ms grace, and a restart
-    const t0 = performance.now();
+    // most the 200 ms grace, and a restart (none for the time limit)
+    const timeouts = dbModule.pool.stats().restarts.timeout;
     expect(await count("SELECT count(*) FROM marks")).toBe(0);
-    expect(performance.now() - t0, when).toBeLessThan(2500);
-    // the queued write never ran
+    expect(dbModule.pool.stats().restarts.timeout, when).toBe(timeouts);
+    // the queued write never ran (a negative: waited past when it would have)
     await new Promise((r) => setTimeout(r, 300));
     expect(await count("SELECT count(*) FROM marks")).toBe(0);
   }
@@ -125,9 +125,10 @@ it("cancels the db call of a run that times out", async () => {
   const t = target(`export default async (req, ctx) => { await ctx.db.query(${JSON.stringify(RUNAWAY)}); return 1; }`, { timeoutMs: 300 });
   const r = await sandbox.run(t, input());
   expect(r.outcome).toBe("timeout");
-  const t0 = performance.now();
+  // the engine serves the next query without the runaway reaching its 5 s time limit
+  const timeouts = dbModule.pool.stats().restarts.timeout;
   expect(await count("SELECT count(*) FROM marks")).toBe(0);
-  expect(performance.now() - t0).toBeLessThan(2500);
+  expect(dbModule.pool.stats().restarts.timeout).toBe(timeouts);
 }, 20_000);
 
 it("stops code a run left going after its output at the run's deadline", async () => {
@@ -142,8 +143,8 @@ it("stops code a run left going after its output at the run's deadline", async (
   const t0 = performance.now();
   const r = await sandbox.run(t, input());
   expect(r.outcome).toBe("ok");
+  // answered (not cut at the deadline): the left-over 3 s of work was not waited for
   expect(r.response!.body).toBe(JSON.stringify("answered"));
-  expect(performance.now() - t0).toBeLessThan(400);
   expect(await longestStall(() => sandbox.stats())).toBeLessThan(100);
   // past the deadline (500 ms after the start) nothing of it runs
   await new Promise((r) => setTimeout(r, Math.max(0, 700 - (performance.now() - t0))));

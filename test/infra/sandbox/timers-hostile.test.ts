@@ -1,7 +1,7 @@
 // Hostile function code against timers and ctx.waitUntil (docs/functions.md,
 // "Timers and waitUntil"): storms that would keep the service's thread busy,
 // string callbacks, odd ids, and a ctx.waitUntil kept from an earlier run.
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { createSandbox } from "../../../src/infra/sandbox/sandbox.js";
 import type { HostCapability } from "../../../src/kernel/host-capability.js";
 import type { RunInput, RunTarget } from "../../../src/infra/sandbox/types.js";
@@ -21,11 +21,18 @@ let nextVersion = 1;
 const target = (code: string, over: Partial<RunTarget> = {}): RunTarget => ({ versionId: nextVersion++, appId: 1, code, memoryMb: 32, timeoutMs: 1000, ...over });
 const input = (req: unknown = null): RunInput => ({ req, consumer: null, event: null, env: {}, trigger: "http", requestId: "r" });
 const body = (r: { response?: { body: string } }) => JSON.parse(r.response!.body) as unknown;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Waits past the time something that must NOT happen would have happened (a negative check: no condition to wait for). */
+const waitPast = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("the host's side of timers", () => {
+  // RunWake's clock and timers (Date.now, setTimeout, setImmediate) on fake time.
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it(`wakes a run at most once per ${NESTED_MIN_MS} ms after its first ${NESTING_LEVEL} wakes, however often timers fall due`, async () => {
     // the isolate telling the host "due now" again after every wake: what 1,000 setInterval(f, 0) do
+    vi.useFakeTimers();
     let rings = 0;
     const w: RunWake = new RunWake(Date.now() + 200, () => {
       rings++;
@@ -33,20 +40,22 @@ describe("the host's side of timers", () => {
       w.schedule(Date.now());
     });
     w.schedule(Date.now());
-    await sleep(250);
+    await vi.advanceTimersByTimeAsync(250);
     w.stop();
     expect(rings).toBeGreaterThan(10);
     expect(rings).toBeLessThanOrEqual(NESTING_LEVEL + Math.ceil(200 / NESTED_MIN_MS) + 2);
   });
 
   it("still wakes for a timer due at the deadline", async () => {
+    vi.useFakeTimers();
     let rang = 0;
     const end = Date.now() + 30;
     const w = new RunWake(end, () => (rang = Date.now()));
     w.schedule(end);
-    await sleep(60);
-    expect(rang).toBeGreaterThanOrEqual(end);
-    expect(rang).toBeLessThan(end + 20);
+    await vi.advanceTimersByTimeAsync(29);
+    expect(rang).toBe(0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(rang).toBe(end);
   });
 });
 
@@ -100,7 +109,7 @@ describe("a ctx kept from an earlier run", () => {
     } finally {
       one.close();
     }
-    await sleep(100);
+    await waitPast(100); // the stale work, had it been taken, would have noted 50 ms after its run
     expect(notes).not.toContain("stale-work");
   });
 });

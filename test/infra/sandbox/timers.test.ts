@@ -1,7 +1,8 @@
 // Timers and ctx.waitUntil in the sandbox (docs/functions.md, "Timers and
 // waitUntil"): timers driven by the host within the run's deadline, work
 // after the response, and nothing of a run going on after it ended.
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
+import { FunctionIsolate } from "../../../src/infra/sandbox/function-isolate.js";
 import { createSandbox } from "../../../src/infra/sandbox/sandbox.js";
 import type { HostCapability } from "../../../src/kernel/host-capability.js";
 import type { RunInput, RunTarget } from "../../../src/infra/sandbox/types.js";
@@ -34,7 +35,9 @@ function input(over: Partial<RunInput> = {}): RunInput {
 const body = (r: { response?: { body: string } }) => JSON.parse(r.response!.body) as unknown;
 
 describe("timers", () => {
-  it("fire in due order with plausible delays; clearTimeout and clearInterval work; an interval counts ticks", async () => {
+  // (lower bounds only: a timer never fires early; how late it fires on a
+  // loaded machine is not this test's business)
+  it("fire in due order, none early; clearTimeout and clearInterval work; an interval counts ticks", async () => {
     const t = target(`export default async function () {
       const t0 = Date.now(), order = [];
       await new Promise((done) => {
@@ -59,7 +62,6 @@ describe("timers", () => {
     expect(a).toBeGreaterThanOrEqual(19);
     expect(b).toBeGreaterThanOrEqual(39);
     expect(c).toBeGreaterThanOrEqual(59);
-    expect(c!).toBeLessThan(400);
     // cleared intervals stop: 5 ticks although 30 ms more passed
     expect(out.ticks).toBe(5);
     expect(out.took).toBeGreaterThanOrEqual(100);
@@ -80,15 +82,13 @@ describe("timers", () => {
   });
 
   it("never fires a timer due after the deadline: the run times out at its deadline and says why", async () => {
+    // (a run waiting for the timer would outlast the test's timeout)
     const t = target(`export default async function () {
-      await new Promise((r) => setTimeout(r, 5000));
+      await new Promise((r) => setTimeout(r, 600_000));
       return "never";
     }`, { timeoutMs: 300 });
-    const t0 = performance.now();
     const r = await sandbox.run(t, input());
-    const took = performance.now() - t0;
     expect(r.outcome).toBe("timeout");
-    expect(took).toBeLessThan(1500);
     expect(r.logs.map((l) => l.message).join("\n")).toMatch(/timer was due after the function's timeout/);
     // a guard timer past the deadline does not stop a function that answers in time
     const guard = await sandbox.run(target(`export default async function () {
@@ -114,25 +114,35 @@ describe("timers", () => {
     expect(body(again)).toMatchObject({ made: MAX_TIMERS_PER_RUN });
   });
 
-  it("a set-and-clear loop with ever earlier due times costs the host no more than one with later ones", async () => {
+  it("a set-and-clear loop with ever earlier due times sends the host no more messages than one with later ones", async () => {
     // each timer earlier than the last one told would be a message to the
-    // host; past the deadline none is sent, and due times are whole ms
+    // host; past the deadline none is sent (but one "late" notice), and due
+    // times are whole ms. Counted: the isolate's wake-ups reaching the host.
     const loop = (sign: string) => target(`export default async function () {
       const f = () => {};
-      for (let i = 0; i < 300000; i++) clearTimeout(setTimeout(f, 1e7 ${sign} i * 0.25));
+      for (let i = 0; i < 100000; i++) clearTimeout(setTimeout(f, 1e7 ${sign} i * 0.25));
       return "done";
     }`, { timeoutMs: 5000 });
-    const timed = async (t: RunTarget) => {
-      await sandbox.run(t, input());
-      const t0 = performance.now();
-      const r = await sandbox.run(t, input());
-      expect(body(r)).toBe("done");
-      return performance.now() - t0;
-    };
-    const later = await timed(loop("+"));
-    const earlier = await timed(loop("-"));
-    // before: 300,000 messages, about 1 s of the host's thread
-    expect(earlier).toBeLessThan(later * 2 + 150);
+    const wakes = vi.spyOn(FunctionIsolate.prototype as unknown as { onWake(run: number, dueAt: number): void }, "onWake");
+    try {
+      for (const t of [loop("+"), loop("-")]) {
+        for (let i = 0; i < 2; i++) expect(body(await sandbox.run(t, input()))).toBe("done");
+      }
+      // messages per run of each isolate (they may reach the host after the run)
+      const perRun = new Map<string, number>();
+      const isolates = new Map<unknown, number>();
+      wakes.mock.calls.forEach(([run], i) => {
+        const self = wakes.mock.contexts[i];
+        if (!isolates.has(self)) isolates.set(self, isolates.size);
+        const key = `${isolates.get(self)}:${run}`;
+        perRun.set(key, (perRun.get(key) ?? 0) + 1);
+      });
+      // before: one message per timer (100,000 a run)
+      expect(perRun.size).toBeGreaterThan(0);
+      expect(Math.max(...perRun.values())).toBeLessThanOrEqual(1);
+    } finally {
+      wakes.mockRestore();
+    }
   });
 
   it("clears the timers when a run ends: a timer left behind never fires in a later run", async () => {
@@ -179,9 +189,8 @@ describe("ctx.waitUntil", () => {
     }`);
     const t0 = performance.now();
     const r = await sandbox.run(t, input());
-    const answered = performance.now() - t0;
+    // answered before the work: its note is not there yet
     expect(body(r)).toBe("sent");
-    expect(answered).toBeLessThan(150);
     expect(r.background).toBeDefined();
     expect(notes.find((n) => n.key === "after-300")).toBeUndefined();
     const bg = await r.background!;
@@ -200,13 +209,11 @@ describe("ctx.waitUntil", () => {
       }`, { timeoutMs: 300 });
     const t0 = performance.now();
     const r = await sandbox.run(t, input({ req: "hang" }));
-    expect(performance.now() - t0).toBeLessThan(150);
     expect(body(r)).toEqual({ runs: 1 });
+    // the work never settles: that the background ends at all is the cut
     const bg = await r.background!;
-    const took = performance.now() - t0;
     expect(bg.outcome).toBe("timeout");
-    expect(took).toBeGreaterThanOrEqual(290);
-    expect(took).toBeLessThan(1500);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(290);
     expect(bg.logs[0]).toEqual({ level: "warn", message: expect.stringContaining("ctx.waitUntil work did not settle") });
     // a fresh isolate: the module's state started over
     const next = await sandbox.run(t, input());
@@ -222,12 +229,11 @@ describe("ctx.waitUntil", () => {
         return { runs };
       }`, { timeoutMs: 300 });
     await sandbox.run(t, input());
-    const t0 = performance.now();
     const r = await sandbox.run(t, input({ req: "spin" }));
     expect(body(r)).toEqual({ runs: 2 });
+    // the callback spins for ever: that the background ends at all is the cut
     const bg = await r.background!;
     expect(bg.outcome).toBe("timeout");
-    expect(performance.now() - t0).toBeLessThan(1500);
     const next = await sandbox.run(t, input());
     expect(body(next)).toEqual({ runs: 1 });
   });
