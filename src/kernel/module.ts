@@ -3,8 +3,10 @@
 // REST fast paths, raw GET routes, gauges, and background work that starts
 // and stops with the process. Protocol-free: the transport (src/transport)
 // turns fast paths, raw routes and kNotModified into HTTP.
-import { getOption, type DescMessage, type DescMethod, type DescService, type Message, type MessageShape } from "@bufbuild/protobuf";
+import { getOption, hasOption, type DescMessage, type DescMethod, type DescService, type Message, type MessageShape } from "@bufbuild/protobuf";
 import { createContextKey, type ConnectRouter, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { http } from "../../gen/google/api/annotations_pb.js";
+import type { HttpRule } from "../../gen/google/api/http_pb.js";
 import { answers_at_once } from "../../gen/pulsebase/common/v1/options_pb.js";
 import type { HostCapability } from "./host-capability.js";
 
@@ -105,6 +107,8 @@ export interface BoundMethod {
    * batched per loop turn on every protocol.
    */
   readonly answersAtOnce: boolean;
+  /** The method's REST binding: its google.api.http rule and the rule's additional bindings (none: no REST route). */
+  readonly httpRules: readonly HttpRule[];
 }
 
 export interface ServiceBinding {
@@ -137,8 +141,12 @@ export function binding<S extends DescService>(service: S, impl: ServiceImpl<S>,
   const fns: Readonly<Record<string, unknown>> = impl;
   const methods = new Map<string, BoundMethod>();
   for (const desc of service.methods) {
-    if (desc.methodKind !== "unary") continue;
+    if (desc.methodKind !== "unary") {
+      if (hasOption(desc, http)) throw new Error(`${service.typeName}.${desc.name}: only unary methods can have REST routes`);
+      continue;
+    }
     const p = byName[desc.localName];
+    const rule = hasOption(desc, http) ? getOption(desc, http) : undefined;
     const answersAtOnce = getOption(desc, answers_at_once);
     if ((p?.rest || p?.json) && !answersAtOnce) throw new Error(`${service.typeName}.${desc.name} has a fast path: its proto must declare answers_at_once`);
     const fn = fns[desc.localName];
@@ -151,6 +159,7 @@ export function binding<S extends DescService>(service: S, impl: ServiceImpl<S>,
       rest: p?.rest,
       json: p?.json,
       answersAtOnce,
+      httpRules: rule ? [rule, ...rule.additionalBindings] : [],
     });
   }
   return { service, impl, methods, mount: (router) => void router.service(service, impl) };

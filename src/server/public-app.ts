@@ -152,7 +152,7 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
   app.removeContentTypeParser("text/plain");
 
   const table = new RouteTable();
-  for (const s of opts.services) table.addService(s.service);
+  for (const s of opts.services) table.addService(s);
   installErrorHandlers(app, table);
   const notFound = notFoundHandler(table);
   // Every unary call, whatever its protocol, goes through the one dispatcher

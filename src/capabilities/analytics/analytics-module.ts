@@ -6,6 +6,7 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 import { AnalyticsService as AdminAnalyticsService } from "../../../gen/pulsebase/admin/v1/analytics_pb.js";
 import { AnalyticsService } from "../../../gen/pulsebase/platform/v1/analytics_pb.js";
+import { decodeRecordEventRequest, encodeEvent } from "../../../gen/fastcodec/pulsebase/platform/v1/analytics.js";
 import { binding, type PulsebaseModule } from "../../kernel/module.js";
 import { createDirBlobStore } from "../../infra/blobs/dir-blob-store.js";
 import { createQueue } from "../../infra/queue/create-queue.js";
@@ -37,7 +38,12 @@ export function createAnalyticsModule(deps: AnalyticsModuleDeps): PulsebaseModul
   let workers: { stop(): Promise<void> } | undefined;
   return {
     name: "analytics",
-    device: [binding(AnalyticsService, createAnalyticsServiceImpl({ sql: deps.sql, queue, blobs }))],
+    device: [
+      binding(AnalyticsService, createAnalyticsServiceImpl({ sql: deps.sql, queue, blobs }), {
+        // generated from the fast_codec option (bin/protoc-gen-fastcodec.js)
+        recordEvent: { decode: decodeRecordEventRequest, encode: encodeEvent },
+      }),
+    ],
     admin: [binding(AdminAnalyticsService, createAdminAnalyticsServiceImpl({ sql: deps.sql, queue, blobs }))],
     gauges: { queues: { analytics: queue } },
     async start() {

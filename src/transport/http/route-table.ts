@@ -1,9 +1,9 @@
 // REST routes derived from the google.api.http annotations of the services'
 // descriptors (plus the gateway options in pulsebase/common/v1/options.proto).
 // The table refuses duplicate or ambiguous routes at start-up.
-import { getOption, hasOption, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { http } from "../../../gen/google/api/annotations_pb.js";
+import { getOption, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import type { HttpRule } from "../../../gen/google/api/http_pb.js";
+import type { ServiceBinding } from "../../kernel/module.js";
 import {
   auth as authOption,
   Auth,
@@ -70,13 +70,12 @@ export class RouteTable {
   readonly routes: RestRoute[] = [];
   private readonly shapes = new Map<string, RestRoute>();
 
-  addService(service: DescService): void {
+  /** The REST routes of a bound service, from each method's record (its httpRules). */
+  addService(binding: ServiceBinding): void {
+    const service = binding.service;
     const iface = service.typeName.startsWith("pulsebase.cms.") ? "cms" : "platform";
-    for (const method of service.methods) {
-      if (!hasOption(method, http)) continue;
-      if (method.methodKind !== "unary") throw new Error(`${service.typeName}.${method.name}: only unary methods can have REST routes`);
-      const rule = getOption(method, http);
-      for (const r of [rule, ...rule.additionalBindings]) this.addRule(service, method, r, iface);
+    for (const m of binding.methods.values()) {
+      for (const r of m.httpRules) this.addRule(service, m.desc, r, iface);
     }
   }
 
