@@ -4,21 +4,9 @@
 // while another application's function still answers.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createModules } from "../../src/server/modules.js";
-import { startTestServer, type TestServer } from "../helpers/server.js";
+import { deployHttpFunction, startTestServer, type TestServer } from "../helpers/server.js";
 
 let s: TestServer;
-
-async function admin(path: string, body: unknown): Promise<Record<string, unknown>> {
-  const res = await fetch(`${s.adminUrl}/${path}`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${s.operatorToken}` }, body: JSON.stringify(body) });
-  const json = (await res.json()) as Record<string, unknown>;
-  if (res.status !== 200) throw new Error(`${path} ${res.status}: ${JSON.stringify(json)}`);
-  return json;
-}
-
-async function deploy(appId: bigint, slug: string, code: string): Promise<void> {
-  const fn = await admin("pulsebase.admin.v1.FunctionService/CreateFunction", { appId: String(appId), name: slug, code, timeoutMs: 5000 });
-  await admin("pulsebase.admin.v1.FunctionService/CreateHttpTrigger", { functionId: fn.id, slug, enabled: true, auth: "consumer" });
-}
 
 beforeAll(async () => {
   // one isolate per application: its queue holds 64 runs (isolate-pool.ts)
@@ -33,8 +21,8 @@ describe("an application's full isolate queue", () => {
   it("answers 503 unavailable with Retry-After past the queue, never 500, and another application is served", async () => {
     const hog = await s.createApp("queue-hog");
     const other = await s.createApp("queue-other");
-    await deploy(hog.appId, "slow", "export default async () => { await new Promise((r) => setTimeout(r, 3000)); return { ok: true }; }");
-    await deploy(other.appId, "quick", "export default () => ({ quick: true });");
+    await deployHttpFunction(s, hog.appId, "slow", "export default async () => { await new Promise((r) => setTimeout(r, 3000)); return { ok: true }; }");
+    await deployHttpFunction(s, other.appId, "quick", "export default () => ({ quick: true });");
     const hogToken = (await s.register(hog.appKey)).token;
     const otherToken = (await s.register(other.appKey)).token;
 

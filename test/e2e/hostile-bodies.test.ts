@@ -10,17 +10,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { H2_ERROR } from "../helpers/h2-frames.js";
+import { answer, post, within, type Answer } from "../helpers/h2-answers.js";
 import { until } from "../helpers/until.js";
 
 const MiB = 1024 * 1024;
 const EVENT = JSON.stringify({ name: "tap", metadata: { screen: "home" } });
 const ATTACKER = "127.0.0.2";
-
-interface Answer {
-  status: number;
-  headers: Record<string, unknown>;
-  body: string;
-}
 
 function session(s: TestServer, localAddress?: string): Promise<ClientHttp2Session> {
   const c = h2connect(s.httpsUrl, { rejectUnauthorized: false, ...(localAddress && { localAddress }) });
@@ -31,29 +26,6 @@ function session(s: TestServer, localAddress?: string): Promise<ClientHttp2Sessi
 
 /** A PING's round trip: every frame sent before it has been read by the server (and its request's hooks run). */
 const ping = (c: ClientHttp2Session) => new Promise<void>((resolve, reject) => c.ping((err) => (err ? reject(err) : resolve())));
-
-/** The answer of a stream (its body read to the end), or the reset that ended it. */
-function answer(stream: ClientHttp2Stream): Promise<Answer | { reset: number }> {
-  return new Promise((resolve) => {
-    let headers: Record<string, unknown> | undefined;
-    let body = "";
-    stream.on("response", (h) => (headers = h));
-    stream.on("data", (d: Buffer) => (body += d.toString()));
-    stream.on("error", () => {});
-    stream.on("close", () => resolve(headers ? { status: Number(headers[":status"]), headers, body } : { reset: stream.rstCode ?? -1 }));
-  });
-}
-
-const within = <T>(p: Promise<T>, ms: number): Promise<T | "timeout"> =>
-  Promise.race([p, new Promise<"timeout">((r) => setTimeout(() => r("timeout"), ms))]);
-
-const post = (path: string, token: string | undefined, extra: Record<string, string> = {}) => ({
-  ":method": "POST",
-  ":path": path,
-  "content-type": "application/json",
-  ...(token ? { authorization: `Bearer ${token}` } : {}),
-  ...extra,
-});
 
 const registration = (appKey: string) =>
   JSON.stringify({ app_key: appKey, device_id: `dev-${Math.random().toString(36).slice(2)}`, device_model: "Pixel 9", user_id: "u", os: "android", country: "DE", language: "de" });

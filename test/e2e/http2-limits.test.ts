@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { H2_ERROR, RawH2, SETTING } from "../helpers/h2-frames.js";
+import { answer, post, within, type Answer } from "../helpers/h2-answers.js";
 
 const MiB = 1024 * 1024;
 const EVENT = JSON.stringify({ name: "tap", metadata: { screen: "home" } });
@@ -36,35 +37,6 @@ function session(): ClientHttp2Session {
   c.on("error", () => {});
   return c;
 }
-
-interface Answer {
-  status: number;
-  headers: Record<string, unknown>;
-  body: string;
-}
-
-/** The answer of a stream (its body read to the end), or the reset that ended it. */
-function answer(stream: ClientHttp2Stream): Promise<Answer | { reset: number }> {
-  return new Promise((resolve) => {
-    let headers: Record<string, unknown> | undefined;
-    let body = "";
-    stream.on("response", (h) => (headers = h));
-    stream.on("data", (d: Buffer) => (body += d.toString()));
-    stream.on("error", () => {});
-    stream.on("close", () => resolve(headers ? { status: Number(headers[":status"]), headers, body } : { reset: stream.rstCode ?? -1 }));
-  });
-}
-
-const within = <T>(p: Promise<T>, ms: number): Promise<T | "timeout"> =>
-  Promise.race([p, new Promise<"timeout">((r) => setTimeout(() => r("timeout"), ms))]);
-
-const post = (path: string, token: string | undefined, extra: Record<string, string> = {}) => ({
-  ":method": "POST",
-  ":path": path,
-  "content-type": "application/json",
-  ...(token ? { authorization: `Bearer ${token}` } : {}),
-  ...extra,
-});
 
 describe("HTTP/2 limits", () => {
   it("advertises a stream limit of 100 and a header list limit of 16 KiB", async () => {

@@ -10,6 +10,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { PassThrough } from "node:stream";
 import pino from "pino";
 import { Agent, fetch as undiciFetch, type RequestInit as UndiciRequestInit } from "undici";
+import { FunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
 import { build, type Deps, type Pulsebase } from "../../src/server/build.js";
 import { loadOrCreateTls } from "../../src/server/tls.js";
@@ -135,6 +136,18 @@ export async function startTestServer(opts: {
     },
   };
   return server;
+}
+
+/**
+ * Deploys a function named `slug` (its first version `code`, active; a 5 s
+ * timeout) with an enabled HTTP trigger for consumers at /api/fn/<slug>,
+ * through the admin API with the operator token. Returns the function's id.
+ */
+export async function deployHttpFunction(server: TestServer, appId: bigint, slug: string, code: string): Promise<bigint> {
+  const fns = server.adminClient(FunctionService);
+  const fn = await fns.createFunction({ appId, name: slug, code, timeoutMs: 5000 });
+  await fns.createHttpTrigger({ functionId: fn.id, slug, enabled: true, auth: "consumer" });
+  return fn.id;
 }
 
 /** A server logger (pino at `info`) whose JSON lines the test reads, parsed, in `lines`. */

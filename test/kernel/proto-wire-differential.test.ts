@@ -14,36 +14,14 @@ import { QueryRequestSchema } from "../../gen/pulsebase/platform/v1/database_pb.
 import { valueToJson } from "../../src/capabilities/database/proto-values.js";
 import { decodeHttpRequest } from "../../gen/fastcodec/pulsebase/common/v1/options.js";
 import { decodeQueryRequest } from "../../gen/fastcodec/pulsebase/platform/v1/database.js";
+import { BOM, differences, HOSTILE_KEYS, random, record, str } from "./proto-fuzz.js";
 
 const FIRST_SEED = Number(process.env.PROTO_DIFF_SEED ?? 1);
 const RUNS = 400;
 
-function random(seed: number) {
-  let x = seed;
-  return () => ((x = (x * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
-}
-
-const BOM = "\uFEFF";
-/** Keys an object inherits, or that set its prototype when assigned. */
-const HOSTILE_KEYS = ["__proto__", "constructor", "hasOwnProperty", "toString", "valueOf", "__defineGetter__", "prototype"];
-const PIECES = ["", BOM, BOM + BOM, "SELECT 1", "DELETE", "bin", "é", "\u{1F600}", "\u0000", " ", "a=b&c", ...HOSTILE_KEYS];
-
-function str(r: () => number): string {
-  let s = "";
-  for (let n = Math.floor(r() * 4); n > 0; n--) s += PIECES[Math.floor(r() * PIECES.length)]!;
-  // Often a leading U+FEFF, the case TextDecoder drops unless told not to.
-  return r() < 0.3 ? BOM + s : s;
-}
-
+/** Half the time a key objects inherit or that sets their prototype, else a string. */
 function key(r: () => number): string {
   return r() < 0.5 ? HOSTILE_KEYS[Math.floor(r() * HOSTILE_KEYS.length)]! : str(r);
-}
-
-/** A record whose keys are own data properties, "__proto__" included (as fromBinary makes them). */
-function record<T>(entries: [string, T][]): Record<string, T> {
-  const out: Record<string, T> = {};
-  for (const [k, v] of entries) Object.defineProperty(out, k, { value: v, writable: true, enumerable: true, configurable: true });
-  return out;
 }
 
 function value(r: () => number, depth = 0): Value {
@@ -66,24 +44,6 @@ function struct(r: () => number, depth: number): Struct {
 
 function map(r: () => number): Record<string, string> {
   return record(Array.from({ length: Math.floor(r() * 4) }, () => [key(r), str(r)]));
-}
-
-/**
- * Every object in `got` has the prototype and the own keys (in order) of its
- * counterpart in `want`, and every string is the same (U+FEFF included);
- * the paths that differ, for a readable failure.
- */
-function differences(got: unknown, want: unknown, at = "$"): string[] {
-  if (typeof want !== "object" || want === null) return Object.is(got, want) ? [] : [`${at}: ${JSON.stringify(got)} ≠ ${JSON.stringify(want)}`];
-  if (typeof got !== "object" || got === null) return [`${at}: ${String(got)} is not an object`];
-  if (want instanceof Uint8Array) return got instanceof Uint8Array && Buffer.from(got).equals(Buffer.from(want)) ? [] : [`${at}: bytes differ`];
-  const out: string[] = [];
-  if (Object.getPrototypeOf(got) !== Object.getPrototypeOf(want)) out.push(`${at}: another prototype`);
-  const gk = Reflect.ownKeys(got).map(String);
-  const wk = Reflect.ownKeys(want).map(String);
-  if (JSON.stringify(gk) !== JSON.stringify(wk)) out.push(`${at}: own keys ${JSON.stringify(gk)} ≠ ${JSON.stringify(wk)}`);
-  for (const k of wk) out.push(...differences(Object.getOwnPropertyDescriptor(got, k)?.value, Object.getOwnPropertyDescriptor(want, k)?.value, `${at}[${JSON.stringify(k)}]`));
-  return out;
 }
 
 describe("the reference: fromBinary", () => {

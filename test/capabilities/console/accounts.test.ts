@@ -10,20 +10,11 @@ import { IdentityService } from "../../../gen/pulsebase/admin/v1/identity_pb.js"
 import { Role } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import { createModules } from "../../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../../helpers/server.js";
-import { anonymous, invite, login, setupOwner, type OperatorSession } from "./operator-session.js";
+import { anonymous, codeOf, invite, login, setupOwner, type OperatorSession } from "./operator-session.js";
 
 let s: TestServer;
 let owner: OperatorSession;
 let teamId: bigint;
-
-async function codeOf(p: Promise<unknown>): Promise<Code | "ok"> {
-  try {
-    await p;
-    return "ok";
-  } catch (e) {
-    return ConnectError.from(e).code;
-  }
-}
 
 beforeAll(async () => {
   s = await startTestServer({ modules: createModules, env: { PULSEBASE_LOGIN_ATTEMPTS_PER_MINUTE: "40" } });

@@ -13,16 +13,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { AccountService, InvitationSchema } from "../../../gen/pulsebase/admin/v1/account_pb.js";
 import { Role } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import { startTestServer, type TestServer } from "../../helpers/server.js";
-import { anonymous, invite, login, sessionFrom, setupOwner, type OperatorSession } from "./operator-session.js";
-
-async function codeOf(p: Promise<unknown>): Promise<Code | "ok"> {
-  try {
-    await p;
-    return "ok";
-  } catch (e) {
-    return ConnectError.from(e).code;
-  }
-}
+import { anonymous, codeOf, invite, login, sessionFrom, startWithOwner, type OperatorSession } from "./operator-session.js";
 
 /** An anonymous AccountService client whose connections leave from `address` (127.0.0.0/8 all reach the listener). */
 function anonymousFrom(s: TestServer, address: string) {
@@ -38,8 +29,7 @@ describe("invitations and password-less accounts (point 7)", () => {
   let cliUser: bigint;
 
   beforeAll(async () => {
-    s = await startTestServer();
-    admin = await setupOwner(s, "root@example.com");
+    ({ s, owner: admin } = await startWithOwner({}, "root@example.com"));
     // An account made as the CLI makes them (no password), in a team of its own.
     cliUser = (await s.admin.createUser({ name: "Cli User", email: "cli@example.com" })).id;
     secretTeam = (await s.admin.createTeam({ name: "Secret", memberUserIds: [cliUser] })).id;
@@ -127,8 +117,7 @@ describe("sign-in and the audit log (point 9)", () => {
   let s: TestServer;
 
   beforeAll(async () => {
-    s = await startTestServer();
-    await setupOwner(s, "root@example.com");
+    ({ s } = await startWithOwner({}, "root@example.com"));
   }, 60_000);
   afterAll(() => s.close());
 

@@ -1,11 +1,11 @@
 // Console sign-in for tests: the cookie and CSRF token of a real session on
 // the admin listener, and Connect clients that send them as the browser does.
 import type { DescService } from "@bufbuild/protobuf";
-import { createClient, type Client } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { AccountService, type Me } from "../../../gen/pulsebase/admin/v1/account_pb.js";
 import { Role } from "../../../gen/pulsebase/common/v1/options_pb.js";
-import type { TestServer } from "../../helpers/server.js";
+import { startTestServer, type TestServer } from "../../helpers/server.js";
 
 export interface OperatorSession {
   me: Me;
@@ -13,6 +13,16 @@ export interface OperatorSession {
   setCookie: string;
   csrf: string;
   client<S extends DescService>(service: S, opts?: { csrf?: boolean }): Client<S>;
+}
+
+/** "ok", or the Connect code the call failed with. */
+export async function codeOf(p: Promise<unknown>): Promise<Code | "ok"> {
+  try {
+    await p;
+    return "ok";
+  } catch (e) {
+    return ConnectError.from(e).code;
+  }
 }
 
 export function anonymous(server: TestServer): Client<typeof AccountService> {
@@ -54,6 +64,17 @@ export async function setupOwner(server: TestServer, email = "owner@example.com"
     anonymous(server).completeSetup({ setupToken: token, name: "First Owner", email, password, teamName: "Acme" }, { onHeader }),
   );
   return sessionFrom(server, setCookie, me);
+}
+
+/** A server (started with `opts`) and its first owner, an administrator, signed in as `email`. */
+export async function startWithOwner(opts: Parameters<typeof startTestServer>[0] = {}, email?: string): Promise<{ s: TestServer; owner: OperatorSession }> {
+  const s = await startTestServer(opts);
+  try {
+    return { s, owner: await setupOwner(s, email) };
+  } catch (e) {
+    await s.close();
+    throw e;
+  }
 }
 
 export async function login(server: TestServer, email: string, password: string): Promise<OperatorSession> {

@@ -13,9 +13,9 @@ import { DatabaseService } from "../../../gen/pulsebase/admin/v1/database_pb.js"
 import { SqlService, type SqlResult } from "../../../gen/pulsebase/admin/v1/sql_pb.js";
 import { Role } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import { createModules } from "../../../src/server/modules.js";
-import { startTestServer, type TestServer } from "../../helpers/server.js";
+import type { TestServer } from "../../helpers/server.js";
 import { operatorEnv, runCli, type CliRun } from "../../helpers/cli.js";
-import { invite, setupOwner, type OperatorSession } from "./operator-session.js";
+import { codeOf, invite, startWithOwner, type OperatorSession } from "./operator-session.js";
 
 let s: TestServer;
 let owner: OperatorSession;
@@ -24,18 +24,8 @@ let appKey: string;
 
 const rows = (r: SqlResult) => r.rows.map((l) => toJson(ListValueSchema, l));
 
-async function codeOf(p: Promise<unknown>): Promise<Code | "ok"> {
-  try {
-    await p;
-    return "ok";
-  } catch (e) {
-    return ConnectError.from(e).code;
-  }
-}
-
 beforeAll(async () => {
-  s = await startTestServer({ modules: createModules });
-  owner = await setupOwner(s);
+  ({ s, owner } = await startWithOwner({ modules: createModules }));
   const teamId = owner.me.teams[0]!.teamId;
   const app = await s.admin.createApp({ teamId, name: "sql" });
   appId = app.id;

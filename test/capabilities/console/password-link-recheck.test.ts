@@ -6,20 +6,11 @@
 // link then must not give her a password for it (and so those teams). Real
 // server and PostgreSQL.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { AccountService } from "../../../gen/pulsebase/admin/v1/account_pb.js";
 import { Role } from "../../../gen/pulsebase/common/v1/options_pb.js";
-import { startTestServer, type TestServer } from "../../helpers/server.js";
-import { anonymous, invite, setupOwner, type OperatorSession } from "./operator-session.js";
-
-async function codeOf(p: Promise<unknown>): Promise<Code | "ok"> {
-  try {
-    await p;
-    return "ok";
-  } catch (e) {
-    return ConnectError.from(e).code;
-  }
-}
+import type { TestServer } from "../../helpers/server.js";
+import { anonymous, codeOf, invite, startWithOwner, type OperatorSession } from "./operator-session.js";
 
 let s: TestServer;
 let admin: OperatorSession;
@@ -28,8 +19,7 @@ let malloryTeam: bigint;
 let secretTeam: bigint;
 
 beforeAll(async () => {
-  s = await startTestServer();
-  admin = await setupOwner(s, "root@example.com");
+  ({ s, owner: admin } = await startWithOwner({}, "root@example.com"));
   malloryTeam = (await s.admin.createTeam({ name: "Mallory's" })).id;
   secretTeam = (await s.admin.createTeam({ name: "Secret" })).id;
   mallory = await invite(s, admin, malloryTeam, "mallory@example.com", Role.OWNER);

@@ -5,19 +5,11 @@
 // are limited by /64, and X-Forwarded-For counts only from a trusted proxy.
 // Real servers and sockets.
 import { afterEach, describe, expect, it } from "vitest";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { Code, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { AccountService } from "../../../gen/pulsebase/admin/v1/account_pb.js";
 import { startTestServer, type TestServer } from "../../helpers/server.js";
-
-async function codeOf(p: Promise<unknown>): Promise<Code | "ok"> {
-  try {
-    await p;
-    return "ok";
-  } catch (e) {
-    return ConnectError.from(e).code;
-  }
-}
+import { codeOf } from "./operator-session.js";
 
 /** An anonymous client leaving from `localAddress`, claiming `forwardedFor` in X-Forwarded-For. */
 function client(s: TestServer, localAddress: string, forwardedFor: string) {

@@ -4,34 +4,16 @@
 // queue served in turn; and the heap warm isolates keep between runs is
 // bounded per isolate, per application and per process.
 import { afterEach, describe, expect, it } from "vitest";
-import { createSandbox, type Sandbox } from "../../../src/infra/sandbox/sandbox.js";
-import type { HostCapability } from "../../../src/kernel/host-capability.js";
-import type { RunInput, RunResult, RunTarget, SandboxLimits } from "../../../src/infra/sandbox/types.js";
+import type { Sandbox } from "../../../src/infra/sandbox/sandbox.js";
+import type { RunInput, RunResult, RunTarget } from "../../../src/infra/sandbox/types.js";
 import { until } from "../../helpers/until.js";
+import { gatedSandboxes } from "./gated-sandboxes.js";
 
 // ctx.gate.hold(): a call the test answers when it wants (a run waiting on a
 // fetch, as far as the pool can tell), in arrival order with its app.
-const held: Array<{ appId: number; tag: unknown; open: () => void }> = [];
-const gate: HostCapability = {
-  name: "gate",
-  busyCode: "unavailable",
-  failureCode: "internal_error",
-  methods: {
-    hold(call, tag) {
-      return new Promise((resolve) => held.push({ appId: call.appId, tag, open: () => resolve(true) }));
-    },
-  },
-};
-
-let sandboxes: Sandbox[] = [];
-function sandbox(limits: Partial<SandboxLimits>): Sandbox {
-  const s = createSandbox({ capabilities: [gate], limits });
-  sandboxes.push(s);
-  return s;
-}
+const { held, sandbox, closeAll } = gatedSandboxes();
 afterEach(() => {
-  for (const s of sandboxes) s.close();
-  sandboxes = [];
+  closeAll();
   for (const h of held.splice(0)) h.open();
 });
 

@@ -7,30 +7,16 @@
 //   cancels a queued run, and the body budget's reservation is returned when
 //   the response closes), so the queue grew with the request rate.
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { createSandbox, type Sandbox } from "../../../src/infra/sandbox/sandbox.js";
 import { FunctionIsolate } from "../../../src/infra/sandbox/function-isolate.js";
-import type { HostCapability } from "../../../src/kernel/host-capability.js";
-import type { RunInput, RunResult, RunTarget, SandboxLimits } from "../../../src/infra/sandbox/types.js";
+import type { RunInput, RunResult, RunTarget } from "../../../src/infra/sandbox/types.js";
 import { until } from "../../helpers/until.js";
+import { gatedSandboxes } from "./gated-sandboxes.js";
 
-const held: Array<() => void> = [];
-const gate: HostCapability = {
-  name: "gate",
-  busyCode: "unavailable",
-  failureCode: "internal_error",
-  methods: { hold: () => new Promise((resolve) => held.push(() => resolve(true))) },
-};
-let sandboxes: Sandbox[] = [];
-function sandbox(limits: Partial<SandboxLimits>): Sandbox {
-  const s = createSandbox({ capabilities: [gate], limits });
-  sandboxes.push(s);
-  return s;
-}
+const { held, sandbox, closeAll } = gatedSandboxes();
 afterEach(() => {
   vi.restoreAllMocks();
-  for (const h of held.splice(0)) h();
-  for (const s of sandboxes) s.close();
-  sandboxes = [];
+  for (const h of held.splice(0)) h.open();
+  closeAll();
 });
 const input = (): RunInput => ({ req: { body: "x".repeat(1024) }, consumer: null, event: null, env: {}, trigger: "http", requestId: "r1" });
 const target = (appId: number, code: string): RunTarget => ({ versionId: 1, appId, code, memoryMb: 64, timeoutMs: 20_000 });
@@ -94,7 +80,7 @@ describe("an application's queue of waiting runs", () => {
     const other = await Promise.resolve(s.run(target(2, `export default () => "other"`), input()));
     expect(other.outcome).toBe("ok");
     // the queued ones run in turn once the isolate is free
-    const drain = setInterval(() => held.splice(0).forEach((h) => h()), 5);
+    const drain = setInterval(() => held.splice(0).forEach((h) => h.open()), 5);
     try {
       expect((await first).outcome).toBe("ok");
       for (const r of await Promise.all(rest.slice(0, 64))) expect(r.outcome).toBe("ok");

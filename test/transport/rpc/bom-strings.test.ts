@@ -8,12 +8,14 @@
 import { create, fromBinary, toBinary, toJson, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DatabaseService as AdminDatabaseService } from "../../../gen/pulsebase/admin/v1/database_pb.js";
+import { SqlService } from "../../../gen/pulsebase/admin/v1/sql_pb.js";
 import { ErrorDetailSchema } from "../../../gen/pulsebase/common/v1/error_pb.js";
 import { HttpRequestSchema, HttpResponseSchema } from "../../../gen/pulsebase/common/v1/options_pb.js";
 import { QueryRequestSchema, QueryResponseSchema } from "../../../gen/pulsebase/platform/v1/database_pb.js";
 import { jsonToValue } from "../../../src/capabilities/database/proto-values.js";
 import { createModules } from "../../../src/server/modules.js";
-import { startTestServer, type TestServer } from "../../helpers/server.js";
+import { deployHttpFunction, startTestServer, type TestServer } from "../../helpers/server.js";
 import { frame, frames, h1Call, h2Call, webTrailers, type WireAnswer } from "./rpc-app.js";
 
 const BOM = "\uFEFF";
@@ -23,27 +25,15 @@ const INVOKE = "/pulsebase.platform.v1.FunctionService/Invoke";
 let s: TestServer;
 let token: string;
 
-async function admin(path: string, body: unknown): Promise<Record<string, unknown>> {
-  const res = await fetch(`${s.adminUrl}/${path}`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${s.operatorToken}` }, body: JSON.stringify(body) });
-  const json = (await res.json()) as Record<string, unknown>;
-  if (res.status !== 200) throw new Error(`${path} ${res.status}: ${JSON.stringify(json)}`);
-  return json;
-}
-
 beforeAll(async () => {
   s = await startTestServer({ modules: createModules });
   const app = await s.createApp("bom");
   token = (await s.register(app.appKey)).token;
-  const db = await admin("pulsebase.admin.v1.DatabaseService/CreateDatabase", { teamId: String(app.teamId), name: "main" });
-  await admin("pulsebase.admin.v1.DatabaseService/LinkDatabase", { databaseId: db.id, appId: String(app.appId) });
-  await admin("pulsebase.admin.v1.SqlService/RunSql", { appId: String(app.appId), sql: "CREATE TABLE notes (v TEXT NOT NULL)" });
-  const fn = await admin("pulsebase.admin.v1.FunctionService/CreateFunction", {
-    appId: String(app.appId),
-    name: "echo",
-    code: "export default async function (req) { return { status: 200, body: { method: req.method } }; }",
-    timeoutMs: 5000,
-  });
-  await admin("pulsebase.admin.v1.FunctionService/CreateHttpTrigger", { functionId: fn.id, slug: "echo", enabled: true, auth: "consumer" });
+  const dbs = s.adminClient(AdminDatabaseService);
+  const db = await dbs.createDatabase({ teamId: app.teamId, name: "main" });
+  await dbs.linkDatabase({ databaseId: db.id, appId: app.appId });
+  await s.adminClient(SqlService).runSql({ appId: app.appId, sql: "CREATE TABLE notes (v TEXT NOT NULL)" });
+  await deployHttpFunction(s, app.appId, "echo", "export default async function (req) { return { status: 200, body: { method: req.method } }; }");
 }, 120_000);
 
 afterAll(async () => {
