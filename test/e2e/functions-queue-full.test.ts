@@ -9,7 +9,7 @@ import { deployHttpFunction, startTestServer, type TestServer } from "../helpers
 let s: TestServer;
 
 beforeAll(async () => {
-  // one isolate per application: its queue holds 64 runs (isolate-pool.ts)
+  // one isolate per application: its queue holds 256 runs (isolate-pool.ts)
   s = await startTestServer({ modules: createModules, env: { PULSEBASE_FN_APP_ISOLATES: "1" } });
 }, 120_000);
 
@@ -26,7 +26,7 @@ describe("an application's full isolate queue", () => {
     const hogToken = (await s.register(hog.appKey)).token;
     const otherToken = (await s.register(other.appKey)).token;
 
-    const calls = Array.from({ length: 80 }, () => s.fetch("/api/fn/slow", { headers: { authorization: `Bearer ${hogToken}` } }));
+    const calls = Array.from({ length: 280 }, () => s.fetch("/api/fn/slow", { headers: { authorization: `Bearer ${hogToken}` } }));
     const quick = await s.fetch("/api/fn/quick", { headers: { authorization: `Bearer ${otherToken}` } });
     expect(quick.status).toBe(200);
     expect(await quick.json()).toEqual({ quick: true });

@@ -40,7 +40,7 @@ export interface PoolLimits {
   keepHeapBytes: number;
   /**
    * Runs of one application waiting for an isolate at once (default 16 per
-   * isolate of its share, at least 64); more are refused at once (PoolBusyError). Each
+   * isolate of its share, at least 256); more are refused at once (PoolBusyError). Each
    * holds its input (a request body, an event) after its client may have
    * gone, so the queue may not grow with the rate of requests (issue #28).
    */
@@ -145,7 +145,7 @@ export class IsolatePool {
     const app = this.app(appId);
     const now = this.tryAcquire(key, app, create);
     if (now) return now;
-    const maxQueue = this.limits.appQueue ?? Math.max(64, this.limits.appIsolates * 16);
+    const maxQueue = this.limits.appQueue ?? Math.max(256, this.limits.appIsolates * 16);
     if (app.queue.length >= maxQueue) {
       this.forgetIfIdle(app);
       return Promise.reject(new PoolBusyError(`too many runs of this application are waiting for an isolate (${maxQueue}); retry shortly`));

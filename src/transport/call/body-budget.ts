@@ -73,9 +73,11 @@ export const UPFRONT_BYTES = 16 * 1024;
  * Bytes of a body still read after its answer went out (a refusal: Node
  * reads and drops an HTTP/1.1 body to keep the connection, so the client
  * that sends it all before reading gets the answer); past it the connection
- * is closed.
+ * is closed. Above the largest body limit (50 MiB by default), so a client
+ * that sends a body over the limit, as most do before reading, still reads
+ * its 413; the pace rule holds while it drains.
  */
-export const DRAIN_MAX_BYTES = 8 * 1024 * 1024;
+export const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
 
 const ALL_ANONYMOUS = "anon";
 

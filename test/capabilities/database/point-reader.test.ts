@@ -314,7 +314,11 @@ describe("point reads through the service", () => {
     expect(rowsOf(r.results[0])).toEqual([["two"]]);
     // answered while both runaways still hold the engines
     expect(slowEnded).toBe(0);
-    for (const f of await Promise.all(slow)) expect(f.code).toBe("timeout");
+    // each runaway is stopped at the time-out, or (on a loaded machine, its
+    // engine slow to start) refused after its queue wait: never answered
+    const codes = (await Promise.all(slow)).map((f) => f.code);
+    expect(codes).toContain("timeout");
+    for (const c of codes) expect(["timeout", "database_unavailable"]).toContain(c);
   });
 
   it("closes its connection when the database is deleted, so the file's space is freed", async () => {

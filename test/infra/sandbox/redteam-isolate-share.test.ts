@@ -65,11 +65,11 @@ describe("an application's queue of waiting runs", () => {
     const first = Promise.resolve(s.run(t, input()));
     await until(async () => (held.length === 1 ? true : undefined), 10_000, 5);
     const rest: Array<Promise<RunResult>> = [];
-    for (let i = 0; i < 100; i++) rest.push(Promise.resolve(s.run(t, input())));
+    for (let i = 0; i < 300; i++) rest.push(Promise.resolve(s.run(t, input())));
     const waiting = s.stats().apps.find((a) => a.app === 1)!.waiting;
-    expect(waiting).toBeLessThanOrEqual(64);
+    expect(waiting).toBeLessThanOrEqual(256);
     // the refused ones answer without an isolate
-    const refused = rest.slice(64);
+    const refused = rest.slice(256);
     for (const r of await Promise.all(refused)) {
       expect(r.outcome).toBe("error");
       // the platform's refusal (503 to an HTTP caller), not the function's failure (500)
@@ -83,7 +83,7 @@ describe("an application's queue of waiting runs", () => {
     const drain = setInterval(() => held.splice(0).forEach((h) => h.open()), 5);
     try {
       expect((await first).outcome).toBe("ok");
-      for (const r of await Promise.all(rest.slice(0, 64))) expect(r.outcome).toBe("ok");
+      for (const r of await Promise.all(rest.slice(0, 256))) expect(r.outcome).toBe("ok");
     } finally {
       clearInterval(drain);
     }
