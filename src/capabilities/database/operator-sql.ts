@@ -11,7 +11,7 @@ import { withTimeout } from "../../kernel/deadlines.js";
 import { appError, Violations } from "../../kernel/errors.js";
 import { DEFAULT_DATABASE_LIMITS, type DatabaseLimits } from "./database-config.js";
 import type { DatabaseStore } from "./database-store.js";
-import { EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "../../infra/libsql/engine-pool.js";
+import { EngineBusyError, EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "../../infra/libsql/engine-pool.js";
 import type { EngineResult, EngineStatement } from "../../infra/libsql/engine-protocol.js";
 import { checkOperatorStatement } from "./operator-sql-guard.js";
 import type { RemoteExecutor } from "../../infra/libsql/remote-executor.js";
@@ -90,6 +90,8 @@ export function createOperatorSql(deps: OperatorSqlDeps): OperatorSql {
       } catch (e) {
         if (e instanceof EngineTimeoutError) throw appError("timeout", e.message, { cause: e });
         if (e instanceof EngineMemoryError) throw appError("query_too_large", e.message, { cause: e });
+        // the engines are busy (this application's share, or its queue wait): retry, as on /api/db; not a 500
+        if (e instanceof EngineBusyError) throw appError("database_unavailable", `${e.message}; retry later.`, { cause: e, retryAfterSeconds: 1 });
         if (e instanceof EngineFailure) throw appError("query_error", `The database backend failed: ${e.message}`, { cause: e });
         throw appError("query_error", e instanceof Error ? e.message : undefined, { cause: e });
       }
