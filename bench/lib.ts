@@ -299,3 +299,42 @@ async function seqLoadRaw(o: { url: string; method?: string; headers?: Record<st
   const durationMs = performance.now() - start;
   return { requests: lat.length, errors, durationMs, rps: (lat.length / durationMs) * 1000, p50Ms: q(0.5), p99Ms: q(0.99), statuses };
 }
+
+/** What a closed loop of requests saw: latencies (ms) of the 200s, the other answers, its length. */
+export interface LoopResult {
+  lat: number[];
+  errors: number;
+  ms: number;
+  statuses: Record<number, number>;
+}
+
+/**
+ * `inFlight` requests outstanding against `origin` for `ms` (each sent when
+ * the previous answered): the victim's side of the noisy-neighbour scenarios.
+ */
+export async function closedLoop(origin: string, request: { path: string; method: "GET" | "POST"; headers: Record<string, string>; body?: string }, inFlight: number, ms: number): Promise<LoopResult> {
+  const { Pool } = await import("undici");
+  const pool = new Pool(origin, { connections: inFlight, connect: { rejectUnauthorized: false } });
+  const lat: number[] = [];
+  const statuses: Record<number, number> = {};
+  let errors = 0;
+  const t0 = performance.now();
+  const end = t0 + ms;
+  try {
+    await Promise.all(
+      Array.from({ length: inFlight }, async () => {
+        while (performance.now() < end) {
+          const s = performance.now();
+          const r = await pool.request(request);
+          await r.body.arrayBuffer();
+          statuses[r.statusCode] = (statuses[r.statusCode] ?? 0) + 1;
+          if (r.statusCode === 200) lat.push(performance.now() - s);
+          else errors++;
+        }
+      }),
+    );
+  } finally {
+    await pool.close();
+  }
+  return { lat, errors, ms: performance.now() - t0, statuses };
+}

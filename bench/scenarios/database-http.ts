@@ -8,7 +8,7 @@ import { createClient as createLibsql } from "@libsql/client";
 import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { QueryRequestSchema } from "../../gen/pulsebase/platform/v1/database_pb.js";
 import { jsonToValue } from "../../src/capabilities/database/proto-values.js";
-import { alternateAll, h1Load, h2, inProcessLoad, seqLoad, versusRest, type BenchResult, type Row } from "../lib.js";
+import { alternateAll, closedLoop, h1Load, h2, inProcessLoad, seqLoad, versusRest, type BenchResult, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 
 const SEED = 10_000;
@@ -129,33 +129,10 @@ export async function fairnessScenarios(ctx: BenchContext): Promise<Row[]> {
   const url = `${ctx.https}/api/db/query`;
   const trivial = JSON.stringify({ sql: "SELECT 1" });
   const runaway = JSON.stringify({ sql: "SELECT count(*) FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c)" });
-  const { Pool } = await import("undici");
   const origin = new URL(url).origin;
 
   /** B's latencies (ms) with `inFlight` requests outstanding for `ms`. */
-  async function victim(inFlight: number, ms: number): Promise<{ lat: number[]; errors: number; ms: number }> {
-    const pool = new Pool(origin, { connections: inFlight, connect: { rejectUnauthorized: false } });
-    const lat: number[] = [];
-    let errors = 0;
-    const t0 = performance.now();
-    const end = t0 + ms;
-    try {
-      await Promise.all(
-        Array.from({ length: inFlight }, async () => {
-          while (performance.now() < end) {
-            const s = performance.now();
-            const r = await pool.request({ path: "/api/db/query", method: "POST", headers: b, body: trivial });
-            await r.body.arrayBuffer();
-            if (r.statusCode === 200) lat.push(performance.now() - s);
-            else errors++;
-          }
-        }),
-      );
-    } finally {
-      await pool.close();
-    }
-    return { lat, errors, ms: performance.now() - t0 };
-  }
+  const victim = (inFlight: number, ms: number) => closedLoop(origin, { path: "/api/db/query", method: "POST", headers: b, body: trivial }, inFlight, ms);
 
   const answered: Record<number, number> = {};
   async function flooded<T>(work: () => Promise<T>): Promise<T> {

@@ -10,7 +10,7 @@
 // The note gives the busy isolates and waiting calls seen on /metrics
 // halfway through each attacked part.
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
-import type { BenchResult, Row } from "../lib.js";
+import { closedLoop, type BenchResult, type LoopResult, type Row } from "../lib.js";
 import type { BenchContext } from "../run.js";
 
 const SLEEPER = "export default async function () { await new Promise((r) => setTimeout(r, 2000)); return { slept: true }; }";
@@ -42,32 +42,7 @@ export async function hostileFunctionsScenarios(ctx: BenchContext): Promise<Row[
   // warm B's isolate: the rows measure warm calls
   await (await fetch(`${ctx.https}/api/fn/trivial`, { headers: b })).arrayBuffer();
 
-  type Part = { lat: number[]; errors: number; ms: number; statuses: Record<number, number> };
-  async function victim(inFlight: number, ms: number): Promise<Part> {
-    const pool = new Pool(origin, { connections: inFlight, connect: { rejectUnauthorized: false } });
-    const lat: number[] = [];
-    const statuses: Record<number, number> = {};
-    let errors = 0;
-    const t0 = performance.now();
-    const end = t0 + ms;
-    try {
-      await Promise.all(
-        Array.from({ length: inFlight }, async () => {
-          while (performance.now() < end) {
-            const s = performance.now();
-            const r = await pool.request({ path: "/api/fn/trivial", method: "GET", headers: b });
-            await r.body.arrayBuffer();
-            statuses[r.statusCode] = (statuses[r.statusCode] ?? 0) + 1;
-            if (r.statusCode === 200) lat.push(performance.now() - s);
-            else errors++;
-          }
-        }),
-      );
-    } finally {
-      await pool.close();
-    }
-    return { lat, errors, ms: performance.now() - t0, statuses };
-  }
+  const victim = (inFlight: number, ms: number) => closedLoop(origin, { path: "/api/fn/trivial", method: "GET", headers: b }, inFlight, ms);
 
   const answered: Record<number, number> = {};
   const seen: string[] = [];
@@ -100,7 +75,7 @@ export async function hostileFunctionsScenarios(ctx: BenchContext): Promise<Row[
     }
   }
 
-  const result = (parts: Part[]): BenchResult => {
+  const result = (parts: LoopResult[]): BenchResult => {
     const lat = Float64Array.from(parts.flatMap((p) => p.lat)).sort();
     const q = (p: number) => (lat.length ? lat[Math.min(lat.length - 1, Math.floor(p * lat.length))]! : 0);
     const ms = parts.reduce((x, p) => x + p.ms, 0);
@@ -108,8 +83,8 @@ export async function hostileFunctionsScenarios(ctx: BenchContext): Promise<Row[
     for (const p of parts) for (const [st, n] of Object.entries(p.statuses)) statuses[Number(st)] = (statuses[Number(st)] ?? 0) + n;
     return { requests: lat.length, errors: parts.reduce((x, p) => x + p.errors, 0), durationMs: ms, rps: (lat.length / ms) * 1000, p50Ms: q(0.5), p99Ms: q(0.99), statuses };
   };
-  const alone: Part[] = [];
-  const during: Part[] = [];
+  const alone: LoopResult[] = [];
+  const during: LoopResult[] = [];
   for (let round = 0; round < 2; round++) {
     alone.push(await victim(1, half));
     during.push(await attacked(() => victim(1, half)));
