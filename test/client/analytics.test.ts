@@ -79,6 +79,16 @@ describe("batching", () => {
   });
 });
 
+/**
+ * Waits until the server's analytics queue holds no message (a message stays
+ * in the table until it has been applied): whatever was accepted, a
+ * duplicate included, has been applied by then.
+ */
+async function queueDrained(): Promise<void> {
+  await waitFor(async () => Number((await s.db.sql.query<{ n: string }>("SELECT count(*) AS n FROM queue_messages WHERE queue = 'analytics'")).rows[0]!.n), (n) => n === 0, 20_000);
+  expect(Number((await s.db.sql.query<{ n: string }>("SELECT count(*) AS n FROM queue_messages WHERE queue = 'analytics'")).rows[0]!.n)).toBe(0);
+}
+
 describe("offline", () => {
   it("keeps what is recorded offline, creates its session with /api/session/batch, and sends it once when back", async () => {
     dev.offline = true;
@@ -119,7 +129,7 @@ describe("offline", () => {
     expect(sent[0]).toMatchObject({ status: 202, dropped: true });
     expect(sent[1]).toMatchObject({ status: 202, idempotencyKey: sent[0]!.idempotencyKey, body: sent[0]!.body });
     await waitFor(() => eventCounts(s, appId, "lost_response"), (c) => c.occurrences >= 50);
-    await new Promise((r) => setTimeout(r, 500)); // a second application would show by now
+    await queueDrained(); // a second application would have been applied by now
     expect(await eventCounts(s, appId, "lost_response")).toEqual({ rows: 50, occurrences: 50 });
   });
 
@@ -145,7 +155,7 @@ describe("offline", () => {
     expect(tries.length).toBeGreaterThanOrEqual(3);
     expect(new Set(tries.map((r) => r.body)).size).toBe(1);
     await waitFor(() => eventCounts(s, appId, "restart"), (c) => c.occurrences >= 40);
-    await new Promise((r) => setTimeout(r, 500));
+    await queueDrained();
     expect(await eventCounts(s, appId, "restart")).toEqual({ rows: 40, occurrences: 40 });
   });
 

@@ -56,8 +56,13 @@ describe("a device clock an hour ahead", () => {
     const r = await runApp("skewed_online", { PB_WARM: "1" });
     expect(r.code, r.out).toBe(0);
     const at = await settled("skewed_online", 10);
+    const t1 = Date.now();
     expect(at).toHaveLength(10);
-    for (const t of at) expect(Math.abs(t - t0)).toBeLessThan(60_000);
+    // within the test's own run on this machine's clock (the device's is an hour ahead)
+    for (const t of at) {
+      expect(t).toBeGreaterThanOrEqual(t0 - 1000);
+      expect(t).toBeLessThanOrEqual(t1 + 1000);
+    }
     // Only the warm-up event, recorded before the first answer taught the offset, was refused and resent.
     expect(dev.log.filter((x) => x.path === "/api/events/batch").map((x) => x.status)).toEqual([422, 202, 202]);
     expect(JSON.parse(dev.log.filter((x) => x.path === "/api/events/batch")[0]!.body).events).toHaveLength(1);
@@ -71,8 +76,12 @@ describe("a device clock an hour ahead", () => {
     expect(r.code, r.out).toBe(0);
     expect(JSON.parse(r.out.trim().split("\n").at(-1)!)).toMatchObject({ sent: { events: 10 }, dropped: 0 });
     const at = await settled("skewed_offline", 10);
+    const t1 = Date.now();
     expect(at).toHaveLength(10);
-    for (const t of at) expect(Math.abs(t - t0)).toBeLessThan(60_000);
+    for (const t of at) {
+      expect(t).toBeGreaterThanOrEqual(t0 - 1000);
+      expect(t).toBeLessThanOrEqual(t1 + 1000);
+    }
     expect(dev.log.filter((x) => x.path === "/api/events/batch" && x.status).map((x) => x.status)).toEqual([422, 202]);
   });
 });

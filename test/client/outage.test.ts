@@ -7,6 +7,8 @@ import type { ChildProcess } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
 import { createAnalytics, createClient, memoryStorage, PlatformError } from "../../packages/client/src/index.js";
 import { startDevServer, type DevServer } from "../../examples/web/dev-server.js";
 import { createModules } from "../../src/server/modules.js";
@@ -35,6 +37,16 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
+/** The server's analytics consumer, as JetStream sees it. */
+async function analyticsConsumer() {
+  const nc = await connect({ servers: `nats://127.0.0.1:${natsPort}` });
+  try {
+    return await (await jetstreamManager(nc)).consumers.info(`${s.config.natsNamespace.toUpperCase()}_ANALYTICS`, "analytics-workers");
+  } finally {
+    await nc.close();
+  }
+}
+
 describe("server outage", () => {
   it("503 + Retry-After: waits as told, then delivers everything once without being asked", async () => {
     const { appKey, appId } = await s.createApp("sdk outage");
@@ -61,7 +73,13 @@ describe("server outage", () => {
     nats = await startNatsServer(natsPort, join(dir, "store"));
     await waitFor(() => eventCounts(s, appId, "during_outage"), (c) => c.occurrences >= 20, 30_000);
     await waitFor(async () => a.stats().queued.events, (n) => n === 0);
-    await new Promise((r) => setTimeout(r, 1000));
+    // Nothing left to send twice: the SDK has nothing queued (a flush sends
+    // nothing more), and the server's queue nothing pending or unacknowledged
+    // (nothing can be redelivered).
+    const sent = dev.log.filter((r) => r.path === "/api/events/batch").length;
+    await a.flush();
+    expect(dev.log.filter((r) => r.path === "/api/events/batch").length).toBe(sent);
+    await waitFor(analyticsConsumer, (c) => c.num_pending === 0 && c.num_ack_pending === 0, 30_000);
     expect(await eventCounts(s, appId, "during_outage")).toEqual({ rows: 20, occurrences: 20 });
     expect(errors.length).toBeGreaterThanOrEqual(3);
     await a.shutdown();

@@ -166,7 +166,13 @@ describe("batches", () => {
     expect((await s.fetch("/api/breadcrumbs/batch", { method: "POST", headers: h, body })).status).toBe(202);
     const admin = s.adminClient(AdminAnalyticsService);
     await until(() => admin.listBreadcrumbs({ filter: { appId, name: "idem" } }), (r) => r.breadcrumbs.length === 1);
-    await new Promise((r) => setTimeout(r, 1000));
+    // every batch the queue accepted, the second post's included if it was
+    // queued at all, has been processed: the queue's lag is back to 0
+    const drained = await until(
+      async () => (await (await fetch(`${s.adminUrl}/metrics`)).text()).match(/^pulsebase_queue_lag_messages\{queue="analytics"[^}]*\} (\d+)$/m)?.[1],
+      (lag) => lag === "0",
+    );
+    expect(drained).toBe("0");
     const r = await admin.listBreadcrumbs({ filter: { appId, name: "idem" } });
     expect(Number(r.breadcrumbs[0]!.occurrences)).toBe(1);
   });

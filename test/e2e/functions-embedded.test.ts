@@ -6,6 +6,7 @@ import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/adm
 import { DatabaseService as AdminDatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 
 let s: TestServer;
 let token: string;
@@ -47,13 +48,10 @@ it("delivers inserts and updates to the watching function in order, without NATS
   // No wait: the capture is installed before CreateEventTrigger answers.
   await q("INSERT INTO orders (id, item) VALUES (1, 'apple')");
   await q("UPDATE orders SET item = 'pear' WHERE id = 1");
-  let rows: unknown[] = [];
-  const end = Date.now() + 20_000;
-  while (Date.now() < end) {
-    rows = (await q("SELECT op, before_item, after_item FROM seen ORDER BY n")).results[0].rows;
-    if (rows.length >= 2) break;
-    await new Promise((r) => setTimeout(r, 300));
-  }
+  const rows = await until(async () => {
+    const r = (await q("SELECT op, before_item, after_item FROM seen ORDER BY n")).results[0].rows as unknown[];
+    return r.length >= 2 ? r : undefined;
+  }, 30_000, 100);
   expect(rows).toEqual([
     ["insert", null, "apple"],
     ["update", "apple", "pear"],
@@ -67,14 +65,11 @@ it("retries a failing function and then dead-letters the change", async () => {
   await fns.deployVersion({ functionId: fn.id, activate: true, code: `export default async function () { throw new Error("nope"); }` });
   await fns.createEventTrigger({ functionId: fn.id, source: "db", target: "jobs", operations: ["insert"] });
   await q("INSERT INTO jobs (name) VALUES ('x')");
-  let dead: { attempts: number; error: string }[] = [];
-  const end = Date.now() + 30_000;
-  while (Date.now() < end) {
-    dead = (await s.db.sql.query<{ attempts: number; error: string }>(
+  const dead = await until(async () => {
+    const r = (await s.db.sql.query<{ attempts: number; error: string }>(
       "SELECT attempts, error FROM queue_dead_letters WHERE queue = 'function-events' AND attrs->>'Pb-Function-Id' = $1", [String(fn.id)])).rows;
-    if (dead.length) break;
-    await new Promise((r) => setTimeout(r, 500));
-  }
+    return r.length ? r : undefined;
+  }, 50_000, 100);
   expect(dead).toHaveLength(1);
   expect(dead[0]!.attempts).toBe(5);
   expect(dead[0]!.error).toMatch(/nope/);

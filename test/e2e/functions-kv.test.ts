@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FunctionService as AdminFunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 
 const KV = `export default async function (req, ctx) {
   const b = req.body ?? {};
@@ -33,7 +34,13 @@ let s: TestServer;
 const apps: Record<"a" | "b" | "small", { token: string; appId: bigint }> = {} as never;
 
 beforeAll(async () => {
-  s = await startTestServer({ modules: createModules, env: { NATS_URL: "", PULSEBASE_KV_MAX_BYTES_PER_APP: "4096", PULSEBASE_KV_MAX_KEYS_PER_APP: "20" } });
+  // One PostgreSQL connection: the server's statements run one at a time in
+  // the order they were asked (the pool's queue is first in, first out),
+  // which the last test uses as its barrier.
+  s = await startTestServer({
+    modules: createModules,
+    env: { NATS_URL: "", PULSEBASE_KV_MAX_BYTES_PER_APP: "4096", PULSEBASE_KV_MAX_KEYS_PER_APP: "20", PULSEBASE_PG_POOL_SIZE: "1" },
+  });
   const fns = s.adminClient(AdminFunctionService);
   for (const name of ["a", "b", "small"] as const) {
     const app = await s.createApp(`kv ${name}`);
@@ -79,7 +86,8 @@ describe("ctx.kv", () => {
     const listed = (await kv("a", { op: "list", opts: { prefix: "ttl:" } })).result as { entries: Array<{ key: string; expires_at: string | null }> };
     expect(listed.entries.map((e) => e.key)).toEqual(["ttl:long", "ttl:short"]);
     expect(Date.parse(listed.entries[0]!.expires_at!) - Date.now()).toBeGreaterThan(3500_000);
-    await new Promise((r) => setTimeout(r, 1300));
+    // expired on the database's clock a second after the put
+    await until(async () => ((await kv("a", { op: "get", key: "ttl:short" })).result === null ? true : undefined), 10_000, 50);
     expect(await kv("a", { op: "get", key: "ttl:short" })).toEqual({ result: null });
     expect(await keysOf("a", "ttl:")).toEqual(["ttl:long"]);
   });
@@ -146,12 +154,14 @@ describe("ctx.kv", () => {
   it("cancels the kv calls a run leaves behind when it ends", async () => {
     for (const later of [false, true]) {
       expect(await kv("b", { op: "leave", later })).toEqual({ result: "left" });
-      // at most the calls already running when the run ended (4 at once) get through
-      await new Promise((r) => setTimeout(r, 300));
+      // at most the calls already running when the run ended (4 at once) get
+      // through: their statements were asked before the run answered, so
+      // (one connection, in order) this list runs after them
       const first = (await keysOf("b", "left:")).length;
       expect(first, `later=${later}`).toBeLessThanOrEqual(later ? 4 : 0);
-      await new Promise((r) => setTimeout(r, 300));
-      // the queued ones never run
+      // the queued ones never run: one let through when a running one
+      // finished would have been asked before the list above answered, so
+      // this list, asked after it, would see it
       expect((await keysOf("b", "left:")).length, `later=${later}`).toBe(first);
       for (let i = 0; i < 10; i++) await kv("b", { op: "delete", key: `left:${i}` });
     }

@@ -4,6 +4,7 @@
 // before their waitUntil work runs, and a hostile function (a timer past the
 // deadline, 10,000 timers, work that never settles) is refused or cut while
 // another application keeps answering.
+import { randomUUID } from "node:crypto";
 import { fromJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -42,8 +43,13 @@ export default async function (req, ctx) {
     case "throws":
       ctx.waitUntil(new Promise((r) => setTimeout(() => { r(); throw new TypeError("timer blew up"); }, 20)));
       return "answered";
+    case "open":
+      await ctx.kv.put(b.gate, "open");
+      return "opened";
     case "bg-kv":
       ctx.waitUntil((async () => {
+        // held until the test opens the gate (when it names one)
+        while (b.gate && !(await ctx.kv.get(b.gate))) await new Promise((r) => setTimeout(r, 10));
         await new Promise((r) => setTimeout(r, 300));
         await ctx.kv.put(b.key, "written after the response");
         console.log("stored", b.key);
@@ -125,11 +131,13 @@ describe("timers in functions", () => {
 
 describe("ctx.waitUntil", () => {
   it("answers before the work runs; the work's ctx.kv.put is visible after a short wait, and recorded", async () => {
-    const key = `bg:${Date.now()}`;
-    const r = await call("a", { op: "bg-kv", key });
+    const key = `bg:${randomUUID()}`;
+    const gate = `gate:${randomUUID()}`;
+    const r = await call("a", { op: "bg-kv", key, gate });
     expect(r).toMatchObject({ status: 200, json: { answered: true } });
-    // the 300 ms timer runs after the response: nothing written yet
+    // the work waits for the gate the test holds: nothing written yet
     await expect(fns().getKvEntry({ appId: apps.a.appId, key })).rejects.toThrow(/not_found|No such|not found/i);
+    expect(await call("a", { op: "open", gate })).toMatchObject({ status: 200, json: "opened" });
     const value = await until(() => fns().getKvEntry({ appId: apps.a.appId, key }).then((e) => e.value, () => undefined), 10_000, 20);
     expect(value).toBe("written after the response");
     const rec = await record((i) => i.logs.some((l) => l.message === `stored ${key}`));
@@ -175,7 +183,7 @@ describe("ctx.waitUntil", () => {
   });
 
   it("a manual run (like schedules and events) ends when its waitUntil work settles, or times out with it", async () => {
-    const key = `manual:${Date.now()}`;
+    const key = `manual:${randomUUID()}`;
     const run = await fns().runFunction({ functionId: apps.a.functionId, payload: fromJson(ValueSchema, { op: "bg-kv", key }) });
     expect(run).toMatchObject({ status: 200, outcome: "ok" });
     expect(run.durationMs).toBeGreaterThanOrEqual(290);

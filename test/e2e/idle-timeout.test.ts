@@ -31,8 +31,9 @@ it("closes an HTTP/1.1 connection whose request body stops arriving", async () =
   socket.on("data", (d) => (received += d));
   await new Promise<void>((done) => socket.once("close", () => done()));
   const waited = Date.now() - started;
+  // not before the limit (1 s); cut off at all: nothing else would close it
+  // within this test's timeout (Node's own request timeouts are minutes)
   expect(waited).toBeGreaterThanOrEqual(900);
-  expect(waited).toBeLessThan(10_000);
   // Nothing was accepted from the half request.
   expect(received).not.toMatch(/^HTTP\/1\.1 2/);
   expect((await server.fetch("/readyz")).status).toBe(200);
@@ -58,14 +59,15 @@ it("closes an HTTP/2 session that goes silent mid-request", async () => {
   expect(status).toBeUndefined();
   await sessionClosed;
   const waited = Date.now() - started;
+  // not before the limit (1 s); cut off at all: nothing else would close it
+  // within this test's timeout (Node's own request timeouts are minutes)
   expect(waited).toBeGreaterThanOrEqual(900);
-  expect(waited).toBeLessThan(10_000);
   expect((await server.fetch("/readyz")).status).toBe(200);
 });
 
 it("keeps a connection that is busy for longer than the limit", async () => {
-  // Requests one after another on one HTTP/2 session, over 2.5 s in all:
-  // activity, not age, is what counts.
+  // Requests one after another on one HTTP/2 session, over 2.5 s in all (a
+  // minimum), with gaps well under the limit: activity, not age, is what counts.
   const session = h2connect(server.httpsUrl, { rejectUnauthorized: false });
   let closed = false;
   session.on("close", () => (closed = true));
@@ -80,7 +82,7 @@ it("keeps a connection that is busy for longer than the limit", async () => {
     });
     expect(status).toBe(200);
     answered++;
-    await new Promise((r) => setTimeout(r, 300));
+    await new Promise((r) => setTimeout(r, 100));
   }
   expect(closed).toBe(false);
   expect(answered).toBeGreaterThan(5);

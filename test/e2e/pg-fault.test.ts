@@ -12,9 +12,12 @@ import { COMMIT_UNKNOWN_MESSAGE } from "../../src/infra/storage/pg-sql.js";
 import { STORED_NOT_READ_MESSAGE } from "../../src/capabilities/analytics/analytics-service.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
 import { createModules } from "../../src/server/modules.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { TEST_DATABASE_URL, TEST_NATS_URL } from "../helpers/db.js";
+import { until } from "../helpers/until.js";
 
 let s: TestServer;
 let token: string;
@@ -89,6 +92,16 @@ async function storedEvents(prefix: string): Promise<{ occurrences: number; rows
   return { occurrences: r.rows[0]!.occ, rows: r.rows[0]!.rows };
 }
 
+/** The analytics consumer the server's and the worker's workers share, as JetStream sees it. */
+async function analyticsConsumer() {
+  const nc = await connect({ servers: TEST_NATS_URL });
+  try {
+    return await (await jetstreamManager(nc)).consumers.info(`${s.config.natsNamespace.toUpperCase()}_ANALYTICS`, "analytics-workers");
+  } finally {
+    await nc.close();
+  }
+}
+
 describe("PostgreSQL terminating connections while a backlog drains", () => {
   it("keeps server and worker running, answers 503 or success, and stores every accepted event exactly once", async () => {
     const PER_BATCH = 20;
@@ -152,9 +165,11 @@ describe("PostgreSQL terminating connections while a backlog drains", () => {
     }));
     let faulting = true;
     let kills = 0;
+    // Faults until enough connections were killed under enough traffic (a
+    // count, not a duration: a slow machine gets the same amount of faults).
+    let duringFaults = 0;
     const fault = (async () => {
-      const end = Date.now() + 5000;
-      while (Date.now() < end) {
+      while (kills <= 40 || duringFaults < 60) {
         kills += await terminateAll();
         await new Promise((r) => setTimeout(r, 40 + Math.random() * 40));
       }
@@ -162,10 +177,16 @@ describe("PostgreSQL terminating connections while a backlog drains", () => {
     })();
     const traffic = Promise.all([
       ...Array.from({ length: 3 }, async () => {
-        while (faulting) await sendBatch(n++);
+        while (faulting) {
+          await sendBatch(n++);
+          duringFaults++;
+        }
       }),
       ...Array.from({ length: 2 }, async () => {
-        while (faulting) await sendSingle();
+        while (faulting) {
+          await sendSingle();
+          duringFaults++;
+        }
       }),
     ]);
     await fault;
@@ -185,7 +206,12 @@ describe("PostgreSQL terminating connections while a backlog drains", () => {
       stored = await storedEvents("fault_");
     }
     expect(stored).toEqual({ occurrences: acceptedEvents, rows: acceptedEvents });
-    await new Promise((r) => setTimeout(r, 1500));
+    // Nothing left in flight on the queue (no message pending or unacknowledged):
+    // nothing can be redelivered any more.
+    await until(async () => {
+      const c = await analyticsConsumer();
+      return c.num_pending === 0 && c.num_ack_pending === 0 ? true : undefined;
+    }, 60_000, 100);
     expect(await storedEvents("fault_")).toEqual({ occurrences: acceptedEvents, rows: acceptedEvents });
     // A single event answered 200 is stored once; one answered 503 is not,
     // unless its connection died during COMMIT (then it may be).

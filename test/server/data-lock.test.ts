@@ -7,6 +7,7 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { DataDirLockedError, LOCK_FILE, lockDataDir, type LockHolder } from "../../src/server/data-lock.js";
+import { until } from "../helpers/until.js";
 
 let dir: string;
 beforeEach(async () => {
@@ -169,11 +170,12 @@ it("counts an unreadable lock as held until it goes stale", async () => {
 
 it("tells the holder when another server took its lock over, and release leaves the new lock alone", async () => {
   let lost: Error | undefined;
-  const lock = await lockDataDir(dir, { staleMs: 3_000, heartbeatMs: 1_000, onLost: (e) => (lost = e) });
+  const lock = await lockDataDir(dir, { staleMs: 3_000, heartbeatMs: 50, onLost: (e) => (lost = e) });
   const other = liveChild();
   try {
     await plant({ pid: other.pid, nonce: "newer" });
-    await new Promise((r) => setTimeout(r, 1_500));
+    // the holder's next heartbeat finds the new holder
+    await until(async () => lost);
     expect(lost?.message).toMatch(new RegExp(`taken over by pid ${other.pid}`));
     await lock.release();
     expect((JSON.parse(await readFile(join(dir, LOCK_FILE), "utf8")) as LockHolder).nonce).toBe("newer");
@@ -183,9 +185,12 @@ it("tells the holder when another server took its lock over, and release leaves 
 });
 
 it("keeps the lock fresh while held and frees it on release", async () => {
-  const lock = await lockDataDir(dir, { staleMs: 3_000, heartbeatMs: 1_000 });
-  await new Promise((r) => setTimeout(r, 3_500));
-  expect(Date.now() - (await stat(lock.file)).mtimeMs).toBeLessThan(2_000);
+  const lock = await lockDataDir(dir, { staleMs: 3_000, heartbeatMs: 50 });
+  // made to look stale (as after a long pause): the heartbeat freshens it again
+  const old = new Date(Date.now() - 10_000);
+  await utimes(lock.file, old, old);
+  await until(async () => ((await stat(lock.file)).mtimeMs > old.getTime() + 5_000 ? true : undefined));
+  expect(holderOf(lock.file).pid).toBe(process.pid);
   await lock.release();
   await expect(stat(lock.file)).rejects.toMatchObject({ code: "ENOENT" });
 });

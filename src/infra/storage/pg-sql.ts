@@ -35,6 +35,8 @@ export interface PgSqlOptions {
    * connection string wins.
    */
   applicationName?: string;
+  /** How long a query waits for a free connection of the pool before it fails (default 5000 ms). */
+  connectionTimeoutMs?: number;
 }
 
 export function createPgSql(opts: PgSqlOptions): Sql {
@@ -46,7 +48,7 @@ export function createPgSql(opts: PgSqlOptions): Sql {
     max: opts.max ?? 10,
     options: options.length ? options.join(" ") : undefined,
     application_name: opts.applicationName,
-    connectionTimeoutMillis: 5000,
+    connectionTimeoutMillis: opts.connectionTimeoutMs ?? 5000,
     idleTimeoutMillis: 30000,
   });
   // An idle client losing its connection must not crash the process.

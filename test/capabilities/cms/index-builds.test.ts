@@ -11,6 +11,7 @@ import { CmsService } from "../../../gen/pulsebase/admin/v1/cms_pb.js";
 import { createCmsModule } from "../../../src/capabilities/cms/cms-module.js";
 import { desiredIndexes } from "../../../src/capabilities/cms/field-indexes.js";
 import type { Sql } from "../../../src/infra/storage/sql.js";
+import { until } from "../../helpers/until.js";
 import { createApp, createFixture, field, MEDIA_BASE, reader, type Fixture, type TestApp } from "./cms-fixture.js";
 
 const N = 100_000;
@@ -39,14 +40,39 @@ async function seed(sql: Sql, appId: number, typeId: bigint, n: number): Promise
 
 /** Resolves once a CREATE INDEX on this schema's cms_entries is in progress. */
 async function buildStarted(sql: Sql): Promise<void> {
-  for (let i = 0; i < 500; i++) {
+  await until(async () => {
     const { rows } = await sql.query(
       "SELECT 1 FROM pg_stat_progress_create_index WHERE relid = 'cms_entries'::regclass AND command = 'CREATE INDEX CONCURRENTLY'",
     );
-    if (rows.length) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error("no index build started");
+    return rows.length ? true : undefined;
+  }, 10_000, 10);
+}
+
+/**
+ * Holds a snapshot open on its own connection until released: a CREATE
+ * INDEX CONCURRENTLY that starts meanwhile cannot finish before it is
+ * released (it waits for older snapshots), so "while the build runs" is a
+ * state the test holds, not a race with the build.
+ */
+async function holdSnapshot(sql: Sql): Promise<{ release(): Promise<void> }> {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let ready!: () => void;
+  const held = new Promise<void>((r) => (ready = r));
+  const done = sql.transaction(async (tx) => {
+    await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+    await tx.query("SELECT 1");
+    ready();
+    await gate;
+  });
+  done.catch(() => ready());
+  await held;
+  return {
+    async release() {
+      release();
+      await done;
+    },
+  };
 }
 
 describe("index builds on PostgreSQL", () => {
@@ -68,7 +94,7 @@ describe("index builds on PostgreSQL", () => {
     const appId = BigInt(app.id);
     const r = reader(fx.content, app.key);
     let settled = false;
-    const started = performance.now();
+    const hold = await holdSnapshot(fx.sql);
     const update = fx.admin
       .updateContentType({
         appId,
@@ -78,22 +104,25 @@ describe("index builds on PostgreSQL", () => {
       .finally(() => (settled = true));
     await buildStarted(fx.sql);
 
-    // an insert on the same application and content type is not blocked by the build
-    const t0 = performance.now();
+    // an insert on the same application and content type is not blocked by
+    // the build: it completes while the build cannot finish (held above)
     const e = await fx.admin.createEntry({ appId, contentType: "big", data: { title: "Fresh", views: 7, category: "c3" }, publish: true });
-    const insertMs = performance.now() - t0;
     expect(settled).toBe(false); // the build is still running
-    expect(insertMs).toBeLessThan(1000);
 
     // reads use the new definition at once and are correct while the indexes build
     const during = await r.list("big", { "filter[category]": "c3" });
     expect(during.meta?.total).toBe(N / 10 + 1);
     expect((during.data as JsonObject[])[0]!.id).toBe(e.id); // newest first
     expect((await fx.admin.getContentType({ appId, slug: "big" })).indexesReady).toBe(false);
+    // the build is held by the snapshot (not merely slow): it waits for it
+    await until(async () => {
+      const { rows } = await fx.sql.query("SELECT 1 FROM pg_stat_progress_create_index WHERE relid = 'cms_entries'::regclass AND phase = 'waiting for old snapshots'");
+      return rows.length ? true : undefined;
+    }, 30_000, 20);
+    expect(settled).toBe(false);
 
+    await hold.release();
     const t = await update;
-    const buildMs = performance.now() - started;
-    expect(buildMs).toBeGreaterThan(insertMs * 3);
     expect(t.indexesReady).toBe(true);
     // title: filter btree, trigram, two sort btrees; category: filter btree, trigram; views: two sort btrees
     const built = await indexes(fx.sql, typeId);

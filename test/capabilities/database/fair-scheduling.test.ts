@@ -11,11 +11,7 @@ import { until } from "../../helpers/until.js";
 const RUNAWAY = "SELECT count(*) FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c)";
 /** Waits until every engine process has started (the counts below assume they serve). */
 async function enginesUp(h: Harness): Promise<void> {
-  const end = Date.now() + 30_000;
-  while (h.module.pool.stats().starting > 0) {
-    if (Date.now() > end) throw new Error("the engine processes did not start");
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await until(async () => (h.module.pool.stats().starting > 0 ? undefined : true), 30_000);
 }
 
 /** Waits until the pool holds what `ok` expects of the application (each request first looks its link up). */
@@ -34,7 +30,7 @@ describe("two engines, one application floods", () => {
   let a: number;
   let b: number;
   beforeAll(async () => {
-    h = await createHarness({ engineProcesses: 2, limits: { queryTimeoutMs: 3000, appQueued: 3, queueWaitMs: 700 } });
+    h = await createHarness({ engineProcesses: 2, limits: { queryTimeoutMs: 3000, appQueued: 3, queueWaitMs: 2000 } });
     const team = await h.team();
     a = await h.app(team);
     b = await h.app(team);
@@ -54,20 +50,30 @@ describe("two engines, one application floods", () => {
     expect(full).toMatchObject({ code: "database_unavailable", http: 503 });
     expect(full.message).toMatch(/at most 3/);
 
-    // B meanwhile: the other engine, at once
+    // B meanwhile: the other engine, at once. "At once" is an ordering, not
+    // a time: B's first answer comes while all of A's backlog is still
+    // waiting (its three queued requests give up only after 2 s), and all
+    // five while A's runaway still holds its engine (stopped only at 3 s).
+    let floodSettled = 0;
+    for (const f of flood) void f.finally(() => floodSettled++);
     for (let i = 0; i < 5; i++) {
-      const t0 = performance.now();
       const r = await h.query(b, "SELECT 42");
       expect(rowsOf(r.results[0])).toEqual([[42]]);
-      expect(performance.now() - t0).toBeLessThan(500);
+      const aNow = h.module.pool.stats().owners.find((x) => x.owner === a);
+      if (i === 0) {
+        expect(floodSettled).toBe(0);
+        expect(aNow).toMatchObject({ queued: 3, running: 1 });
+      }
+      expect(aNow?.running).toBe(1);
     }
+    expect(floodSettled).toBeLessThan(4);
 
-    // A's queued requests could not start within 700 ms; the running one hits the time limit
+    // A's queued requests could not start within 2000 ms; the running one hits the time limit
     const results = await Promise.all(flood);
     expect(results.filter((f) => f.code === "timeout")).toHaveLength(1);
     const waited = results.filter((f) => f.code === "database_unavailable");
     expect(waited).toHaveLength(3);
-    for (const w of waited) expect(w.message).toMatch(/could not start within 700 ms/);
+    for (const w of waited) expect(w.message).toMatch(/could not start within 2000 ms/);
     const after = h.module.pool.stats();
     expect(after.refused.queue_full).toBeGreaterThanOrEqual(1);
     expect(after.refused.queue_timeout).toBeGreaterThanOrEqual(3);
@@ -78,7 +84,7 @@ describe("one engine, three applications", () => {
   let h: Harness;
   const apps: number[] = [];
   beforeAll(async () => {
-    h = await createHarness({ engineProcesses: 1, limits: { queryTimeoutMs: 5000, appQueued: 10, queueWaitMs: 10_000, abandonGraceMs: 200 } });
+    h = await createHarness({ engineProcesses: 1, limits: { queryTimeoutMs: 60_000, appQueued: 10, queueWaitMs: 60_000, abandonGraceMs: 200 } });
     const team = await h.team();
     for (let i = 0; i < 3; i++) {
       const app = await h.app(team);
@@ -93,7 +99,7 @@ describe("one engine, three applications", () => {
   it("serves the applications in turn, not in arrival order", async () => {
     const [a, b, c] = apps as [number, number, number];
     const order: string[] = [];
-    const q = (app: number, tag: string) => h.query(app, busy(3000)).then(() => order.push(tag));
+    const q = (app: number, tag: string) => h.query(app, busy(1500)).then(() => order.push(tag));
     // A queues four, then B and C one each: A's turn comes once, then B's
     // and C's, then A's again (one request per turn)
     const all = [q(a, "a1"), q(a, "a2"), q(a, "a3"), q(a, "a4")];
@@ -118,18 +124,18 @@ describe("one engine, three applications", () => {
     const settled = Promise.allSettled([runaway, write]);
     await poolHas(h, a, { queued: 1, running: 1 });
     const restartsBefore = h.module.pool.stats().restarts.cancelled;
-    const t0 = performance.now();
     ctl.abort();
     const [r1, r2] = await settled;
-    // the caller is answered at once
-    expect(performance.now() - t0).toBeLessThan(100);
+    // the caller is answered at once: before the engine running its runaway
+    // is stopped (that waits for the grace time)
+    expect(h.module.pool.stats().restarts.cancelled).toBe(restartsBefore);
     expect(r1.status).toBe("rejected");
     expect(r2.status).toBe("rejected");
-    // the runaway is stopped after the grace time, not at the 5 s limit, and
-    // the single engine serves another application right after
-    const t1 = performance.now();
+    // the runaway is stopped after the grace time, not at the time limit
+    // (raised to a minute for this test: only the cancellation can free the
+    // single engine within the test's timeout), and the single engine
+    // serves another application right after
     const r = await h.query(b, "SELECT count(*) FROM t");
-    expect(performance.now() - t1).toBeLessThan(2000);
     expect(rowsOf(r.results[0])).toEqual([[0]]);
     expect(h.module.pool.stats().restarts.cancelled).toBe(restartsBefore + 1);
     // the queued write never ran

@@ -15,6 +15,7 @@ import { PointReader, pointReadShape } from "../../../src/infra/libsql/point-rea
 import { splitStatements } from "../../../src/infra/libsql/sql-splitter.js";
 import { failure } from "./errors.js";
 import { createHarness, rowsOf, type Harness } from "./harness.js";
+import { until } from "../../helpers/until.js";
 
 // A pass-through node:sqlite whose prepare can run a hook first: a write
 // made by another connection exactly while the reader classifies a statement
@@ -205,10 +206,16 @@ describe("PointReader on a file", () => {
   it("never scans through a plan whose index was dropped: the read finds nothing before it falls back", () => {
     writer.exec("CREATE TABLE big (id INTEGER PRIMARY KEY, tag TEXT); INSERT INTO big WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 1000000) SELECT value, 't' || value FROM s");
     const sql = "SELECT id FROM big WHERE tag = ?";
+    // CPU time of this thread, not wall time: a shared machine deschedules
+    // the process, which wall time would count. A relative cost (no
+    // counter of rows examined is reachable through node:sqlite): the
+    // guarded read against a full scan of the same million rows, about a
+    // thousand times apart, asserted at four.
     const ms = (f: () => void) => {
-      const t0 = performance.now();
+      const c0 = process.threadCpuUsage();
       f();
-      return performance.now() - t0;
+      const c = process.threadCpuUsage(c0);
+      return (c.user + c.system) / 1000;
     };
     const guarded: number[] = [];
     for (let k = 0; k < 3; k++) {
@@ -309,7 +316,11 @@ describe("point reads through the service", () => {
     const crossJoin = "SELECT count(*) FROM (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 100000) SELECT value FROM s) a, (WITH RECURSIVE s(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM s WHERE value < 100000) SELECT value FROM s) b";
     let slowEnded = 0;
     const slow = [failure(h.query(app, crossJoin)), failure(h.query(app, crossJoin))].map((p) => p.finally(() => slowEnded++));
-    await new Promise((r) => setTimeout(r, 150));
+    // both reached the pool: one running (the application's share), one queued
+    await until(async () => {
+      const o = h.module.pool.stats().owners.find((x) => x.owner === app);
+      return o && o.running >= 1 && o.running + o.queued === 2 ? true : undefined;
+    }, 10_000, 10);
     const r = await h.query(app, "SELECT name FROM kv WHERE id = ?", [2]);
     expect(rowsOf(r.results[0])).toEqual([["two"]]);
     // answered while both runaways still hold the engines
@@ -339,7 +350,7 @@ describe("point reads through the service", () => {
     // (node:sqlite closes at once; gc() would also release statements a
     // binding kept alive)
     gc();
-    await new Promise((r) => setTimeout(r, 20));
+    await until(async () => ((await openHere()).length === 0 ? true : undefined), 10_000, 20);
     expect(await openHere()).toEqual([]);
     await expect(stat(file)).rejects.toThrow();
   });

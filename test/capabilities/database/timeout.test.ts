@@ -3,13 +3,21 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { failure } from "./errors.js";
 import { createHarness, rowsOf, type Harness } from "./harness.js";
+import { until } from "../../helpers/until.js";
+
+/** Waits until the application has a request running on an engine. */
+const running = (app: number) =>
+  until(async () => ((h.module.pool.stats().owners.find((x) => x.owner === app)?.running ?? 0) > 0 ? true : undefined), 10_000, 10);
 
 let h: Harness;
 let slowApp: number;
 let otherApp: number;
 
 beforeAll(async () => {
-  h = await createHarness({ limits: { queryTimeoutMs: 800 }, engineProcesses: 2 });
+  // (a request waits for an engine as long as it takes: after the kill below
+  // the engines restart, which on a loaded machine can outlast the default
+  // 2 s queue wait)
+  h = await createHarness({ limits: { queryTimeoutMs: 800, queueWaitMs: 30_000 }, engineProcesses: 2 });
   const team = await h.team();
   slowApp = await h.app(team);
   otherApp = await h.app(team);
@@ -26,8 +34,8 @@ it("stops a runaway query at the time limit while another application is answere
   const started = Date.now();
   let slowEnded = false;
   const slow = failure(h.query(slowApp, crossJoin)).finally(() => (slowEnded = true));
-  // give the runaway query time to start, then ask from the other application
-  await new Promise((r) => setTimeout(r, 100));
+  // once the runaway query runs, ask from the other application
+  await running(slowApp);
   const other = await h.query(otherApp, "SELECT v FROM o");
   expect(rowsOf(other.results[0])).toEqual([["still here"]]);
   // answered while the runaway still runs
@@ -63,7 +71,7 @@ it("keeps serving requests queued behind a runaway one", async () => {
 
 it("answers 500 query_error when an engine process dies under a request, and recovers", async () => {
   const pending = failure(h.query(slowApp, crossJoin));
-  await new Promise((r) => setTimeout(r, 150));
+  await running(slowApp);
   for (const pid of h.module.pool.pids()) process.kill(pid, "SIGKILL");
   expect(await pending).toMatchObject({ code: "query_error", http: 500 });
   const again = await h.query(slowApp, "SELECT count(*) FROM t");

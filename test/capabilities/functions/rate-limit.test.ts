@@ -1,6 +1,6 @@
 // The invocation limiter's state lives in PostgreSQL: two limiter instances
 // on two connection pools (standing in for two server processes) share it.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createTestDb, uniqueName, type TestDb } from "../../helpers/db.js";
 import { createPgSql } from "../../../src/infra/storage/pg-sql.js";
 import type { Sql } from "../../../src/infra/storage/sql.js";
@@ -33,14 +33,28 @@ describe("shared rate limiter", () => {
   });
 
   it("refills over time; unlimited touches nothing", async () => {
+    // Time passes without waiting: the limiter's own clock (it remembers a
+    // refusal for a second) is a fake one, and the bucket's last update is
+    // moved back in the database (which computes the refill).
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      const a = createInvocationLimiter(db.sql);
+      const key = uniqueName("slow");
+      // 6/min = one token every 10 s; start with an empty bucket.
+      await db.sql.query("INSERT INTO rate_limit_buckets (name, key, tokens, updated_at) VALUES ('functions', $1, 0, clock_timestamp())", [key]);
+      expect((await a.take({ key, limit: 6 })).allowed).toBe(false);
+      // past the remembered refusal, but no time has passed for the bucket: still empty
+      vi.advanceTimersByTime(1100);
+      expect((await a.take({ key, limit: 6 })).allowed).toBe(false);
+      // 10.5 s later for the bucket: one token
+      vi.advanceTimersByTime(1100);
+      await db.sql.query("UPDATE rate_limit_buckets SET updated_at = updated_at - interval '10500 milliseconds' WHERE name = 'functions' AND key = $1", [key]);
+      expect((await a.take({ key, limit: 6 })).allowed).toBe(true);
+      expect((await a.take({ key, limit: 6 })).allowed).toBe(false);
+    } finally {
+      vi.useRealTimers();
+    }
     const a = createInvocationLimiter(db.sql);
-    const key = uniqueName("slow");
-    // 60/min = one token per second; start with an empty bucket.
-    await db.sql.query("INSERT INTO rate_limit_buckets (name, key, tokens, updated_at) VALUES ('functions', $1, 0, clock_timestamp())", [key]);
-    expect((await a.take({ key, limit: 60 })).allowed).toBe(false);
-    await new Promise((r) => setTimeout(r, 1100));
-    expect((await a.take({ key, limit: 60 })).allowed).toBe(true);
-    expect((await a.take({ key, limit: 60 })).allowed).toBe(false);
     const free = uniqueName("x");
     expect(await a.take({ key: free, limit: 0 })).toEqual({ allowed: true });
     expect((await db.sql.query("SELECT key FROM rate_limit_buckets WHERE key = $1", [free])).rows).toHaveLength(0);

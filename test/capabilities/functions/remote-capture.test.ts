@@ -195,6 +195,9 @@ describe("the shared drainer", () => {
     const db = await createTestDb("postgres");
     let hung = 0;
     let unhung = 0;
+    // a remote server that does not answer until the test lets it
+    let answer!: () => void;
+    const hang = new Promise<void>((r) => (answer = r));
     let slowApp = 0;
     let brokenApp = 0;
     const h = createHarness(db.sql, {}, (fdb) => ({
@@ -202,7 +205,7 @@ describe("the shared drainer", () => {
         async serviceBatch(appId, statements) {
           if (appId === slowApp) {
             hung++;
-            await new Promise((r) => setTimeout(r, 4000)); // a remote server that does not answer
+            await hang;
             unhung++;
           }
           if (appId === brokenApp) throw new Error("server unreachable");
@@ -234,6 +237,7 @@ describe("the shared drainer", () => {
       expect(logs).toEqual(["pear"]);
       expect(unhung).toBe(0);
     } finally {
+      answer();
       await h.close();
       await db.drop();
     }

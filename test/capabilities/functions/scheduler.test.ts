@@ -3,10 +3,11 @@
 // once; a schedule found far behind (the service was down) follows its
 // missed-tick policy exactly: skip records one skipped run with the count,
 // run_once runs the newest missed tick once with the count in ctx.event.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createFunctionStore } from "../../../src/capabilities/functions/function-store.js";
 import { createScheduler, type ScheduleEvent } from "../../../src/capabilities/functions/scheduler.js";
 import type { RunReport } from "../../../src/capabilities/functions/function-runtime.js";
+import type { Sql } from "../../../src/infra/storage/sql.js";
 import { createTestDb, type TestDb } from "../../helpers/db.js";
 import { until } from "../../helpers/until.js";
 
@@ -60,6 +61,15 @@ for (const kind of ["postgres", "pglite"] as const) {
     });
 
     it("skip: ticks missed while down are one skipped run with their count; the schedule goes on", async () => {
+      // the scheduler's clock stands still at `now` (the database's due check stays real)
+      vi.useFakeTimers({ toFake: ["Date"] });
+      try {
+        await skipCase();
+      } finally {
+        vi.useRealTimers();
+      }
+    });
+    async function skipCase(): Promise<void> {
       const now = Date.now();
       const behind = new Date(Math.floor(now / 1000) * 1000 - 10_000); // 10 ticks ago
       const id = await trigger("skip", behind);
@@ -79,9 +89,17 @@ for (const kind of ["postgres", "pglite"] as const) {
       expect(ran.every((r) => r.event.missed === 0 && Date.parse(r.event.scheduled_time) > now - 3000)).toBe(true);
       const next = await db.sql.query<{ next_run_at: Date }>("SELECT next_run_at FROM function_triggers WHERE id = $1", [id]);
       expect(new Date(next.rows[0]!.next_run_at).getTime()).toBeGreaterThan(now - 1000);
-    });
+    }
 
     it("run_once: the newest missed tick runs once, told how many were missed before it", async () => {
+      vi.useFakeTimers({ toFake: ["Date"] });
+      try {
+        await runOnceCase();
+      } finally {
+        vi.useRealTimers();
+      }
+    });
+    async function runOnceCase(): Promise<void> {
       const now = Date.now();
       const behind = new Date(Math.floor(now / 1000) * 1000 - 10_000);
       const id = await trigger("run_once", behind);
@@ -100,21 +118,42 @@ for (const kind of ["postgres", "pglite"] as const) {
       // it is the newest tick beyond the grace period: no later tick was missed
       expect(Date.parse(first.scheduled_time)).toBeGreaterThan(now - 4000);
       expect(new Set(ran.map((r) => r.event.scheduled_time)).size).toBe(ran.length);
-    });
+    }
 
     it("a schedule whose runs outlast the poll is not run twice for a tick; a disabled one not at all", async () => {
+      // a run that lasts until the test lets it end
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let started = 0;
       const slow = {
         async runSchedule(_f: number, triggerId: number, event: unknown): Promise<RunReport | undefined> {
-          await new Promise((r) => setTimeout(r, 1500));
+          started++;
+          await gate;
           return runtime.runSchedule(_f, triggerId, event);
         },
       };
+      // the scheduler's polls, counted
+      let polls = 0;
+      const counting: Sql = {
+        kind: db.sql.kind,
+        query(text: string, params?: readonly unknown[]) {
+          if (/FROM function_triggers\s+WHERE kind = 'schedule' AND enabled AND next_run_at <= now\(\)/.test(text)) polls++;
+          return db.sql.query(text, params);
+        },
+        exec: (text: string) => db.sql.exec(text),
+        transaction: (fn) => db.sql.transaction(fn),
+        close: () => db.sql.close(),
+      } as Sql;
       const id = await trigger("skip", new Date(Math.ceil(Date.now() / 1000) * 1000));
       const off = await trigger("skip", new Date(Date.now() - 1000));
       await db.sql.query("UPDATE function_triggers SET enabled = false WHERE id = $1", [off]);
-      const s = createScheduler({ sql: db.sql, runtime: slow, options: { pollMs: 20, graceMs: 5000 } });
+      const s = createScheduler({ sql: counting, runtime: slow, options: { pollMs: 20, graceMs: 5000 } });
       s.start();
-      // a tick ran (1.5 s), many polls (20 ms) looking at it meanwhile
+      // a tick's run started; many polls (20 ms) look at the schedule while it lasts
+      await until(async () => (started > 0 ? true : undefined), 15_000, 20);
+      const pollsAtStart = polls;
+      await until(async () => (polls >= pollsAtStart + 20 ? true : undefined), 15_000, 20);
+      release();
       await until(async () => (runs.some((r) => r.triggerId === id) ? true : undefined), 15_000, 20);
       await db.sql.query("UPDATE function_triggers SET enabled = false WHERE id = $1", [id]);
       await s.stop();

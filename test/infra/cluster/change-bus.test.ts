@@ -34,7 +34,26 @@ async function bus(opts: { nats?: boolean; subject: string; pollMs?: number }): 
   const seen: Change[] = [];
   for (const kind of ["cms", "consumer", "app"] as const) b.subscribe(kind, (c) => seen.push(c));
   await b.start();
+  if (link) {
+    // subscribed, and the subscription has reached the server (a round trip after it)
+    const inside = b as unknown as { sub?: unknown };
+    await until(async () => (inside.sub !== undefined ? true : undefined), 10_000, 5);
+    await (await link.connection()).flush();
+  }
   return { bus: b, seen };
+}
+
+/**
+ * Waits for two reads of the change table by `b` to complete: the second
+ * started after the first ended, so after this call began. Whatever the
+ * table has to deliver by now has been delivered.
+ */
+async function tableRead(b: ChangeBus): Promise<void> {
+  const inside = b as unknown as { lastRead: number };
+  for (let i = 0; i < 2; i++) {
+    const before = inside.lastRead;
+    await until(async () => (inside.lastRead > before ? true : undefined), 10_000, 5);
+  }
 }
 
 const subject = () => `test.changes.${randomBytes(4).toString("hex")}`;
@@ -44,20 +63,18 @@ describe("change bus", () => {
     const s = subject();
     const a = await bus({ nats: true, subject: s, pollMs: 100 });
     const b = await bus({ nats: true, subject: s, pollMs: 100 });
-    // Give the subscriptions a moment to reach the server.
-    await new Promise((r) => setTimeout(r, 100));
     await a.bus.publish("consumer", 7001, 42);
     expect(a.seen).toEqual([{ kind: "consumer", appId: 7001, itemId: 42 }]);
     await until(async () => (b.seen.length ? true : undefined), 2000, 5);
     // Heard over NATS with the version before it: the table's read has
     // nothing more to deliver (no app-wide drop for one consumer).
-    await new Promise((r) => setTimeout(r, 400));
+    await tableRead(b.bus);
     expect(b.seen).toEqual([{ kind: "consumer", appId: 7001, itemId: 42 }]);
     const before = b.seen.length;
     await a.bus.publish("consumer", 7001, 43);
     await a.bus.publish("consumer", 7001, 44);
     await until(async () => (b.seen.length >= before + 2 ? true : undefined), 2000, 5);
-    await new Promise((r) => setTimeout(r, 400));
+    await tableRead(b.bus);
     expect(b.seen.slice(before)).toEqual([
       { kind: "consumer", appId: 7001, itemId: 43 },
       { kind: "consumer", appId: 7001, itemId: 44 },
@@ -74,7 +91,7 @@ describe("change bus", () => {
     await until(async () => (b.seen.some((c) => c.appId === 7002) ? true : undefined), 5000, 5);
     expect(b.seen.filter((c) => c.appId === 7002)).toEqual([{ kind: "cms", appId: 7002 }]);
     // One change, one delivery: later reads do not deliver it again.
-    await new Promise((r) => setTimeout(r, 400));
+    await tableRead(b.bus);
     expect(b.seen.filter((c) => c.appId === 7002)).toHaveLength(1);
   });
 
@@ -82,12 +99,11 @@ describe("change bus", () => {
     const s = subject();
     const a = await bus({ nats: true, subject: s, pollMs: 100 });
     const b = await bus({ nats: true, subject: s, pollMs: 100 });
-    await new Promise((r) => setTimeout(r, 100));
     // Version 1 heard over NATS and by the table; version 2 recorded by
     // another writer without a NATS message (as if it was lost).
     await a.bus.publish("app", 7003);
     await until(async () => (b.seen.some((c) => c.appId === 7003) ? true : undefined), 2000, 5);
-    await new Promise((r) => setTimeout(r, 300));
+    await tableRead(b.bus);
     const before = b.seen.filter((c) => c.appId === 7003).length;
     await db.sql.query("UPDATE cluster_changes SET version = version + 1, changed_at = clock_timestamp() WHERE app_id = 7003 AND kind = 'app'");
     await until(async () => (b.seen.filter((c) => c.appId === 7003).length > before ? true : undefined), 2000, 5);

@@ -12,8 +12,10 @@ import type { Queue, QueueMessage } from "../../../src/infra/queue/queue.js";
 import { createPgSql } from "../../../src/infra/storage/pg-sql.js";
 import type { Sql } from "../../../src/infra/storage/sql.js";
 import { createTestDb, TEST_DATABASE_URL, TEST_NATS_URL, uniqueName, type TestDb } from "../../helpers/db.js";
+import { until } from "../../helpers/until.js";
 
-const ACK_WAIT_MS = 2000;
+// Short, so the waits of two and a half of them below stay short.
+const ACK_WAIT_MS = 1000;
 const stream = uniqueName("PBFT").toUpperCase();
 const cfg = {
   name: "lanes",
@@ -54,23 +56,25 @@ async function holdThenDie(kind: string, open: () => Promise<{ q: Queue; close()
   try {
     await first.q.ready();
     await first.q.publish(`${kind}:1`, new TextEncoder().encode("{}"), { topic: "db.1" });
-    while (a.got.length === 0) await sleep(20);
+    await until(async () => (a.got.length > 0 ? true : undefined), 10_000, 20);
     expect(a.got[0]!.id).toBe(`${kind}:1`);
-    // Handled for two and a half ack waits: the other process gets nothing of this lane.
+    // Handled for two and a half ack waits: the other process gets nothing of
+    // this lane. (A minimum duration: the claim must outlast ack_wait. A slow
+    // machine only makes it longer.)
     const b = processOn(second.q);
     try {
       await sleep(2.5 * ACK_WAIT_MS);
       expect(b.got).toEqual([]);
-      // The holder dies (its connection goes, nothing is acknowledged).
+      // The holder dies (its connection goes, nothing is acknowledged): the
+      // message goes to the other process once ack_wait has passed (the
+      // queue's only way to hand it over; a hang is this test's timeout).
       await first.close();
-      const diedAt = Date.now();
-      while (b.got.length === 0 && Date.now() - diedAt < 10 * ACK_WAIT_MS) await sleep(20);
-      const takeoverMs = Date.now() - diedAt;
+      await until(async () => (b.got.length > 0 ? true : undefined), 60_000, 20);
       expect(b.got[0]?.id).toBe(`${kind}:1`);
-      expect(takeoverMs).toBeLessThan(ACK_WAIT_MS + 2500);
       b.release();
-      await sleep(ACK_WAIT_MS + 200);
-      expect(b.got).toHaveLength(1); // acknowledged: not delivered again
+      // acknowledged: not delivered again, also after a further ack_wait and more (a minimum, as above)
+      await sleep(2 * ACK_WAIT_MS);
+      expect(b.got).toHaveLength(1);
     } finally {
       b.release();
       await b.stop();

@@ -1,7 +1,7 @@
 // The leased limiter's two policies on both SQL backends: two limiters on one
 // schema stand in for two server processes and never allow more than the
 // limit together; a window gives unspent tokens back at stop.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createTestDb, uniqueName, type TestDb } from "../../helpers/db.js";
 import { createLeasedLimiter, type RateLimiter } from "../../../src/infra/rate-limit/leased-limiter.js";
 import { windowPolicy } from "../../../src/infra/rate-limit/window-policy.js";
@@ -78,12 +78,21 @@ describe.each(["postgres", "pglite"] as const)("leased limiter on %s", (kind) =>
   }, 5_000);
 
   it("started, forgets idle keys without forgetting their counts", async () => {
-    const a = createLeasedLimiter(windowPolicy(db.sql, { name: "t-idle", windowMs: 3_600_000, batch: () => 1 }), { leaseMs: 100 });
-    a.start();
-    const key = uniqueName("i");
-    expect(await allowed([a], key, 2, 2)).toBe(2);
-    await new Promise((r) => setTimeout(r, 250));
-    expect((await a.take({ key, limit: 2 })).allowed).toBe(false);
-    await a.stop();
+    // The limiter's clock and its sweep timer are the test's: the lease runs
+    // out and the sweep comes when the test says, not after a sleep.
+    let clock = Date.now();
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+    try {
+      const a = createLeasedLimiter(windowPolicy(db.sql, { name: "t-idle", windowMs: 3_600_000, batch: () => 1 }), { leaseMs: 100, now: () => clock });
+      a.start();
+      const key = uniqueName("i");
+      expect(await allowed([a], key, 2, 2)).toBe(2);
+      clock += 250;
+      vi.advanceTimersByTime(100);
+      expect((await a.take({ key, limit: 2 })).allowed).toBe(false);
+      await a.stop();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -4,7 +4,7 @@
 // one), and the pool goes on with fresh connections.
 import { randomBytes } from "node:crypto";
 import { COMMIT_UNKNOWN_MESSAGE } from "../../../src/infra/storage/pg-sql.js";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { Code } from "@connectrpc/connect";
 import pg from "pg";
 import { createPgSql } from "../../../src/infra/storage/pg-sql.js";
@@ -60,10 +60,15 @@ describe("PostgreSQL connection lost while checked out", () => {
     });
     const outcome = tx.catch((e: unknown) => e);
     await waitForBackend(name, "idle in transaction");
-    expect(await terminate(name)).toBe(1);
-    // The server's FATAL reaches the client with no query running: the
-    // client emits 'error', which used to be an uncaught exception.
-    await new Promise((r) => setTimeout(r, 200));
+    const emitted = vi.spyOn(pg.Client.prototype, "emit");
+    try {
+      expect(await terminate(name)).toBe(1);
+      // The server's FATAL reaches the client with no query running: the
+      // client emits 'error', which used to be an uncaught exception.
+      await until(async () => (emitted.mock.calls.some(([event]) => event === "error") ? true : undefined));
+    } finally {
+      emitted.mockRestore();
+    }
     release();
     const err = await outcome;
     expectUnavailable(err);

@@ -42,10 +42,17 @@ afterAll(async () => {
   await app?.close();
 });
 
-/** The access lines of a request, once they have had time to arrive (they are written in batches every 20 ms). */
+/**
+ * The access lines of a request, once a later call's line is in: a second
+ * line of it would have been recorded before that call was answered, and
+ * lines are written in the order recorded.
+ */
 async function linesOf(reqId: string): Promise<Line[]> {
   await until(async () => (lines.some((l) => l.reqId === reqId) ? true : undefined));
-  await new Promise((r) => setTimeout(r, 80));
+  const barrier = randomUUID();
+  // (a path no route has: counted apart from the calls the tests count)
+  await h2Call(app.url, "/barrier", { "x-request-id": barrier }, new Uint8Array(0));
+  await until(async () => (lines.some((l) => l.reqId === barrier) ? true : undefined));
   return lines.filter((l) => l.reqId === reqId);
 }
 
@@ -104,6 +111,8 @@ describe("the HTTP/2 stream lane", () => {
     const id = randomUUID();
     const n = app.slow.length;
     await expect(h2Call(app.url, QUERY, { ...connectProto, "x-request-id": id }, query("slow"), { resetAfterMs: 100 })).rejects.toThrow(/reset/);
+    // the handler has ended (a late answer would be a second line)
+    await until(async () => (app.slow.length > n ? true : undefined));
     const found = await linesOf(id);
     expect(found).toHaveLength(1);
     expect(found[0]).toMatchObject({ route: QUERY, status: 499 });
