@@ -11,7 +11,7 @@ import { buildAdminApp } from "./admin-app.js";
 import { createConsoleModule, type ConsoleModule } from "../capabilities/console/console-module.js";
 import { createLogger, withErrorSerializers } from "../infra/logging/logger.js";
 import { createMetrics, registerChangeBusMetrics, registerMetricsRoute, registerModuleGauges, registerNatsMetrics, registerPgPoolMetrics, type Metrics } from "./metrics.js";
-import type { PulsebaseModule } from "../kernel/module.js";
+import type { PulsebaseModule, QueueStatsSource } from "../kernel/module.js";
 import { buildPlainApp } from "./plain-app.js";
 import { buildPublicApp } from "./public-app.js";
 import type { TlsMaterial } from "./tls.js";
@@ -80,6 +80,10 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     operatorToken: deps.operatorToken,
     config: config.console,
     mediaBaseUrl: config.mediaBaseUrl ?? `https://localhost:${config.httpsPort}`,
+    // The console's home page and media previews read the other modules (made below).
+    dataDir: config.dataDir,
+    queues: () => Object.assign({}, ...modules.map((m) => m.gauges?.queues ?? {})) as Record<string, QueueStatsSource>,
+    mediaRoute: () => modules.flatMap((m) => m.routes ?? []).find((r) => r.iface === "cms" && r.method === "GET" && r.path.endsWith("/cms/media/:fileId")),
   });
   const nats = openNats(config, logger, "pulsebase-server");
   const changes = new ChangeBus({

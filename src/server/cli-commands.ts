@@ -37,6 +37,8 @@ export interface Command {
   /** Its flags, as shown by help. */
   usage: string;
   summary: string;
+  /** Takes words after its name (the SQL of `db query`, the method of `call`); others refuse them. */
+  positional?: boolean;
   /** The JSON to print; an Outcome to also report a failure (exit status 1). */
   run(ctx: CommandContext): Promise<unknown>;
 }
@@ -68,6 +70,21 @@ const str = (f: Flags, name: string): string | undefined => {
 function need(f: Flags, cmd: string, ...names: string[]): void {
   const missing = names.filter((n) => str(f, n) === undefined);
   if (missing.length) throw new CliError(`${cmd} needs ${missing.map((n) => `--${n}`).join(" and ")} (see pulsebase help)`, 2);
+}
+
+/**
+ * The team `apps create` uses without --team: the instance's only team (so
+ * apps made before and after the console's setup share one team), a new one
+ * named after the app on a fresh instance, and a usage error when several
+ * teams make the choice ambiguous.
+ */
+async function onlyTeam(ctx: CommandContext, appName: string): Promise<string> {
+  const me = await invoke(ctx, AccountService, "GetMe", {});
+  const teams = (me.teams ?? []) as { team_id?: string; team_name?: string }[];
+  if (teams.length === 1) return String(teams[0]!.team_id);
+  if (teams.length === 0) return String((await invoke(ctx, IdentityService, "CreateTeam", { name: appName })).id);
+  const list = teams.map((t) => `${t.team_id} (${t.team_name})`).join(", ");
+  throw new CliError(`apps create: there are several teams, pass --team (${list})`, 2);
 }
 
 /** The first of several flags that is set (e.g. --function or --id), required. */
@@ -167,6 +184,59 @@ export async function invoke(ctx: CommandContext, service: DescService, name: st
   if (method.methodKind !== "unary") throw new CliError(`${service.name}/${name} is not a unary method`, 2);
   const res = await (await ctx.transport()).unary(method as DescMethodUnary, undefined, undefined, undefined, req as never, undefined);
   return encodeRest(method.output as DescMessage, res.message as Message);
+}
+
+/** Most rows `db query` reads of one result; past it the rest is left with a note. */
+const MAX_QUERY_ROWS = 1_000_000;
+
+/** Appends a paged result's further pages (ReadSqlPage) to its rows, up to MAX_QUERY_ROWS. */
+async function readRemainingPages(ctx: CommandContext, appId: string, result: JsonObject): Promise<void> {
+  const rows = (result.rows ?? []) as JsonValue[];
+  let token = typeof result.next_page_token === "string" ? result.next_page_token : "";
+  while (token && rows.length < MAX_QUERY_ROWS) {
+    const page = await invoke(ctx, SqlService, "ReadSqlPage", { app_id: appId, sql: String(result.sql), page_token: token });
+    rows.push(...((page.rows ?? []) as JsonValue[]));
+    token = typeof page.next_page_token === "string" ? page.next_page_token : "";
+  }
+  result.rows = rows;
+  if (token) {
+    result.next_page_token = token;
+    process.stderr.write(`note: stopped after ${rows.length} rows; add LIMIT and OFFSET to read further\n`);
+  } else delete result.next_page_token;
+}
+
+const MAX_CELL = 80;
+
+/** A value as one table cell: numbers as the server sent them, NULL, text on one line (cut at 80 characters). */
+function cell(v: JsonValue | undefined): string {
+  const text = v === null || v === undefined ? "NULL" : typeof v === "string" ? v : typeof v === "object" ? JSON.stringify(v) : String(v);
+  const line = text.replace(/\r?\n/g, "\\n").replace(/\t/g, " ");
+  return line.length > MAX_CELL ? `${line.slice(0, MAX_CELL - 1)}…` : line;
+}
+
+/** A result's rows as an aligned table (psql's layout: numbers right-aligned), with its row count. */
+export function formatTable(columns: string[], rows: JsonValue[][]): string {
+  const cells = rows.map((r) => columns.map((_, i) => cell(r[i])));
+  const numeric = columns.map((_, i) => rows.length > 0 && rows.every((r) => r[i] === null || typeof r[i] === "number"));
+  const width = columns.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i]!.length)));
+  const line = (vals: string[], head: boolean) =>
+    vals.map((v, i) => (numeric[i] && !head ? v.padStart(width[i]!) : v.padEnd(width[i]!))).join(" | ").trimEnd();
+  return [line(columns, true), width.map((w) => "-".repeat(w)).join("-+-"), ...cells.map((r) => line(r, false)), `(${rows.length} ${rows.length === 1 ? "row" : "rows"})`].join("\n");
+}
+
+/** `db query`'s answer for a person: each statement's table (or rows written, or its error), then the time taken. */
+function formatSqlResults(r: Record<string, JsonValue>): string {
+  const out: string[] = [];
+  for (const res of (r.results ?? []) as JsonObject[]) {
+    const columns = (res.columns ?? []) as string[];
+    if (typeof res.error === "string" && res.error !== "") out.push(`error: ${res.error}`);
+    else if (columns.length) {
+      out.push(formatTable(columns, (res.rows ?? []) as JsonValue[][]));
+      if (res.next_page_token) out.push("(more rows follow: add LIMIT and OFFSET, or see next_page_token with --json)");
+    } else out.push(`${Number(res.rows_written ?? 0)} rows written`);
+  }
+  if (typeof r.duration_ms === "number") out.push(`(${Math.round(r.duration_ms * 10) / 10} ms)`);
+  return out.join("\n\n");
 }
 
 /** A command that is exactly one admin call. */
@@ -314,11 +384,11 @@ export const COMMANDS: Command[] = [
   rpc("users create", "--name N --email E", "Create an operator user", IdentityService, "CreateUser", (f, c) => (need(f, c, "name", "email"), { name: str(f, "name"), email: str(f, "email") })),
   rpc("teams create", "--name N [--member USER_ID ...]", "Create a team", IdentityService, "CreateTeam", (f, c) => (need(f, c, "name"), { name: str(f, "name"), member_user_ids: list(f, "member") })),
   {
-    name: "apps create", usage: "--name N [--team TEAM_ID]", summary: "Create an application (no --team: a new team named after it)",
+    name: "apps create", usage: "--name N [--team TEAM_ID]", summary: "Create an application (no --team: the only team, or a new team named after it when there is none)",
     run: async (ctx) => {
       need(ctx.flags, "apps create", "name");
       const name = str(ctx.flags, "name")!;
-      const team = str(ctx.flags, "team") ?? String((await invoke(ctx, IdentityService, "CreateTeam", { name })).id);
+      const team = str(ctx.flags, "team") ?? (await onlyTeam(ctx, name));
       const app = await invoke(ctx, IdentityService, "CreateApp", { team_id: team, name });
       // The mode is part of the answer even while false, with what it means.
       return new Outcome({ ...app, strict_token_mode: app.strict_token_mode === true }, false, tokenModeNote(app));
@@ -409,7 +479,7 @@ export const COMMANDS: Command[] = [
   },
   rpc("functions secrets delete", "--id ID --name KEY", "Delete a secret", FunctionService, "DeleteSecret", (f, c) => (need(f, c, "name"), { function_id: fnId(f, c), name: str(f, "name") })),
   {
-    name: "functions versions", usage: "--id ID [--show N | --diff A B]",
+    name: "functions versions", usage: "--id ID [--show N | --diff A B]", positional: true,
     summary: "List a function's versions (number, size, SHA-256, active); --show N: one version with its code;\n" +
       "              --diff A B: what changed from version A to version B (unified diff)",
     run: async (ctx) => {
@@ -477,6 +547,7 @@ export const COMMANDS: Command[] = [
   ...[["enable", true], ["disable", false]].map(([verb, enabled]) => rpc(`functions triggers ${verb}`, "--trigger ID", `${verb === "enable" ? "Enable" : "Disable"} a trigger`, FunctionService, "SetTriggerEnabled", (f, c) => ({ trigger_id: oneOf(f, c, "trigger", "id"), enabled }))),
   rpc("functions triggers delete", "--trigger ID", "Delete a trigger", FunctionService, "DeleteTrigger", (f, c) => ({ trigger_id: oneOf(f, c, "trigger", "id") })),
   rpc("functions triggers rotate-secret", "--trigger ID [--signing-secret S]", "A signed trigger's new signing secret (shown once; the old one stops working)", FunctionService, "RotateTriggerSecret", (f, c) => ({ trigger_id: oneOf(f, c, "trigger", "id"), signing_secret: str(f, "signing-secret") })),
+  rpc("functions schedules update", "--trigger ID [--cron EXPR] [--tz ZONE] [--missed skip|run_once]", "Change a schedule (options left out keep their values; the run history stays)", FunctionService, "UpdateScheduleTrigger", (f, c) => ({ trigger_id: oneOf(f, c, "trigger"), ...clean({ cron: str(f, "cron"), timezone: str(f, "tz"), missed_ticks: str(f, "missed") }) })),
   rpc("functions schedules runs", `--trigger ID ${PAGE}`, "A schedule's ticks, newest first: ran (with the invocation), failed, or skipped as missed", FunctionService, "ListScheduleRuns", (f, c) => ({ trigger_id: oneOf(f, c, "trigger", "id"), ...page(f) })),
   rpc("functions kv list", `--app ID [--prefix P] ${PAGE}`, "Keys of the application's key-value store (ctx.kv) in key order, with sizes and the totals", FunctionService, "ListKvEntries", (f, c) => (need(f, c, "app"), { app_id: str(f, "app"), prefix: str(f, "prefix"), ...page(f) })),
   rpc("functions kv get", "--app ID --key KEY", "One key with its value", FunctionService, "GetKvEntry", (f, c) => (need(f, c, "app", "key"), { app_id: str(f, "app"), key: str(f, "key") })),
@@ -564,8 +635,9 @@ export const COMMANDS: Command[] = [
 
   // -------------------------------------------------------------- operator SQL
   {
-    name: "db query", usage: "--app ID \"SQL\" (or --sql SQL, or --file QUERY.sql)",
-    summary: "Run SQL on an application's database with operator rights (PRAGMA, CREATE VIEW/TRIGGER, WITH; time-limited, audited)",
+    name: "db query", usage: "--app ID \"SQL\" (or --sql SQL, or --file QUERY.sql) [--json]", positional: true,
+    summary: "Run SQL on an application's database with operator rights (PRAGMA, CREATE VIEW/TRIGGER, WITH; time-limited, audited);\n" +
+      "              prints each result as a table, --json: the answer as JSON",
     run: async (ctx) => {
       const f = ctx.flags;
       need(f, "db query", "app");
@@ -574,7 +646,9 @@ export const COMMANDS: Command[] = [
       if (!sql.trim()) throw new CliError('db query needs the SQL: pulsebase db query --app 1 "SELECT 1"', 2);
       const r = await invoke(ctx, SqlService, "RunSql", { app_id: str(f, "app")!, sql });
       const results = (r.results ?? []) as JsonObject[];
-      return new Outcome(r, results.some((x) => typeof x.error === "string" && x.error !== ""));
+      // A result longer than a page (10,000 rows) is read to its end, as psql prints every row.
+      for (const result of results) await readRemainingPages(ctx, str(f, "app")!, result);
+      return new Outcome(f.json ? r : formatSqlResults(r), results.some((x) => typeof x.error === "string" && x.error !== ""));
     },
   },
   rpc("db schema", "--app ID", "Tables and views of an application's database, with columns and indexes", SqlService, "GetSchema", (f, c) => (need(f, c, "app"), { app_id: str(f, "app") })),
@@ -608,7 +682,7 @@ export const COMMANDS: Command[] = [
 
   // -------------------------------------------------------------- any method
   {
-    name: "call", usage: "SERVICE/METHOD (--data JSON | --file REQUEST.json)   (no argument: list the methods)",
+    name: "call", usage: "SERVICE/METHOD (--data JSON | --file REQUEST.json)   (no argument: list the methods)", positional: true,
     summary: "Call any operator method with a proto-JSON request, e.g. call FunctionService/ListVersions --data '{\"function_id\": 1}'",
     run: async (ctx) => {
       const target = ctx.args[0];

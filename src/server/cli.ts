@@ -84,6 +84,7 @@ const OPTIONS = {
   diff: { type: "string" },
   follow: { type: "boolean" },
   prefix: { type: "string" },
+  json: { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } satisfies ParseArgsConfig["options"];
 
@@ -92,12 +93,13 @@ const LOAD_USAGE = "--url https://HOST:8443 --app-key KEY [--rpc session.start|c
 
 function help(): string {
   const lines = [
-    "pulsebase <command> [options]        (every command prints JSON)",
+    "pulsebase <command> [options]        (commands print JSON; db query prints tables, JSON with --json)",
     "",
     "Operator commands talk to the admin listener with the operator token. The listener is, first found:",
     "--admin-url URL, PULSEBASE_ADMIN_URL (e.g. http://10.0.0.5:8444), PULSEBASE_ADMIN_PORT (on 127.0.0.1, or",
     "PULSEBASE_ADMIN_HOST), else http://127.0.0.1:8444. The token: --token, PULSEBASE_OPERATOR_TOKEN, else",
     "<PULSEBASE_DATA_DIR or .data>/operator-token. Ids are numbers; --id names the object of the command.",
+    "A command takes only the options listed with it: an unknown command or option exits 2 with its usage.",
     "",
   ];
   let group = "";
@@ -119,6 +121,32 @@ function help(): string {
   return lines.join("\n");
 }
 
+/** Flags every command takes (where the admin listener is, the token, help). */
+const GLOBAL_FLAGS = new Set(["admin-url", "token", "help"]);
+
+/** The flags a command takes: those its usage line names, plus the global ones. */
+export function flagsOf(c: Command): Set<string> {
+  return new Set([...GLOBAL_FLAGS, ...[...c.usage.matchAll(/--([a-z][a-z0-9-]*)/g)].map((m) => m[1]!)]);
+}
+
+const usageOf = (c: Command) => `usage: pulsebase ${c.name} ${c.usage}`.trimEnd();
+
+/** The usage lines of the commands that start with these words (all of them when none does). */
+function usageNear(words: string[]): string {
+  for (let n = Math.min(words.length, 2); n >= 1; n--) {
+    const prefix = words.slice(0, n).join(" ");
+    const near = COMMANDS.filter((c) => c.name === prefix || c.name.startsWith(`${prefix} `));
+    if (near.length) return near.map(usageOf).join("\n");
+  }
+  return help();
+}
+
+/** A usage mistake: the message, the usage, exit status 2 (nothing is sent to the server). */
+function usageError(message: string, usage: string): number {
+  console.error(`error: ${message}\n${usage}\nRun \`pulsebase help\` for every command and its options.`);
+  return 2;
+}
+
 /** The command named by the leading words (the longest match: "functions triggers create" before "functions"). */
 function findCommand(words: string[]): { command: Command; args: string[] } | undefined {
   for (let n = Math.min(words.length, 3); n >= 1; n--) {
@@ -129,15 +157,21 @@ function findCommand(words: string[]): { command: Command; args: string[] } | un
   return undefined;
 }
 
-const printJson = (v: unknown) => console.log(JSON.stringify(v, null, 2));
+/**
+ * JSON as the server sent it, except durations (`duration_ms`, measured as
+ * a double) rounded to a tenth of a millisecond: 40.2, not 40.21994500000437.
+ */
+const printJson = (v: unknown) => console.log(JSON.stringify(v, (k, x) => (typeof x === "number" && k.endsWith("duration_ms") && !Number.isInteger(x) ? Math.round(x * 10) / 10 : x), 2));
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
+    parsed = parseArgs({ args: argv, allowPositionals: true, strict: true, options: OPTIONS });
   } catch (err) {
-    console.error(`error: ${(err as Error).message}\nRun \`pulsebase help\` for the commands and their options.`);
-    return 2;
+    // Unknown to every command (or a value missing): the usage of the command the words name, if any.
+    const words = argv.filter((a) => !a.startsWith("-"));
+    const found = findCommand(words);
+    return usageError((err as Error).message, found ? usageOf(found.command) : usageNear(words));
   }
   const { values, positionals } = parsed;
   if (!positionals.length || positionals[0] === "help" || values.help) {
@@ -150,9 +184,15 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     return 2;
   }
   const found = findCommand(positionals);
-  if (!found) {
-    console.error(`error: unknown command: ${positionals.join(" ")}\nRun \`pulsebase help\` for the commands.`);
-    return 2;
+  if (!found) return usageError(`unknown command: ${positionals.join(" ")}`, usageNear(positionals));
+  // A flag another command takes is still a mistake here (it would be ignored, and the answer mislead).
+  const allowed = flagsOf(found.command);
+  const stray = Object.keys(values).filter((k) => !allowed.has(k));
+  if (stray.length) {
+    return usageError(`${found.command.name} does not take ${stray.map((k) => `--${k}`).join(", ")}`, usageOf(found.command));
+  }
+  if (found.args.length && !found.command.positional) {
+    return usageError(`unknown command: ${positionals.join(" ")}`, usageOf(found.command));
   }
   let target: { url: string; from: string } | undefined;
   let transport: Transport | undefined;
@@ -185,7 +225,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
       return 0;
     }
     if (result instanceof Outcome) {
-      printJson(result.output);
+      if (typeof result.output === "string") console.log(result.output);
+      else printJson(result.output);
       if (result.note) console.error(result.note);
       return result.failed ? 1 : 0;
     }

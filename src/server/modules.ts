@@ -6,6 +6,7 @@ import { join } from "node:path";
 import type { PulsebaseModule } from "../kernel/module.js";
 import type { Shared } from "./build.js";
 import { createDatabaseModule } from "../capabilities/database/database-module.js";
+import { kOperator } from "../capabilities/console/principal.js";
 import { createCmsModule } from "../capabilities/cms/cms-module.js";
 import { createAnalyticsModule } from "../capabilities/analytics/analytics-module.js";
 import { createFunctionsModule } from "../capabilities/functions/functions-module.js";
@@ -20,7 +21,8 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
       engineProcesses: config.db.engineProcesses,
       limits: { appRunning: config.db.appRunning, appQueued: config.db.appQueued, queueWaitMs: config.db.queueWaitMs, remoteAppRunning: config.db.remoteAppRunning },
     },
-    { sql, changes },
+    // The SQL editor's history is per console account (kOperator: set by the admin listener's policy).
+    { sql, changes, callerId: (ctx) => ctx.values.get(kOperator)?.userId ?? 0 },
   );
   const analytics = createAnalyticsModule({
     sql,

@@ -3,7 +3,7 @@
 // function from a file and calling it over REST, CMS content read back from
 // /api/v1, a database created, linked and queried, the errors it prints, and
 // `load` reporting failed requests with a non-zero exit status.
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { freePort } from "../helpers/ports.js";
 import { tmpdir } from "node:os";
@@ -41,6 +41,28 @@ beforeAll(async () => {
 afterAll(async () => {
   await s.close();
   await rm(tmp, { recursive: true, force: true });
+});
+
+describe("apps create without --team", () => {
+  it("uses the only team, and asks for --team once there are several", async () => {
+    // A fresh instance: the first app makes a team named after it; the next
+    // ones join that team instead of making one team per app.
+    const own = await startTestServer({ modules: createModules });
+    try {
+      const env = { PULSEBASE_ADMIN_URL: own.adminUrl, PULSEBASE_OPERATOR_TOKEN: own.operatorToken };
+      const first = await cli(["apps", "create", "--name", "first"], env);
+      expect(first.code, first.stderr).toBe(0);
+      const second = await cli(["apps", "create", "--name", "second"], env);
+      expect(second.code, second.stderr).toBe(0);
+      expect(JSON.parse(second.stdout).team_id).toBe(JSON.parse(first.stdout).team_id);
+      expect((await cli(["teams", "create", "--name", "other"], env)).code).toBe(0);
+      const ambiguous = await cli(["apps", "create", "--name", "third"], env);
+      expect(ambiguous.code).toBe(2);
+      expect(ambiguous.stderr).toContain("several teams, pass --team");
+    } finally {
+      await own.close();
+    }
+  });
 });
 
 describe("finding the admin listener", () => {
@@ -150,6 +172,18 @@ describe("operating the platform", () => {
     expect(triggers.triggers).toHaveLength(1);
   });
 
+  it("changes a schedule's cron and zone with schedules update, keeping what it is not given", async () => {
+    const file = join(tmp, "tick.js");
+    await writeFile(file, "export default async () => ({ ok: true });");
+    const fn = await op(["functions", "deploy", "--app", String(app.id), "--name", "tick", "--file", file]);
+    const trigger = await op(["functions", "triggers", "create", "--id", String(fn.function.id), "--cron", "0 3 * * *", "--tz", "Europe/Berlin", "--missed", "run_once"]);
+    const updated = await op(["functions", "schedules", "update", "--trigger", String(trigger.id), "--cron", "*/15 * * * *"]);
+    expect(updated).toMatchObject({ id: trigger.id, cron: "*/15 * * * *", timezone: "Europe/Berlin", missed_ticks: "run_once" });
+    const bad = await cli(["functions", "schedules", "update", "--trigger", String(trigger.id), "--cron", "every day"], { PULSEBASE_ADMIN_URL: s.adminUrl, PULSEBASE_OPERATOR_TOKEN: s.operatorToken });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("cron");
+  });
+
   it("exits 1 when a manual run fails, and 1 with the field errors when code does not compile", async () => {
     const file = join(tmp, "boom.js");
     await writeFile(file, "export default async () => { throw new Error('boom'); };");
@@ -195,6 +229,91 @@ describe("operating the platform", () => {
     expect(gone.status).not.toBe(200);
     const got = await op(["call", "IdentityService/GetApp", "--data", JSON.stringify({ id: app.id })]);
     expect(got.app_key).toBe(app.app_key);
+  });
+});
+
+describe("usage mistakes, output and speed", () => {
+  const env = () => ({ PULSEBASE_ADMIN_URL: s.adminUrl, PULSEBASE_OPERATOR_TOKEN: s.operatorToken });
+
+  it("refuses an option the command does not take, an unknown option and an unknown command with exit 2 and the usage", async () => {
+    const [stray, unknown, command, extraWord, missingValue] = await Promise.all([
+      // --id is another command's option: before, this listed nothing and exited 0.
+      cli(["functions", "schedules", "runs", "--id", "3"], env()),
+      cli(["apps", "list", "--frobnicate"], env()),
+      cli(["apps", "frobnicate"], env()),
+      cli(["apps", "list", "now"], env()),
+      cli(["apps", "get", "--id"], env()),
+    ]);
+    for (const r of [stray, unknown, command, extraWord, missingValue]) {
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stdout).toBe("");
+    }
+    expect(stray.stderr).toContain("functions schedules runs does not take --id");
+    expect(stray.stderr).toContain("usage: pulsebase functions schedules runs --trigger ID");
+    expect(unknown.stderr).toContain("--frobnicate");
+    expect(unknown.stderr).toContain("usage: pulsebase apps list");
+    expect(command.stderr).toContain("unknown command: apps frobnicate");
+    // the usage of the commands of the group named
+    expect(command.stderr).toContain("usage: pulsebase apps create --name N");
+    expect(extraWord.stderr).toContain("unknown command: apps list now");
+    expect(missingValue.stderr).toContain("usage: pulsebase apps get");
+  });
+
+  it("prints db query results as an aligned table, JSON with --json, and durations rounded", async () => {
+    const app = await op(["apps", "create", "--name", "cli table"]);
+    await op(["databases", "create", "--team", String(app.team_id), "--name", "tabled", "--app", String(app.id)]);
+    const sql = "SELECT 1 AS id, 'ship it' AS title, 40.25 AS price, NULL AS note UNION ALL SELECT 22, 'a', 3, 'x'";
+    const table = await cli(["db", "query", "--app", String(app.id), sql], env());
+    expect(table.code, table.stderr).toBe(0);
+    const lines = table.stdout.split("\n");
+    expect(lines.slice(0, 5)).toEqual([
+      "id | title   | price | note",
+      "---+---------+-------+-----",
+      " 1 | ship it | 40.25 | NULL",
+      "22 | a       |     3 | x",
+      "(2 rows)",
+    ]);
+    expect(table.stdout).toMatch(/\(\d+(\.\d)? ms\)\n$/);
+    const json = await cli(["db", "query", "--json", "--app", String(app.id), sql], env());
+    expect(json.code, json.stderr).toBe(0);
+    expect(JSON.parse(json.stdout).results[0]).toMatchObject({ columns: ["id", "title", "price", "note"], rows: [[1, "ship it", 40.25, null], [22, "a", 3, "x"]] });
+    // Longer than one page of 10,000 rows: every row is printed, in order.
+    const long = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12345) SELECT i FROM n";
+    const all = await cli(["db", "query", "--json", "--app", String(app.id), long], env());
+    expect(all.code, all.stderr).toBe(0);
+    const allRows = JSON.parse(all.stdout).results[0].rows as number[][];
+    expect(allRows).toHaveLength(12345);
+    expect(allRows[12344]).toEqual([12345]);
+    expect(JSON.parse(all.stdout).results[0].next_page_token).toBeUndefined();
+    const failed = await cli(["db", "query", "--app", String(app.id), "SELECT * FROM nowhere"], env());
+    expect(failed.code).toBe(1);
+    expect(failed.stdout).toMatch(/^error: .*no such table/);
+
+    // An invocation's duration is a double on the wire: printed to a tenth of a millisecond.
+    const file = join(tmp, "dur.js");
+    await writeFile(file, "export default async () => ({ ok: true });");
+    const fn = await op(["functions", "deploy", "--app", String(app.id), "--name", "dur", "--file", file]);
+    await op(["functions", "run", "--id", String(fn.function.id)]);
+    const invs = await cli(["functions", "invocations", "--id", String(fn.function.id)], env());
+    const durations = [...invs.stdout.matchAll(/"duration_ms": ([0-9.e+-]+)/g)].map((m) => m[1]!);
+    expect(durations.length).toBeGreaterThan(0);
+    for (const d of durations) expect(d).toMatch(/^\d+(\.\d)?$/);
+  });
+
+  it("answers a command against the running server (timed and reported, not asserted)", async () => {
+    const times: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const t0 = performance.now();
+      const r = await cli(["apps", "list"], env());
+      times.push(performance.now() - t0);
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout).apps.length).toBeGreaterThan(0);
+    }
+    const t0 = performance.now();
+    await new Promise<void>((res, rej) => execFile(process.execPath, ["-e", "0"], (err) => (err ? rej(err) : res())));
+    const bare = performance.now() - t0;
+    const ms = times.map((t) => Math.round(t));
+    console.log(`pulsebase apps list: ${ms.join(", ")} ms (median ${ms.sort((a, b) => a - b)[2]} ms); node -e 0: ${Math.round(bare)} ms`);
   });
 });
 

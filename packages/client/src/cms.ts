@@ -1,6 +1,7 @@
 // Read-only content (/api/v1): a typed, immutable query builder for filters,
-// sort, sparse fields and pagination (also as an async iterator over every
-// matching entry), search, single entries with populate, and the schemas.
+// sort, sparse fields and pagination (awaited, it fetches its page; also an
+// async iterator over every matching entry), search, single entries with
+// populate, and the schemas.
 // Authenticated by the app key alone; a PulsebaseClient can be passed as is.
 import { CmsError } from "./errors.js";
 import { backoff, send, type FetchLike } from "./http.js";
@@ -60,7 +61,7 @@ export interface ContentTypeSchema extends Omit<ContentTypeSummary, "fields" | "
 /** `field` ascends (a timestamp descends: newest first), `-field` descends. */
 export type SortSpec<T> = `${(keyof T & string) | Timestamp}` | `-${(keyof T & string) | Timestamp}`;
 
-export class CmsQuery<T> implements AsyncIterable<T & EntryBase> {
+export class CmsQuery<T> implements AsyncIterable<T & EntryBase>, PromiseLike<Page<T & EntryBase>> {
   constructor(
     private readonly get: <R>(path: string, q: Record<string, string | undefined>) => Promise<R>,
     private readonly type: string,
@@ -108,6 +109,17 @@ export class CmsQuery<T> implements AsyncIterable<T & EntryBase> {
   fetch(): Promise<Page<T & EntryBase>> {
     const { q, ...rest } = this.q;
     return this.get(`/${encodeURIComponent(this.type)}${q === undefined ? "" : "/search"}`, q === undefined ? rest : this.q);
+  }
+
+  /**
+   * `await query` is `await query.fetch()`: one page. Awaiting the builder
+   * itself would otherwise hand back the builder, without an error.
+   */
+  then<A = Page<T & EntryBase>, B = never>(
+    onfulfilled?: ((page: Page<T & EntryBase>) => A | PromiseLike<A>) | null,
+    onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
+  ): Promise<A | B> {
+    return this.fetch().then(onfulfilled, onrejected);
   }
 
   /** Every page from the current one on. */

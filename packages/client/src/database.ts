@@ -1,6 +1,8 @@
 // SQL over HTTP on the app's linked database: rows as objects typed by the
 // caller, and each statement's own error on its result (the HTTP status of
-// such an answer stays 200, so it is easy to miss without this).
+// such an answer stays 200, so it is easy to miss without this). The answer
+// has the shape ctx.db gives functions (docs/functions.md), so
+// `const { rows } = await db.query(...)` reads the same on both sides.
 import type { PulsebaseClient } from "./client.js";
 import { StatementError } from "./errors.js";
 
@@ -26,7 +28,12 @@ export interface DbResult<T> {
   error?: StatementError;
 }
 
-export interface DbResponse<T> {
+/**
+ * The last statement's result (`rows`, `columns`, `values`, ...; `error`
+ * set when any statement failed: the first such error), with every
+ * statement's result in `results`.
+ */
+export interface DbResponse<T> extends DbResult<T> {
   results: DbResult<T>[];
   requestId: string;
 }
@@ -46,17 +53,16 @@ interface Wire {
 }
 
 function shape<T>(w: Wire): DbResponse<T> {
-  return {
-    requestId: w.request_id,
-    results: w.results.map((r, i) => ({
-      columns: r.columns,
-      values: r.rows,
-      rows: r.rows.map((row) => Object.fromEntries(r.columns.map((c, j) => [c, row[j]])) as T),
-      rowsRead: r.rows_read,
-      rowsWritten: r.rows_written,
-      error: r.error === undefined ? undefined : new StatementError(r.error, i, w.request_id),
-    })),
-  };
+  const results = w.results.map((r, i): DbResult<T> => ({
+    columns: r.columns,
+    values: r.rows,
+    rows: r.rows.map((row) => Object.fromEntries(r.columns.map((c, j) => [c, row[j]])) as T),
+    rowsRead: r.rows_read,
+    rowsWritten: r.rows_written,
+    error: r.error === undefined ? undefined : new StatementError(r.error, i, w.request_id),
+  }));
+  const last = results[results.length - 1] ?? { columns: [], rows: [], values: [], rowsRead: 0, rowsWritten: 0 };
+  return { ...last, error: results.find((r) => r.error)?.error, results, requestId: w.request_id };
 }
 
 export function createDatabase(client: PulsebaseClient): Database {

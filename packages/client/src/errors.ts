@@ -1,7 +1,9 @@
 // One error class per envelope the server answers with (platform, 422
 // validation, CMS), plus the two the client itself produces (no answer at
 // all, and a statement error inside a 200 SQL result). Every one carries the
-// HTTP status and the request id of the answer.
+// HTTP status and the request id of the answer. Each class names itself with
+// a string literal (`err.name === "NetworkError"`): a minifier renames classes,
+// so a name taken from the constructor would read "ee" in a bundled app.
 
 /** Codes of the platform envelope `{ "error": code, "message" }`. */
 export type PlatformErrorCode =
@@ -19,6 +21,7 @@ export type CmsErrorCode =
   | "INTERNAL_ERROR" | "RATE_LIMITED" | (string & {});
 
 export class PulsebaseError extends Error {
+  override name: string = "PulsebaseError";
   /** HTTP status; 0 when no answer arrived. */
   readonly status: number;
   readonly code: string;
@@ -28,7 +31,6 @@ export class PulsebaseError extends Error {
   readonly retryAfter: number | undefined;
   constructor(message: string, status: number, code: string, requestId?: string, retryAfter?: number) {
     super(message);
-    this.name = new.target.name;
     this.status = status;
     this.code = code;
     this.requestId = requestId;
@@ -38,11 +40,13 @@ export class PulsebaseError extends Error {
 
 /** The platform envelope: every non-2xx of `/api/...` except 422. */
 export class PlatformError extends PulsebaseError {
+  override name = "PlatformError" as const;
   declare readonly code: PlatformErrorCode;
 }
 
 /** 422 `{ "message", "errors": { "<field path>": ["..."] } }`; paths like `events.3.name`. */
 export class ValidationError extends PulsebaseError {
+  override name = "ValidationError" as const;
   readonly fields: Record<string, string[]>;
   constructor(message: string, fields: Record<string, string[]>, requestId?: string) {
     super(message, 422, "validation_failed", requestId);
@@ -52,11 +56,13 @@ export class ValidationError extends PulsebaseError {
 
 /** The CMS envelope of `/api/v1/...`; the 429 (which has no code) is `RATE_LIMITED`. */
 export class CmsError extends PulsebaseError {
+  override name = "CmsError" as const;
   declare readonly code: CmsErrorCode;
 }
 
 /** No answer: the network failed, the server was unreachable, or the request timed out. */
 export class NetworkError extends PulsebaseError {
+  override name = "NetworkError" as const;
   constructor(message: string, cause?: unknown) {
     super(message, 0, "network_error");
     (this as { cause?: unknown }).cause = cause;
@@ -65,6 +71,7 @@ export class NetworkError extends PulsebaseError {
 
 /** A statement's own error inside a 200 SQL result (syntax, constraint). */
 export class StatementError extends PulsebaseError {
+  override name = "StatementError" as const;
   /** Index of the statement in the request. */
   readonly index: number;
   constructor(message: string, index: number, requestId?: string) {

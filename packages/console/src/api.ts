@@ -11,6 +11,7 @@ import { CmsService } from "../../../gen/pulsebase/admin/v1/cms_pb.js";
 import { DatabaseService } from "../../../gen/pulsebase/admin/v1/database_pb.js";
 import { FunctionService } from "../../../gen/pulsebase/admin/v1/functions_pb.js";
 import { IdentityService } from "../../../gen/pulsebase/admin/v1/identity_pb.js";
+import { OverviewService } from "../../../gen/pulsebase/admin/v1/overview_pb.js";
 import { SqlService } from "../../../gen/pulsebase/admin/v1/sql_pb.js";
 
 let csrf = "";
@@ -50,6 +51,7 @@ export const api = {
   databases: client(DatabaseService),
   functions: client(FunctionService),
   sql: client(SqlService),
+  overview: client(OverviewService),
 };
 
 /** The message to show for a failed call, with field errors when any. */

@@ -32,7 +32,15 @@ export function CodeEditor({ value, onChange, language, onRun, label, readOnly, 
           EditorView.updateListener.of((u) => u.docChanged && latest.current.onChange?.(u.state.doc.toString())),
           EditorState.readOnly.of(!!readOnly),
           EditorView.contentAttributes.of({ "aria-label": label }),
-          EditorView.theme({ "&": { minHeight }, ".cm-scroller": { minHeight } }),
+          // The console's colour variables, so the editor follows the light or dark theme.
+          EditorView.theme({
+            "&": { minHeight, backgroundColor: "var(--field)", color: "var(--text)" },
+            ".cm-scroller": { minHeight },
+            ".cm-gutters": { backgroundColor: "var(--card)", color: "var(--muted)", borderRight: "1px solid var(--line)" },
+            ".cm-activeLine, .cm-activeLineGutter": { backgroundColor: "var(--accent-soft)" },
+            ".cm-cursor": { borderLeftColor: "var(--text)" },
+            "&.cm-focused .cm-selectionBackground, .cm-selectionBackground": { backgroundColor: "var(--accent-soft)" },
+          }),
         ],
       }),
     });

@@ -58,6 +58,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
       setCsrf(m.csrfToken);
       setMe(m);
       const next = loc.query.get("next");
+      // Where the user was going; else Apps, the first thing to do after setup or joining.
       go(next && next.startsWith("/") && !next.startsWith("//") ? next : "/apps");
     };
     if (loc.path === "/setup") return <SetupPage onDone={done} />;
@@ -149,7 +150,7 @@ function SetupPage({ onDone }: { onDone(m: Me): void }) {
         <Field label="Password" hint="At least 10 characters.">
           <input type="password" name="password" autoComplete="new-password" required minLength={10} value={form.password} onChange={set("password")} />
         </Field>
-        <Field label="First team">
+        <Field label="First team" hint="Applications already made with the CLI keep their team: you join it (a name here renames it).">
           <input name="team" placeholder="Default" value={form.teamName} onChange={set("teamName")} />
         </Field>
         <ErrorBox error={act.error} />

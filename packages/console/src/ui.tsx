@@ -88,7 +88,7 @@ export interface Column<R> {
   className?: string;
 }
 
-export function Table<R>({ rows, columns, onOpen, rowKey, label }: { rows: R[]; columns: Column<R>[]; onOpen?: (r: R) => void; rowKey: (r: R) => string; label: string }) {
+export function Table<R>({ rows, columns, onOpen, rowKey, label, selected }: { rows: R[]; columns: Column<R>[]; onOpen?: (r: R) => void; rowKey: (r: R) => string; label: string; selected?: (r: R) => boolean }) {
   return (
     <div className="table-wrap">
       <table aria-label={label}>
@@ -106,7 +106,8 @@ export function Table<R>({ rows, columns, onOpen, rowKey, label }: { rows: R[]; 
             <tr
               key={rowKey(r)}
               tabIndex={onOpen ? 0 : undefined}
-              className={onOpen ? "clickable" : undefined}
+              className={[onOpen ? "clickable" : "", selected?.(r) ? "selected" : ""].join(" ").trim() || undefined}
+              aria-current={selected?.(r) ? "true" : undefined}
               onClick={onOpen ? () => onOpen(r) : undefined}
               onKeyDown={onOpen ? (e) => e.key === "Enter" && onOpen(r) : undefined}
             >
@@ -173,23 +174,52 @@ export function Json({ value }: { value: unknown }) {
   return <pre className="json">{JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? Number(v) : v), 2)}</pre>;
 }
 
-/** Occurrences per day as an SVG line chart (no library: a handful of points). */
+/** The element's width in CSS pixels, following resizes. */
+function useWidth<E extends HTMLElement>(): [(el: E | null) => void, number] {
+  const [width, setWidth] = useState(0);
+  const obs = useRef<ResizeObserver | null>(null);
+  const ref = useCallback((el: E | null) => {
+    obs.current?.disconnect();
+    if (!el) return;
+    setWidth(el.clientWidth);
+    obs.current = new ResizeObserver(() => setWidth(el.clientWidth));
+    obs.current.observe(el);
+  }, []);
+  return [ref, width];
+}
+
+/**
+ * Occurrences per day as an SVG line chart (no library: a handful of
+ * points). The drawing is as wide as its box in CSS pixels, so the axis
+ * labels are 12 px on every screen (a scaled viewBox made them 6 px).
+ */
 export function LineChart({ points, label }: { points: { x: string; y: number; y2?: number }[]; label: string }) {
-  const w = 640;
-  const h = 200;
-  const pad = 32;
+  const [ref, measured] = useWidth<HTMLElement>();
+  const w = Math.max(260, measured || 640);
+  const h = 220;
+  const left = 44;
+  const right = 16;
+  const top = 16;
+  const bottom = 28;
   if (!points.length) return <Empty>No data in this range.</Empty>;
   const max = Math.max(1, ...points.map((p) => Math.max(p.y, p.y2 ?? 0)));
-  const sx = (i: number) => pad + (points.length === 1 ? (w - 2 * pad) / 2 : (i * (w - 2 * pad)) / (points.length - 1));
-  const sy = (v: number) => h - pad - (v / max) * (h - 2 * pad);
+  const sx = (i: number) => left + (points.length === 1 ? (w - left - right) / 2 : (i * (w - left - right)) / (points.length - 1));
+  const sy = (v: number) => h - bottom - (v / max) * (h - top - bottom);
   const line = (f: (p: (typeof points)[number]) => number) => points.map((p, i) => `${i ? "L" : "M"}${sx(i).toFixed(1)},${sy(f(p)).toFixed(1)}`).join(" ");
-  const step = Math.max(1, Math.ceil(points.length / 8));
+  // A date label needs about 48 px.
+  const step = Math.max(1, Math.ceil(points.length / Math.max(2, Math.floor((w - left - right) / 48))));
+  const ticks = [0, Math.round(max / 2), max].filter((v, i, a) => a.indexOf(v) === i);
   return (
-    <figure className="chart">
-      <svg viewBox={`0 0 ${w} ${h}`} role="img" aria-label={label}>
-        <line x1={pad} y1={h - pad} x2={w - pad} y2={h - pad} className="axis" />
-        <text x={4} y={pad} className="tick">{max}</text>
-        <text x={4} y={h - pad} className="tick">0</text>
+    <figure className="chart" ref={ref}>
+      <svg width={w} height={h} viewBox={`0 0 ${w} ${h}`} role="img" aria-label={label}>
+        {ticks.map((v) => (
+          <g key={v}>
+            <line x1={left} y1={sy(v)} x2={w - right} y2={sy(v)} className={v === 0 ? "axis" : "grid"} />
+            <text x={left - 6} y={sy(v) + 4} className="tick" textAnchor="end">
+              {v}
+            </text>
+          </g>
+        ))}
         <path d={line((p) => p.y)} className="series" />
         {points.some((p) => p.y2 !== undefined) && <path d={line((p) => p.y2 ?? 0)} className="series two" />}
         {points.map((p, i) => (

@@ -37,6 +37,10 @@ export interface AdminAnalyticsDeps {
 const PAGE_DEFAULT = 50;
 const PAGE_MAX = 500;
 const DAILY_MAX_DAYS = 366;
+/** The metadata breakdown reads at most this many occurrences of the range (the newest). */
+const BREAKDOWN_SCAN = 100_000;
+const BREAKDOWN_PER_KEY = 50;
+const BREAKDOWN_MAX = 500;
 
 interface Cursor {
   t: string;
@@ -201,6 +205,40 @@ export function createAdminAnalyticsServiceImpl(deps: AdminAnalyticsDeps): Servi
         out.push(create(DailyCountSchema, { day, occurrences: BigInt(r?.occurrences ?? 0), uniqueUsers: BigInt(r?.unique_users ?? 0) }));
       }
       return { days: out };
+    },
+
+    async getEventBreakdown(req) {
+      const eventId = id(req.eventId, "event_id");
+      const from = dateOf(req.from);
+      const to = dateOf(req.to);
+      if (!from || !to) {
+        throw validationError({ ...(from ? {} : { from: ["The from field is required."] }), ...(to ? {} : { to: ["The to field is required."] }) });
+      }
+      const days = (to.getTime() - from.getTime()) / 86_400_000;
+      if (!(days > 0) || days > DAILY_MAX_DAYS) throw validationError({ to: [`The range must cover up to ${DAILY_MAX_DAYS} days, with to after from.`] });
+      const { rows: found } = await sql.query("SELECT 1 FROM analytics_events WHERE id = $1", [eventId]);
+      if (found.length === 0) throw appError("not_found", "No such event.");
+      // The newest BREAKDOWN_SCAN occurrences of the range at most (one index range scan), then their metadata.
+      const { rows } = await sql.query<{ key: string | null; value: string | null; n: string | number; total: string | number }>(
+        `WITH o AS (SELECT metadata FROM analytics_event_occurrences
+                    WHERE event_id = $1 AND created_at >= $2 AND created_at < $3
+                    ORDER BY created_at DESC LIMIT $4),
+              kv AS (SELECT d.key, d.value, count(*) AS n
+                     FROM o, jsonb_each_text(CASE WHEN jsonb_typeof(o.metadata) = 'object' THEN o.metadata ELSE '{}'::jsonb END) AS d(key, value)
+                     GROUP BY d.key, d.value),
+              ranked AS (SELECT key, value, n, row_number() OVER (PARTITION BY key ORDER BY n DESC, value) AS r FROM kv),
+              kept AS (SELECT key, value, n FROM ranked WHERE r <= $5 ORDER BY n DESC, key, value LIMIT $6)
+         SELECT k.key, k.value, k.n::int AS n, t.total::int AS total
+         FROM (SELECT count(*) AS total FROM o) t LEFT JOIN kept k ON true
+         ORDER BY k.n DESC NULLS LAST, k.key, k.value`,
+        [eventId, from, to, BREAKDOWN_SCAN, BREAKDOWN_PER_KEY, BREAKDOWN_MAX],
+      );
+      const total = Number(rows[0]?.total ?? 0);
+      return {
+        values: rows.filter((r) => r.key !== null).map((r) => ({ key: r.key!, value: r.value ?? "", occurrences: BigInt(r.n) })),
+        total: BigInt(total),
+        truncated: total >= BREAKDOWN_SCAN,
+      };
     },
 
     async listLogs(req) {

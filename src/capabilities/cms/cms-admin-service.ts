@@ -141,6 +141,8 @@ export function entryJson(def: ContentTypeDef, e: EntryRecord): JsonObject {
 }
 
 const DAY_RE = /^\d{4}-\d{2}-\d{2}$/;
+/** ListMedia's file_ids filter (the console labels an entry's media fields with it). */
+const MAX_MEDIA_IDS = 100;
 
 export function createCmsAdminServiceImpl(deps: CmsAdminDeps): ServiceImpl<typeof CmsService> {
   const { sql, types, entries } = deps;
@@ -273,7 +275,8 @@ export function createCmsAdminServiceImpl(deps: CmsAdminDeps): ServiceImpl<typeo
       return mediaMsg(await deps.media.upload(Number(req.appId), req.filename, req.contentType, req.data));
     },
     async listMedia(req) {
-      const { rows, next } = await pageByOffset(req, (limit, offset) => deps.media.list(Number(req.appId), limit, offset));
+      if (req.fileIds.length > MAX_MEDIA_IDS) throw validationError({ file_ids: [`At most ${MAX_MEDIA_IDS} file ids.`] });
+      const { rows, next } = await pageByOffset(req, (limit, offset) => deps.media.list(Number(req.appId), limit, offset, req.fileIds));
       return { media: rows.map(mediaMsg), nextPageToken: next };
     },
     async deleteMedia(req) {

@@ -113,12 +113,13 @@ export class MediaStore {
     return { fileId, contentType: type, size: data.byteLength, filename: filename.slice(0, 255), createdAt: new Date(rows[0]!.created_at) };
   }
 
-  /** The application's files, newest first. */
-  async list(appId: number, limit: number, offset: number): Promise<MediaFileRecord[]> {
+  /** The application's files, newest first (only `fileIds` when given). */
+  async list(appId: number, limit: number, offset: number, fileIds?: readonly string[]): Promise<MediaFileRecord[]> {
     const { rows } = await this.opts.sql.query<MediaRow>(
       `SELECT file_id, content_type, size, filename, created_at FROM cms_media WHERE app_id = $1
+        AND ($4::text[] IS NULL OR file_id = ANY($4::text[]))
         ORDER BY created_at DESC, file_id DESC LIMIT $2 OFFSET $3`,
-      [appId, limit, offset],
+      [appId, limit, offset, fileIds?.length ? fileIds : null],
     );
     return rows.map(toRecord);
   }

@@ -123,7 +123,8 @@ export function createAccountServiceImpl(deps: AccountServiceDeps): ServiceImpl<
           name: req.name.trim(),
           email: req.email,
           passwordHash: await hashPassword(req.password),
-          teamName: req.teamName.trim().slice(0, 200) || "Default",
+          // Empty: keep the adopted team's name, or "Default" for a new team.
+          teamName: req.teamName.trim().slice(0, 200),
         });
         return await signIn(ctx, user);
       } catch (e) {

@@ -86,7 +86,8 @@ export class AccountStore {
   }
 
   /**
-   * Creates the first owner and a first team, consuming the setup token, in
+   * Creates the first owner and a first team (or adopts the teams that exist
+   * without members), consuming the setup token, in
    * one transaction: of two concurrent attempts only one succeeds. Refused
    * (permission_denied) when the token is wrong or older than
    * SETUP_LINK_HOURS, (failed_precondition) once an administrator exists,
@@ -110,8 +111,23 @@ export class AccountStore {
       );
       const user = rows[0];
       if (!user) throw appError("conflict", "This email already has an account; setup makes a new one and never changes an existing account. Use another email.", { fields: { email: ["already has an account"] } });
-      const team = await tx.query<{ id: number }>("INSERT INTO teams (name) VALUES ($1) RETURNING id", [u.teamName]);
-      await tx.query("INSERT INTO team_members (team_id, user_id, role) VALUES ($1, $2, 'owner')", [team.rows[0]!.id, user.id]);
+      // Teams made before setup (`pulsebase apps create` makes one per
+      // application) have no member: the owner adopts them rather than
+      // starting a second, empty team. A team name given at setup renames
+      // the oldest of them.
+      const orphans = await tx.query<{ id: number }>(
+        `SELECT t.id FROM teams t WHERE NOT EXISTS (SELECT 1 FROM team_members m WHERE m.team_id = t.id) ORDER BY t.id LIMIT 1000`,
+      );
+      if (orphans.rows.length === 0) {
+        const team = await tx.query<{ id: number }>("INSERT INTO teams (name) VALUES ($1) RETURNING id", [u.teamName || "Default"]);
+        orphans.rows.push(team.rows[0]!);
+      } else if (u.teamName) {
+        await tx.query("UPDATE teams SET name = $2 WHERE id = $1", [orphans.rows[0]!.id, u.teamName]);
+      }
+      await tx.query(
+        "INSERT INTO team_members (team_id, user_id, role) SELECT unnest($1::bigint[]), $2, 'owner'",
+        [orphans.rows.map((r) => String(r.id)), user.id],
+      );
       return { ...user, id: Number(user.id) };
     });
   }

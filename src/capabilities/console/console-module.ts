@@ -4,9 +4,10 @@
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { AccountService } from "../../../gen/pulsebase/admin/v1/account_pb.js";
+import { OverviewService } from "../../../gen/pulsebase/admin/v1/overview_pb.js";
 import type { CallPolicy } from "../../kernel/call-policy.js";
 import type { ConsoleConfig } from "../../kernel/config.js";
-import { binding, type PulsebaseModule } from "../../kernel/module.js";
+import { binding, type PulsebaseModule, type QueueStatsSource, type RawRoute } from "../../kernel/module.js";
 import type { Sql } from "../../infra/storage/sql.js";
 import { accessPolicy } from "./access.js";
 import { createAccountServiceImpl } from "./account-service.js";
@@ -15,7 +16,8 @@ import { AuditStore } from "./audit-store.js";
 import { DEFAULT_LOGIN_LIMITS, LoginLimiter } from "./login-limiter.js";
 import { roleOf } from "./roles.js";
 import { ScopeResolver } from "./scope-resolver.js";
-import { registerConsole } from "./static-console.js";
+import { createOverviewServiceImpl } from "./overview-service.js";
+import { registerConsole, registerConsoleMedia } from "./static-console.js";
 
 export interface ConsoleModule extends PulsebaseModule {
   accounts: AccountStore;
@@ -29,7 +31,20 @@ export interface ConsoleModule extends PulsebaseModule {
 /** How often each process deletes audit rows past the retention (at start, then hourly). */
 export const AUDIT_SWEEP_MS = 3600_000;
 
-export function createConsoleModule(opts: { sql: Sql; logger: Logger; operatorToken: string; config: ConsoleConfig; mediaBaseUrl: string }): ConsoleModule {
+export interface ConsoleModuleOptions {
+  sql: Sql;
+  logger: Logger;
+  operatorToken: string;
+  config: ConsoleConfig;
+  mediaBaseUrl: string;
+  /** The data directory (the home page's database sizes). */
+  dataDir?: string;
+  /** The other modules' queues and media route, asked for when used (they are made after this module). */
+  queues?: () => Record<string, QueueStatsSource>;
+  mediaRoute?: () => RawRoute | undefined;
+}
+
+export function createConsoleModule(opts: ConsoleModuleOptions): ConsoleModule {
   const accounts = new AccountStore(opts.sql);
   const audit = new AuditStore(opts.sql);
   const days = opts.config.auditRetentionDays;
@@ -66,8 +81,15 @@ export function createConsoleModule(opts: { sql: Sql; logger: Logger; operatorTo
       scopes: new ScopeResolver(opts.sql),
       logger: opts.logger,
     }),
-    admin: [binding(AccountService, createAccountServiceImpl({ accounts, audit, limiter: new LoginLimiter({ ...DEFAULT_LOGIN_LIMITS, perAddressPerMinute: opts.config.loginAttemptsPerMinute }), sessionTtlHours: opts.config.sessionTtlHours, mediaBaseUrl: opts.mediaBaseUrl }))],
-    adminRoutes: (app) => registerConsole(app),
+    admin: [
+      binding(AccountService, createAccountServiceImpl({ accounts, audit, limiter: new LoginLimiter({ ...DEFAULT_LOGIN_LIMITS, perAddressPerMinute: opts.config.loginAttemptsPerMinute }), sessionTtlHours: opts.config.sessionTtlHours, mediaBaseUrl: opts.mediaBaseUrl })),
+      binding(OverviewService, createOverviewServiceImpl({ sql: opts.sql, dataDir: opts.dataDir ?? ".data", queues: opts.queues ?? (() => ({})) })),
+    ],
+    adminRoutes: async (app) => {
+      // After the console's hooks (the two-cookie clean-up applies to every answer).
+      await registerConsole(app);
+      registerConsoleMedia(app, opts.mediaRoute ?? (() => undefined));
+    },
   };
 }
 

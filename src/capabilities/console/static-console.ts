@@ -6,16 +6,20 @@ import { readdir, readFile } from "node:fs/promises";
 import { extname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { FastifyInstance, FastifyReply } from "fastify";
+import type { RawRoute } from "../../kernel/module.js";
 import { clearingCookies, sessionCookies } from "./cookies.js";
 
-export const CONSOLE_DIST = fileURLToPath(new URL("../../../packages/console/dist/", import.meta.url));
+// PULSEBASE_CONSOLE_DIST points at another build (a development build of
+// the console beside the committed one); the default is the package's dist/.
+export const CONSOLE_DIST = process.env.PULSEBASE_CONSOLE_DIST ?? fileURLToPath(new URL("../../../packages/console/dist/", import.meta.url));
 
 export const CONSOLE_CSP = [
   "default-src 'self'",
   "script-src 'self'",
   // CodeMirror and ProseMirror add style elements at run time.
   "style-src 'self' 'unsafe-inline'",
-  // Media previews come from the public listener (PULSEBASE_MEDIA_BASE_URL).
+  // Media previews are served here (/media/…, registerConsoleMedia); rich
+  // text may show images from anywhere.
   "img-src 'self' data: blob: https: http:",
   "connect-src 'self'",
   "font-src 'self'",
@@ -56,6 +60,29 @@ function secure(reply: FastifyReply): FastifyReply {
     .header("x-content-type-options", "nosniff")
     .header("referrer-policy", "no-referrer")
     .header("x-frame-options", "DENY");
+}
+
+/**
+ * CMS media previews on the console's own origin: GET /media/<APP_KEY>/<file_id>
+ * answers what the public listener's media URL answers (the same handler,
+ * public data: whoever has the app key reads it there too), so a preview
+ * never depends on the browser trusting the public listener's certificate.
+ * A file opened as a page runs nothing on this origin (CSP sandbox).
+ */
+export function registerConsoleMedia(app: FastifyInstance, media: () => RawRoute | undefined): void {
+  app.get<{ Params: { appKey: string; fileId: string } }>("/media/:appKey/:fileId", async (req, reply) => {
+    const route = media();
+    secure(reply).header("content-security-policy", "sandbox; default-src 'none'; img-src 'self' data:; media-src 'self'; style-src 'unsafe-inline'");
+    try {
+      if (!route) throw new Error("no media route");
+      const res = await route.handle({ params: req.params, headers: req.headers });
+      const { "content-security-policy": _own, ...headers } = res.headers;
+      reply.headers(headers).code(res.status);
+      return res.body !== undefined ? reply.send(res.body) : reply.send();
+    } catch {
+      return reply.code(404).type("text/plain; charset=utf-8").send("Media file not found.");
+    }
+  });
 }
 
 /** Loads the files once (a few hundred kB) and registers the routes. */

@@ -25,6 +25,8 @@ import { createQueryRunner, type QueryRunner } from "./query-runner.js";
 import { RemoteExecutor } from "../../infra/libsql/remote-executor.js";
 import { createOperatorSql } from "./operator-sql.js";
 import { createSqlServiceImpl } from "./sql-service.js";
+import { createSqlQueryStore } from "./sql-query-store.js";
+import type { HandlerContext } from "@connectrpc/connect";
 
 export interface DatabaseModule extends PulsebaseModule {
   store: DatabaseStore;
@@ -34,8 +36,17 @@ export interface DatabaseModule extends PulsebaseModule {
   stop(): Promise<void>;
 }
 
-/** `changes`: links, statuses and deletions go out to, and come in from, the other processes. */
-export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: Sql; changes?: ChangeBus }): Promise<DatabaseModule> {
+/**
+ * `changes`: links, statuses and deletions go out to, and come in from, the other processes.
+ * `callerId`: the console account of an admin call (0 for the operator
+ * token), for the SQL editor's per-account history and saved queries; the
+ * server reads it from the admin listener's policy, which this capability
+ * does not import.
+ */
+export async function createDatabaseModule(
+  config: DatabaseConfig,
+  deps: { sql: Sql; changes?: ChangeBus; callerId?: (ctx: HandlerContext) => number },
+): Promise<DatabaseModule> {
   await mkdir(config.dataDir, { recursive: true });
   const limits = { ...DEFAULT_DATABASE_LIMITS, ...config.limits };
   const store = createDatabaseStore(deps.sql);
@@ -96,7 +107,14 @@ export async function createDatabaseModule(config: DatabaseConfig, deps: { sql: 
     ],
     admin: [
       binding(AdminDatabaseService, createDatabaseAdminServiceImpl({ manager })),
-      binding(SqlService, createSqlServiceImpl({ operator: createOperatorSql({ store, pool, remote, dataDir: config.dataDir, limits }) })),
+      binding(
+        SqlService,
+        createSqlServiceImpl({
+          operator: createOperatorSql({ store, pool, remote, dataDir: config.dataDir, limits }),
+          queries: createSqlQueryStore(deps.sql),
+          callerId: deps.callerId,
+        }),
+      ),
     ],
     gauges: { engines: { engines: () => pool.stats(), remote: () => runner.remoteStats() } },
     hostCapabilities: [dbCapability(runner)],

@@ -1,24 +1,43 @@
-// pulsebase.admin.v1.SqlService: operator SQL, the schema and a table
-// browser over an application's linked database (operator-sql.ts).
+// pulsebase.admin.v1.SqlService: operator SQL (paged reads), the schema, the
+// table editor (table-editor.ts) and the SQL editor's history and saved
+// queries (sql-query-store.ts) over an application's linked database
+// (operator-sql.ts).
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
-import { ListValueSchema } from "@bufbuild/protobuf/wkt";
-import type { ServiceImpl } from "@connectrpc/connect";
-import { SqlResultSchema, SqlService, type TableInfo } from "../../../gen/pulsebase/admin/v1/sql_pb.js";
+import { ListValueSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { SqlResultSchema, SqlService, type SavedQuery, type TableInfo } from "../../../gen/pulsebase/admin/v1/sql_pb.js";
 import { appError } from "../../kernel/errors.js";
-import type { EngineResult } from "../../infra/libsql/engine-protocol.js";
-import type { OperatorSql } from "./operator-sql.js";
-import { quoteIdent as ident } from "../../infra/libsql/sql-tokenizer.js";
+import type { EngineResult, EngineValue } from "../../infra/libsql/engine-protocol.js";
+import type { OperatorResult, OperatorSql } from "./operator-sql.js";
+import { pageOffset, pageToken, sqlPageSize } from "./sql-paging.js";
+import { SAVED_NAME_MAX, type SavedQueryRow, type SqlQueryStore } from "./sql-query-store.js";
+import { createTableEditor, type RowChanged } from "./table-editor.js";
 
-const rowsOf = (r: EngineResult) => r.rows.map((row) => fromJson(ListValueSchema, row as JsonValue[]));
+const listOf = (row: EngineValue[]) => fromJson(ListValueSchema, row as JsonValue[]);
+const rowsOf = (r: { rows: EngineValue[][] }) => r.rows.map(listOf);
+
+function sqlResult(r: OperatorResult) {
+  return create(SqlResultSchema, {
+    columns: r.columns,
+    rows: rowsOf(r),
+    rowsRead: BigInt(r.rowsRead),
+    rowsWritten: BigInt(r.rowsWritten),
+    error: r.error ?? "",
+    sql: r.sql.trim(),
+    nextPageToken: r.nextOffset ? pageToken(r.sql, r.nextOffset) : "",
+  });
+}
+
+const savedOut = (q: SavedQueryRow) =>
+  ({ id: BigInt(q.id), name: q.name, sql: q.sql, createdAt: timestampFromDate(q.createdAt), updatedAt: timestampFromDate(q.updatedAt) }) as SavedQuery;
+
+const changeOut = (c: RowChanged) => ({ id: BigInt(c.rowid), rowsWritten: BigInt(c.rowsWritten), columns: c.columns, row: c.row ? listOf(c.row) : undefined });
 
 function firstOk(results: EngineResult[]): EngineResult[] {
   for (const r of results) if (r.error) throw appError("query_error", r.error);
   return results;
 }
 
-/** SQLite string literal. */
-const lit = (s: string) => `'${s.replace(/'/g, "''")}'`;
-/** SQLite identifier. */
 
 const TABLES_SQL = `SELECT name, type, COALESCE(sql, '') FROM sqlite_schema
   WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' ORDER BY name`;
@@ -29,25 +48,79 @@ const INDEXES_SQL = `SELECT m.name, il.name, il."unique", ii.name
   FROM sqlite_schema m JOIN pragma_index_list(m.name) il JOIN pragma_index_info(il.name) ii
   WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' ORDER BY m.name, il.name, ii.seqno`;
 
-export function createSqlServiceImpl(deps: { operator: OperatorSql }): ServiceImpl<typeof SqlService> {
+export interface SqlServiceDeps {
+  operator: OperatorSql;
+  /** History and saved queries; without it those calls answer failed_precondition. */
+  queries?: SqlQueryStore;
+  /** The console account making the call (0 for the operator token), from the admin listener's policy. */
+  callerId?: (ctx: HandlerContext) => number;
+}
+
+export function createSqlServiceImpl(deps: SqlServiceDeps): ServiceImpl<typeof SqlService> {
   const { operator } = deps;
+  const editor = createTableEditor(operator);
+  /** The account whose history and saved queries these are: console users only. */
+  const account = (ctx: HandlerContext): { store: SqlQueryStore; userId: number } => {
+    const userId = deps.callerId?.(ctx) ?? 0;
+    if (!deps.queries || !userId) throw appError("failed_precondition", "History and saved queries are kept for console accounts, not for the operator token.");
+    return { store: deps.queries, userId };
+  };
   return {
-    async runSql(req) {
+    async runSql(req, ctx) {
       const started = performance.now();
-      const results = await operator.run(Number(req.appId), req.sql);
-      return {
-        results: results.map((r) =>
-          create(SqlResultSchema, {
-            columns: r.columns,
-            rows: rowsOf(r),
-            rowsRead: BigInt(r.rowsRead),
-            rowsWritten: BigInt(r.rowsWritten),
-            error: r.error ?? "",
-            sql: r.sql.trim(),
-          }),
-        ),
-        durationMs: Math.round(performance.now() - started),
-      };
+      const pageSize = sqlPageSize(req.pageSize);
+      let results: OperatorResult[] | undefined;
+      let failure: unknown;
+      try {
+        results = await operator.run(Number(req.appId), req.sql, { pageSize });
+      } catch (e) {
+        failure = e;
+      }
+      const durationMs = Math.round(performance.now() - started);
+      // The history keeps what was run, failures included; it never fails the run.
+      const userId = deps.callerId?.(ctx) ?? 0;
+      if (deps.queries && userId && req.sql.trim()) {
+        const error = failure ? (failure instanceof Error ? failure.message : String(failure)) : (results?.find((r) => r.error)?.error ?? "");
+        await deps.queries.addHistory(userId, Number(req.appId), req.sql, durationMs, error).catch(() => {});
+      }
+      if (failure) throw failure;
+      return { results: results!.map(sqlResult), durationMs };
+    },
+    async readSqlPage(req) {
+      const pageSize = sqlPageSize(req.pageSize);
+      const offset = pageOffset(req.sql, req.pageToken);
+      const [r] = await operator.run(Number(req.appId), req.sql, { pageSize, offset });
+      return sqlResult(r!);
+    },
+    async insertRow(req) {
+      return changeOut(await editor.insert(Number(req.appId), req.table, req.values ?? {}));
+    },
+    async updateRow(req) {
+      return changeOut(await editor.update(Number(req.appId), req.table, req.key ?? {}, req.values ?? {}));
+    },
+    async deleteRow(req) {
+      return changeOut(await editor.remove(Number(req.appId), req.table, req.key ?? {}));
+    },
+    async listSqlHistory(req, ctx) {
+      const { store, userId } = account(ctx);
+      const entries = await store.history(userId, Number(req.appId));
+      return { entries: entries.map((e) => ({ id: BigInt(e.id), sql: e.sql, ranAt: timestampFromDate(e.ranAt), durationMs: e.durationMs, error: e.error })) };
+    },
+    async listSavedQueries(req, ctx) {
+      const { store, userId } = account(ctx);
+      return { queries: (await store.saved(userId, Number(req.appId))).map(savedOut) };
+    },
+    async saveQuery(req, ctx) {
+      const { store, userId } = account(ctx);
+      const name = req.name.trim();
+      if (!name || name.length > SAVED_NAME_MAX) throw appError("validation_failed", `The name must be 1 to ${SAVED_NAME_MAX} characters.`, { fields: { name: [`1 to ${SAVED_NAME_MAX} characters.`] } });
+      if (!req.sql.trim() || req.sql.length > 100_000) throw appError("validation_failed", "The sql must be 1 to 100000 characters.", { fields: { sql: ["1 to 100000 characters."] } });
+      return savedOut(await store.save(userId, Number(req.appId), name, req.sql));
+    },
+    async deleteSavedQuery(req, ctx) {
+      const { store, userId } = account(ctx);
+      if (!(await store.deleteSaved(userId, Number(req.appId), Number(req.id)))) throw appError("not_found", "No saved query with this id.");
+      return {};
     },
     async getSchema(req) {
       const [tables, columns, indexes] = firstOk(await operator.run(Number(req.appId), `${TABLES_SQL};\n${COLUMNS_SQL};\n${INDEXES_SQL}`));
@@ -74,15 +147,23 @@ export function createSqlServiceImpl(deps: { operator: OperatorSql }): ServiceIm
       return { tables: out };
     },
     async browseTable(req) {
-      const pageSize = req.pageSize <= 0 ? 50 : Math.min(req.pageSize, 500);
-      if (req.offset < 0n) throw appError("validation_failed", "The offset must not be negative.", { fields: { offset: ["must not be negative"] } });
-      const appId = Number(req.appId);
-      const [exists] = firstOk(await operator.run(appId, `SELECT 1 FROM sqlite_schema WHERE type IN ('table', 'view') AND name = ${lit(req.table)}`));
-      if (!exists!.rows.length) throw appError("not_found", `No table or view named ${req.table}.`);
-      const [count, page] = firstOk(
-        await operator.run(appId, `SELECT count(*) FROM ${ident(req.table)};\nSELECT * FROM ${ident(req.table)} LIMIT ${pageSize} OFFSET ${req.offset}`),
-      );
-      return { columns: page!.columns, rows: rowsOf(page!), totalRows: BigInt(Number(count!.rows[0]?.[0] ?? 0)) };
+      const page = await editor.browse(Number(req.appId), {
+        table: req.table,
+        pageSize: req.pageSize,
+        offset: Number(req.offset),
+        orderBy: req.orderBy,
+        descending: req.descending,
+        filters: req.filters.map((f) => ({ column: f.column, op: f.op, value: f.value })),
+        search: req.search,
+      });
+      return {
+        columns: page.columns,
+        rows: rowsOf(page),
+        totalRows: BigInt(page.total),
+        keyColumns: page.shape.key,
+        keys: page.keys.map(listOf),
+        editable: page.shape.editable,
+      };
     },
   };
 }

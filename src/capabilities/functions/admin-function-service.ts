@@ -520,6 +520,26 @@ export function createAdminFunctionServiceImpl(deps: AdminFunctionServiceDeps): 
       return toTrigger(t);
     },
 
+    async updateScheduleTrigger(req) {
+      const before = await store.getTrigger(Number(req.triggerId));
+      if (!before) throw appError("not_found", "No such trigger.");
+      if (before.kind !== "schedule") throw appError("failed_precondition", "Only a schedule trigger has a cron expression.");
+      const v = new Violations();
+      const cron = (req.cron ?? before.cron ?? "").trim().replace(/\s+/g, " ");
+      const timezone = (req.timezone ?? before.timezone) || "UTC";
+      const missed = ((req.missedTicks ?? before.missed_ticks) || "skip") as "skip" | "run_once";
+      // Bounded before parsing, as at creation.
+      if (cron.length > 200) v.add("cron", "A cron expression is at most 200 characters.");
+      if (timezone.length > 64) v.add("timezone", "Unknown time zone (an IANA name such as Europe/Berlin).");
+      const next = v.empty ? checkSchedule(v, cron, timezone) : null;
+      if (missed !== "skip" && missed !== "run_once") v.add("missed_ticks", "The missed-tick policy is skip or run_once.");
+      v.throwIfAny();
+      // From the new expression's next tick: ticks of the old one are not caught up.
+      const t = await store.updateScheduleTrigger(before.id, { cron, timezone, missedTicks: missed, nextRunAt: next! });
+      if (!t) throw appError("not_found", "No such trigger.");
+      return toTrigger(t);
+    },
+
     async rotateTriggerSecret(req) {
       const before = await store.getTrigger(Number(req.triggerId));
       if (!before) throw appError("not_found", "No such trigger.");

@@ -340,6 +340,19 @@ export function createFunctionStore(sql: Sql) {
       });
     },
 
+    /** A schedule's new expression, zone and policy, going on from `nextRunAt`; undefined when it is not a schedule. */
+    async updateScheduleTrigger(
+      triggerId: number,
+      s: { cron: string; timezone: string; missedTicks: "skip" | "run_once"; nextRunAt: Date },
+    ): Promise<TriggerRow | undefined> {
+      const r = await sql.query<TriggerRow>(
+        `UPDATE function_triggers SET cron = $2, timezone = $3, missed_ticks = $4, next_run_at = $5
+         WHERE id = $1 AND kind = 'schedule' RETURNING ${TRIGGER_COLS}`,
+        [triggerId, s.cron, s.timezone, s.missedTicks, s.nextRunAt],
+      );
+      return r.rows[0];
+    },
+
     /** Sets a signed trigger's secret; undefined when it is not a signed HTTP trigger. */
     async setSigningSecret(triggerId: number, secret: string): Promise<TriggerRow | undefined> {
       const r = await sql.query<TriggerRow>(

@@ -165,11 +165,11 @@ const cli = (...args: string[]): Promise<CliRun> => runCli(args, { env: operator
 
 describe("the CLI", () => {
   it("pulsebase db query prints the results of the SQL given as an argument, and exits 1 when a statement failed", async () => {
-    const out = await cli("db", "query", "--app", String(appId), "PRAGMA table_info(orders)");
+    const out = await cli("db", "query", "--json", "--app", String(appId), "PRAGMA table_info(orders)");
     expect(out.code, out.stderr).toBe(0);
     const body = JSON.parse(out.stdout);
     expect(body.results[0].rows.map((r: unknown[]) => r[1])).toEqual(["id", "total", "note"]);
-    const bad = await cli("db", "query", "--app", String(appId), "SELECT * FROM nowhere");
+    const bad = await cli("db", "query", "--json", "--app", String(appId), "SELECT * FROM nowhere");
     expect(bad.code).toBe(1);
     expect(JSON.parse(bad.stdout).results[0].error).toMatch(/no such table/);
     const refused = await cli("db", "query", "--app", String(appId), "ATTACH 'x' AS y");

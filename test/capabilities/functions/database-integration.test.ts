@@ -71,15 +71,15 @@ describe("functions with the database module", () => {
       code: `export default async (req, { db }) => {
         await db.batch([{ sql: "CREATE TABLE IF NOT EXISTS todos (id INTEGER PRIMARY KEY, title TEXT)" },
                         { sql: "INSERT INTO todos (title) VALUES (?)", params: [req.title] }], { transaction: true });
-        const [r] = await db.query("SELECT id, title FROM todos ORDER BY id");
+        const { rows, columns, values } = await db.query("SELECT id, title FROM todos ORDER BY id");
         let refused = null;
         try { await db.query("PRAGMA table_info(todos)"); } catch (e) { refused = e.code; }
-        return { rows: r.rows, columns: r.columns, refused };
+        return { rows, columns, values, refused };
       }`,
     });
     const run = await a.runFunction({ functionId: f.id, payload: fromJson(ValueSchema, { title: "milk" }) });
     expect(run.outcome).toBe("ok");
-    expect(JSON.parse(run.body)).toEqual({ rows: [[1, "milk"]], columns: ["id", "title"], refused: "forbidden_query" });
+    expect(JSON.parse(run.body)).toEqual({ rows: [{ id: 1, title: "milk" }], columns: ["id", "title"], values: [[1, "milk"]], refused: "forbidden_query" });
   });
 
   it("refuses malformed ctx.db calls with validation_failed naming the field, as /api/db does", async () => {

@@ -197,8 +197,8 @@ describe("request and response", () => {
     const { functionId } = await deployHttp(h, appId, "notes", `export default async (req, { env, db }) => {
       await db.query("CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, text TEXT)");
       if (req.method === "POST") await db.query("INSERT INTO notes (text) VALUES (?)", [req.body.text]);
-      const [r] = await db.query("SELECT text FROM notes ORDER BY id");
-      return { key: env.API_KEY, notes: r.rows.map((x) => x[0]) };
+      const { rows } = await db.query("SELECT text FROM notes ORDER BY id");
+      return { key: env.API_KEY, notes: rows.map((x) => x.text) };
     }`);
     await h.admin.setSecret({ functionId, name: "API_KEY", value: "k-123" });
     await call("notes", { body: enc.encode('{"text":"first"}'), contentType: "application/json" });
@@ -221,7 +221,7 @@ describe("isolation and limits through the trigger", () => {
     const b = await createApp(db.sql);
     await h.fdb.client(a).execute("CREATE TABLE secrets (v TEXT)");
     await h.fdb.client(a).execute("INSERT INTO secrets VALUES ('a-only')");
-    const code = `export default async (req, { db }) => { const [r] = await db.query("SELECT v FROM secrets"); return r.error ? { error: r.error } : { rows: r.rows }; }`;
+    const code = `export default async (req, { db }) => { const r = await db.query("SELECT v FROM secrets"); return r.error ? { error: r.error } : { rows: r.values }; }`;
     await deployHttp(h, a, "peek", code);
     await deployHttp(h, b, "peek", code);
     expect(JSON.parse(dec.decode((await call("peek", {}, consumerOfApp(a))).body))).toEqual({ rows: [["a-only"]] });

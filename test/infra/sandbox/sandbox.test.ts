@@ -72,14 +72,14 @@ describe("sandbox", () => {
     const t = target(`export default async function (req, { db }) {
       await db.batch([{ sql: "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, body TEXT)" },
                       { sql: "INSERT INTO notes (body) VALUES (?)", params: [req.body.text] }], { transaction: true });
-      const [r] = await db.query("SELECT body FROM notes WHERE body = ?", [req.body.text]);
+      const r = await db.query("SELECT body FROM notes WHERE body = ?", [req.body.text]);
       let failed = null;
       try { await db.query(42); } catch (e) { failed = e.code; }
-      return { rows: r.rows, columns: r.columns, failed };
+      return { rows: r.rows, columns: r.columns, values: r.values, failed };
     }`, { appId: 11 });
     const r = await sandbox.run(t, input({ req: { body: { text: "hi" } } }));
     expect(r.outcome).toBe("ok");
-    expect(JSON.parse(r.response!.body)).toEqual({ rows: [["hi"]], columns: ["body"], failed: "validation_failed" });
+    expect(JSON.parse(r.response!.body)).toEqual({ rows: [{ body: "hi" }], columns: ["body"], values: [["hi"]], failed: "validation_failed" });
     // Written to the app's own database, not another one.
     const own = await fdb.client(11).execute("SELECT count(*) AS n FROM notes");
     expect(Number(own.rows[0]!.n)).toBe(1);
@@ -184,7 +184,7 @@ describe("sandbox", () => {
   });
 
   it("runs many invocations of one function in parallel with independent results", async () => {
-    const t = target(`export default async (req, { db }) => { const [r] = await db.query("SELECT ? * 2 AS v", [req.body.n]); return { n: req.body.n, v: r.rows[0][0] }; }`, { appId: 12 });
+    const t = target(`export default async (req, { db }) => { const { rows } = await db.query("SELECT ? * 2 AS v", [req.body.n]); return { n: req.body.n, v: rows[0].v }; }`, { appId: 12 });
     const results = await Promise.all(Array.from({ length: 60 }, (_, n) => sandbox.run(t, input({ req: { body: { n } } }))));
     results.forEach((r, n) => {
       expect(r.outcome).toBe("ok");

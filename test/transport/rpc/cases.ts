@@ -94,6 +94,14 @@ const freshType = async (p: Prep) => {
   await p.admin("/pulsebase.admin.v1.CmsService/CreateContentType", { appId: p.fx.scratchAppId, contentType: { slug: `fresh${p.n}`, name: "Fresh", fields: [{ name: "title", type: "text" }] } });
   return { slug: `fresh${p.n}` };
 };
+/** A fresh app of the scratch team with a linked database holding table t (id INTEGER PRIMARY KEY, v TEXT) and its row 1. */
+const freshTable = async (p: Prep) => {
+  const { appId } = await freshApp(p);
+  const { dbId } = await freshDb(p);
+  await p.admin("/pulsebase.admin.v1.DatabaseService/LinkDatabase", { databaseId: dbId, appId });
+  await p.admin("/pulsebase.admin.v1.SqlService/RunSql", { appId, sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT); INSERT INTO t (id, v) VALUES (1, 'first')" });
+  return { appId };
+};
 /** A team whose owner and one more member are new users; the member is `userId`. */
 const freshTeam = async (p: Prep) => {
   const user = async (who: string) => String((await p.admin("/pulsebase.admin.v1.IdentityService/CreateUser", { name: who, email: `${who}${p.n}@example.org` })).id);
@@ -297,6 +305,8 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
 
   "pulsebase.admin.v1.AnalyticsService/ListEvents": op([ok((fx) => ({ filter: { appId: fx.appId } })), err("invalid", "invalid_argument", (fx) => ({ filter: { appId: fx.appId, pageSize: 100000 } }))]),
   "pulsebase.admin.v1.AnalyticsService/GetEvent": op([ok((fx) => ({ id: fx.eventId })), err("not-found", "not_found", () => ({ id: NO_ID }))]),
+  "pulsebase.admin.v1.AnalyticsService/GetEventBreakdown": op([ok((fx) => ({ eventId: fx.eventId, from: "2020-01-01T00:00:00Z", to: "2020-01-03T00:00:00Z" })), err("invalid", undefined, (fx) => ({ eventId: fx.eventId }))]),
+  "pulsebase.admin.v1.OverviewService/GetOverview": op([ok((fx) => ({ teamId: fx.quietTeamId })), err("not-found", undefined, () => ({ teamId: NO_ID }))]),
   "pulsebase.admin.v1.AnalyticsService/GetEventDailyCounts": op([ok((fx) => ({ eventId: fx.eventId, from: "2020-01-01T00:00:00Z", to: "2020-01-03T00:00:00Z" })), err("not-found", undefined, () => ({ eventId: NO_ID }))]),
   "pulsebase.admin.v1.AnalyticsService/ListLogs": op([ok((fx) => ({ filter: { appId: fx.appId } }))]),
   "pulsebase.admin.v1.AnalyticsService/GetLog": op([ok((fx) => ({ id: fx.logId })), err("not-found", "not_found", () => ({ id: NO_ID }))]),
@@ -415,6 +425,12 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
     ok((fx) => ({ functionId: fx.scratchFnId, cron: "0 3 * * *", timezone: "Europe/Berlin", missedTicks: "skip", enabled: false })),
     err("invalid", "invalid_argument", (fx) => ({ functionId: fx.scratchFnId, cron: "every day", timezone: "Mars/Olympus" })),
   ]),
+  "pulsebase.admin.v1.FunctionService/UpdateScheduleTrigger": op([
+    // The fixture's own values (it stays disabled), so every answer is the same.
+    ok((fx) => ({ triggerId: fx.scheduleTriggerId, cron: "0 4 * * *", timezone: "UTC", missedTicks: "skip" })),
+    err("invalid", "invalid_argument", (fx) => ({ triggerId: fx.scheduleTriggerId, cron: "every day", timezone: "Mars/Olympus" })),
+    err("not-found", "not_found", () => ({ triggerId: NO_ID, cron: "0 4 * * *" })),
+  ]),
   "pulsebase.admin.v1.FunctionService/RotateTriggerSecret": op([ok((_fx, x) => ({ triggerId: x.triggerId!, signingSecret: "whsec_fedcba9876543210" }), freshTrigger), err("not-found", "not_found", () => ({ triggerId: NO_ID }))]),
   "pulsebase.admin.v1.FunctionService/ListScheduleRuns": op([ok((fx) => ({ triggerId: fx.scheduleTriggerId, pageSize: 5 })), err("not-found", undefined, () => ({ triggerId: NO_ID }))]),
   "pulsebase.admin.v1.FunctionService/SetTriggerEnabled": op([ok((_fx, x) => ({ triggerId: x.triggerId!, enabled: false }), freshTrigger), err("not-found", "not_found", () => ({ triggerId: NO_ID, enabled: true }))]),
@@ -470,4 +486,27 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
   ]),
   "pulsebase.admin.v1.SqlService/GetSchema": op([ok((fx) => ({ appId: fx.appId }))]),
   "pulsebase.admin.v1.SqlService/BrowseTable": op([ok((fx) => ({ appId: fx.appId, table: "items", pageSize: 10 })), err("not-found", undefined, (fx) => ({ appId: fx.appId, table: "nope" }))]),
+  "pulsebase.admin.v1.SqlService/ReadSqlPage": op([
+    ok((fx, x) => ({ appId: fx.appId, sql: "SELECT id FROM items ORDER BY id", pageToken: x.token!, pageSize: 2 }), async (p) => ({
+      token: String(((await p.admin("/pulsebase.admin.v1.SqlService/RunSql", { appId: p.fx.appId, sql: "SELECT id FROM items ORDER BY id", pageSize: 2 })).results as { nextPageToken: string }[])[0]!.nextPageToken),
+    })),
+    err("bad-token", "invalid_argument", (fx) => ({ appId: fx.appId, sql: "SELECT 1", pageToken: "garbage!" })),
+  ]),
+  "pulsebase.admin.v1.SqlService/InsertRow": op([
+    heavy(ok((_fx, x) => ({ appId: x.appId!, table: "t", values: { v: "inserted" } }), freshTable)),
+    err("no-column", "invalid_argument", (fx) => ({ appId: fx.appId, table: "items", values: { nope: 1 } })),
+  ]),
+  "pulsebase.admin.v1.SqlService/UpdateRow": op([
+    heavy(ok((_fx, x) => ({ appId: x.appId!, table: "t", key: { id: 1 }, values: { v: "changed" } }), freshTable)),
+    err("bad-key", "invalid_argument", (fx) => ({ appId: fx.appId, table: "items", key: { name: "x" }, values: { name: "y" } })),
+  ]),
+  "pulsebase.admin.v1.SqlService/DeleteRow": op([
+    heavy(ok((_fx, x) => ({ appId: x.appId!, table: "t", key: { id: 1 } }), freshTable)),
+    err("not-found", "not_found", (fx) => ({ appId: fx.appId, table: "nope", key: { id: 1 } })),
+  ]),
+  // The operator token has no account, so no history or saved queries (console sessions do: test/capabilities/database/sql-editor-data.test.ts).
+  "pulsebase.admin.v1.SqlService/ListSqlHistory": op([err("operator-token", "failed_precondition", (fx) => ({ appId: fx.appId }))]),
+  "pulsebase.admin.v1.SqlService/ListSavedQueries": op([err("operator-token", "failed_precondition", (fx) => ({ appId: fx.appId }))]),
+  "pulsebase.admin.v1.SqlService/SaveQuery": op([err("operator-token", "failed_precondition", (fx) => ({ appId: fx.appId, name: "q", sql: "SELECT 1" }))]),
+  "pulsebase.admin.v1.SqlService/DeleteSavedQuery": op([err("operator-token", "failed_precondition", (fx) => ({ appId: fx.appId, id: "1" }))]),
 };

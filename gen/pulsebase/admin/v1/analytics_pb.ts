@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pulsebase/admin/v1/analytics.proto.
  */
 export const file_pulsebase_admin_v1_analytics: GenFile = /*@__PURE__*/
-  fileDesc("CiJwdWxzZWJhc2UvYWRtaW4vdjEvYW5hbHl0aWNzLnByb3RvEhJwdWxzZWJhc2UuYWRtaW4udjEirgEKD0V2ZW50RGF0YVJlY29yZBIKCgJpZBgBIAEoCRILCgNrZXkYAiABKAkSDQoFdmFsdWUYAyABKAkSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLb2NjdXJyZW5jZXMYBiABKAMi+wEKC0V2ZW50UmVjb3JkEgoKAmlkGAEgASgDEg4KBmFwcF9pZBgCIAEoAxIMCgRuYW1lGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKCmV2ZW50X2RhdGEYBiADKAsyIy5wdWxzZWJhc2UuYWRtaW4udjEuRXZlbnREYXRhUmVjb3JkEhQKDHVuaXF1ZV91c2VycxgHIAEoAxITCgtvY2N1cnJlbmNlcxgIIAEoAyKuAQoPQW5hbHl0aWNzRmlsdGVyEhQKBmFwcF9pZBgBIAEoA0IEmLUYAhIMCgRuYW1lGAIgASgJEigKBGZyb20YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiYKAnRvGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYBSABKAUSEgoKcGFnZV90b2tlbhgGIAEoCSJIChFMaXN0RXZlbnRzUmVxdWVzdBIzCgZmaWx0ZXIYASABKAsyIy5wdWxzZWJhc2UuYWRtaW4udjEuQW5hbHl0aWNzRmlsdGVyIl4KEkxpc3RFdmVudHNSZXNwb25zZRIvCgZldmVudHMYASADKAsyHy5wdWxzZWJhc2UuYWRtaW4udjEuRXZlbnRSZWNvcmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiMKD0dldEV2ZW50UmVxdWVzdBIQCgJpZBgBIAEoA0IEmLUYBiKGAQoaR2V0RXZlbnREYWlseUNvdW50c1JlcXVlc3QSFgoIZXZlbnRfaWQYASABKANCBJi1GAYSKAoEZnJvbRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoCdG8YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkQKCkRhaWx5Q291bnQSCwoDZGF5GAEgASgJEhMKC29jY3VycmVuY2VzGAIgASgDEhQKDHVuaXF1ZV91c2VycxgDIAEoAyJLChtHZXRFdmVudERhaWx5Q291bnRzUmVzcG9uc2USLAoEZGF5cxgBIAMoCzIeLnB1bHNlYmFzZS5hZG1pbi52MS5EYWlseUNvdW50Iv0CCglMb2dSZWNvcmQSCgoCaWQYASABKAMSDgoGYXBwX2lkGAIgASgDEgwKBGhhc2gYAyABKAkSFAoMYXBwX3ZlcnNpb25zGAQgASgJEhsKCWNsYXNzX2ZxbhgFIAEoCVIIY2xhc3NGUU4SKAoHY29udGV4dBgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoJZmlsZV9uYW1lGAcgASgJEhMKC2xpbmVfbnVtYmVyGAggASgDEjAKDGxhc3Rfc2Vlbl9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHbWVzc2FnZRgKIAEoCRITCgtzdGFja190cmFjZRgLIAEoCRIMCgR0eXBlGAwgASgJEhMKC29jY3VycmVuY2VzGA0gASgDEhYKDnVzZXJzX2FmZmVjdGVkGA4gASgDEi4KCmNyZWF0ZWRfYXQYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlQKD0xpc3RMb2dzUmVxdWVzdBIzCgZmaWx0ZXIYASABKAsyIy5wdWxzZWJhc2UuYWRtaW4udjEuQW5hbHl0aWNzRmlsdGVyEgwKBHR5cGUYAiABKAkiWAoQTGlzdExvZ3NSZXNwb25zZRIrCgRsb2dzGAEgAygLMh0ucHVsc2ViYXNlLmFkbWluLnYxLkxvZ1JlY29yZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIQoNR2V0TG9nUmVxdWVzdBIQCgJpZBgBIAEoA0IEmLUYByLJAgoNTG9nT2NjdXJyZW5jZRIKCgJpZBgBIAEoAxIOCgZsb2dfaWQYAiABKAMSEwoLY29uc3VtZXJfaWQYAyABKAMSEgoKc2Vzc2lvbl9pZBgEIAEoAxIPCgd1c2VyX2lkGAUgASgJEhMKC2FwcF92ZXJzaW9uGAYgASgJEhMKC3N0YWNrX3RyYWNlGAcgASgJEhEKCWZpbGVfbmFtZRgIIAEoCRITCgtsaW5lX251bWJlchgJIAEoAxIoCgdjb250ZXh0GAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCgpjcmVhdGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2CgphdHRhY2htZW50GAwgASgLMiIucHVsc2ViYXNlLmFkbWluLnYxLkF0dGFjaG1lbnRJbmZvIkYKDkF0dGFjaG1lbnRJbmZvEhAKCGZpbGVuYW1lGAEgASgJEhQKDGNvbnRlbnRfdHlwZRgCIAEoCRIMCgRzaXplGAMgASgDIqoBChlMaXN0TG9nT2NjdXJyZW5jZXNSZXF1ZXN0EhQKBmxvZ19pZBgBIAEoA0IEmLUYBxIoCgRmcm9tGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCgJ0bxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkibQoaTGlzdExvZ09jY3VycmVuY2VzUmVzcG9uc2USNgoLb2NjdXJyZW5jZXMYASADKAsyIS5wdWxzZWJhc2UuYWRtaW4udjEuTG9nT2NjdXJyZW5jZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNgoXR2V0TG9nQXR0YWNobWVudFJlcXVlc3QSGwoNb2NjdXJyZW5jZV9pZBgBIAEoA0IEmLUYCCJFCg1Mb2dBdHRhY2htZW50EhAKCGZpbGVuYW1lGAEgASgJEhQKDGNvbnRlbnRfdHlwZRgCIAEoCRIMCgRkYXRhGAMgASgMIrMBChBCcmVhZGNydW1iUmVjb3JkEgoKAmlkGAEgASgDEg4KBmFwcF9pZBgCIAEoAxIMCgRuYW1lGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGxhc3Rfc2Vlbl9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLb2NjdXJyZW5jZXMYBiABKAMiTQoWTGlzdEJyZWFkY3J1bWJzUmVxdWVzdBIzCgZmaWx0ZXIYASABKAsyIy5wdWxzZWJhc2UuYWRtaW4udjEuQW5hbHl0aWNzRmlsdGVyIm0KF0xpc3RCcmVhZGNydW1ic1Jlc3BvbnNlEjkKC2JyZWFkY3J1bWJzGAEgAygLMiQucHVsc2ViYXNlLmFkbWluLnYxLkJyZWFkY3J1bWJSZWNvcmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIpIBChRCcmVhZGNydW1iT2NjdXJyZW5jZRIKCgJpZBgBIAEoAxIVCg1icmVhZGNydW1iX2lkGAIgASgDEhMKC2NvbnN1bWVyX2lkGAMgASgDEhIKCnNlc3Npb25faWQYBCABKAMSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiuAEKIExpc3RCcmVhZGNydW1iT2NjdXJyZW5jZXNSZXF1ZXN0EhsKDWJyZWFkY3J1bWJfaWQYASABKANCBJi1GAkSKAoEZnJvbRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoCdG8YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJInsKIUxpc3RCcmVhZGNydW1iT2NjdXJyZW5jZXNSZXNwb25zZRI9CgtvY2N1cnJlbmNlcxgBIAMoCzIoLnB1bHNlYmFzZS5hZG1pbi52MS5CcmVhZGNydW1iT2NjdXJyZW5jZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiFgoUR2V0UXVldWVTdGF0c1JlcXVlc3QiUwoKUXVldWVTdGF0cxIPCgdiYWNrZW5kGAEgASgJEgsKA2xhZxgCIAEoAxIRCglpbl9mbGlnaHQYAyABKAMSFAoMZGVhZF9sZXR0ZXJzGAQgASgDIrsBCgpEZWFkTGV0dGVyEgoKAmlkGAEgASgJEgwKBGtpbmQYAiABKAkSDgoGYXBwX2lkGAMgASgDEhMKC2NvbnN1bWVyX2lkGAQgASgDEhIKCml0ZW1fY291bnQYBSABKAUSEAoIYXR0ZW1wdHMYBiABKAUSEgoKbGFzdF9lcnJvchgHIAEoCRI0ChBkZWFkX2xldHRlcmVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI/ChZMaXN0RGVhZExldHRlcnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJImgKF0xpc3REZWFkTGV0dGVyc1Jlc3BvbnNlEjQKDGRlYWRfbGV0dGVycxgBIAMoCzIeLnB1bHNlYmFzZS5hZG1pbi52MS5EZWFkTGV0dGVyEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSInChhSZXBsYXlEZWFkTGV0dGVyc1JlcXVlc3QSCwoDaWRzGAEgAygJIi0KGVJlcGxheURlYWRMZXR0ZXJzUmVzcG9uc2USEAoIcmVwbGF5ZWQYASABKAUysQoKEEFuYWx5dGljc1NlcnZpY2USYQoKTGlzdEV2ZW50cxIlLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0RXZlbnRzUmVxdWVzdBomLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0RXZlbnRzUmVzcG9uc2UiBNC7GAISVgoIR2V0RXZlbnQSIy5wdWxzZWJhc2UuYWRtaW4udjEuR2V0RXZlbnRSZXF1ZXN0Gh8ucHVsc2ViYXNlLmFkbWluLnYxLkV2ZW50UmVjb3JkIgTQuxgCEnwKE0dldEV2ZW50RGFpbHlDb3VudHMSLi5wdWxzZWJhc2UuYWRtaW4udjEuR2V0RXZlbnREYWlseUNvdW50c1JlcXVlc3QaLy5wdWxzZWJhc2UuYWRtaW4udjEuR2V0RXZlbnREYWlseUNvdW50c1Jlc3BvbnNlIgTQuxgCElsKCExpc3RMb2dzEiMucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RMb2dzUmVxdWVzdBokLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0TG9nc1Jlc3BvbnNlIgTQuxgCElAKBkdldExvZxIhLnB1bHNlYmFzZS5hZG1pbi52MS5HZXRMb2dSZXF1ZXN0Gh0ucHVsc2ViYXNlLmFkbWluLnYxLkxvZ1JlY29yZCIE0LsYAhJ5ChJMaXN0TG9nT2NjdXJyZW5jZXMSLS5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdExvZ09jY3VycmVuY2VzUmVxdWVzdBouLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0TG9nT2NjdXJyZW5jZXNSZXNwb25zZSIE0LsYAhJoChBHZXRMb2dBdHRhY2htZW50EisucHVsc2ViYXNlLmFkbWluLnYxLkdldExvZ0F0dGFjaG1lbnRSZXF1ZXN0GiEucHVsc2ViYXNlLmFkbWluLnYxLkxvZ0F0dGFjaG1lbnQiBNC7GAIScAoPTGlzdEJyZWFkY3J1bWJzEioucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RCcmVhZGNydW1ic1JlcXVlc3QaKy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEJyZWFkY3J1bWJzUmVzcG9uc2UiBNC7GAISjgEKGUxpc3RCcmVhZGNydW1iT2NjdXJyZW5jZXMSNC5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEJyZWFkY3J1bWJPY2N1cnJlbmNlc1JlcXVlc3QaNS5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEJyZWFkY3J1bWJPY2N1cnJlbmNlc1Jlc3BvbnNlIgTQuxgCEl8KDUdldFF1ZXVlU3RhdHMSKC5wdWxzZWJhc2UuYWRtaW4udjEuR2V0UXVldWVTdGF0c1JlcXVlc3QaHi5wdWxzZWJhc2UuYWRtaW4udjEuUXVldWVTdGF0cyIE0LsYAhJwCg9MaXN0RGVhZExldHRlcnMSKi5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdERlYWRMZXR0ZXJzUmVxdWVzdBorLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0RGVhZExldHRlcnNSZXNwb25zZSIE0LsYBRJ6ChFSZXBsYXlEZWFkTGV0dGVycxIsLnB1bHNlYmFzZS5hZG1pbi52MS5SZXBsYXlEZWFkTGV0dGVyc1JlcXVlc3QaLS5wdWxzZWJhc2UuYWRtaW4udjEuUmVwbGF5RGVhZExldHRlcnNSZXNwb25zZSII0LsYBdi7GAFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_pulsebase_common_v1_options]);
+  fileDesc("CiJwdWxzZWJhc2UvYWRtaW4vdjEvYW5hbHl0aWNzLnByb3RvEhJwdWxzZWJhc2UuYWRtaW4udjEirgEKD0V2ZW50RGF0YVJlY29yZBIKCgJpZBgBIAEoCRILCgNrZXkYAiABKAkSDQoFdmFsdWUYAyABKAkSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLb2NjdXJyZW5jZXMYBiABKAMi+wEKC0V2ZW50UmVjb3JkEgoKAmlkGAEgASgDEg4KBmFwcF9pZBgCIAEoAxIMCgRuYW1lGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKCmV2ZW50X2RhdGEYBiADKAsyIy5wdWxzZWJhc2UuYWRtaW4udjEuRXZlbnREYXRhUmVjb3JkEhQKDHVuaXF1ZV91c2VycxgHIAEoAxITCgtvY2N1cnJlbmNlcxgIIAEoAyKuAQoPQW5hbHl0aWNzRmlsdGVyEhQKBmFwcF9pZBgBIAEoA0IEmLUYAhIMCgRuYW1lGAIgASgJEigKBGZyb20YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiYKAnRvGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYBSABKAUSEgoKcGFnZV90b2tlbhgGIAEoCSJIChFMaXN0RXZlbnRzUmVxdWVzdBIzCgZmaWx0ZXIYASABKAsyIy5wdWxzZWJhc2UuYWRtaW4udjEuQW5hbHl0aWNzRmlsdGVyIl4KEkxpc3RFdmVudHNSZXNwb25zZRIvCgZldmVudHMYASADKAsyHy5wdWxzZWJhc2UuYWRtaW4udjEuRXZlbnRSZWNvcmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiMKD0dldEV2ZW50UmVxdWVzdBIQCgJpZBgBIAEoA0IEmLUYBiKGAQoaR2V0RXZlbnREYWlseUNvdW50c1JlcXVlc3QSFgoIZXZlbnRfaWQYASABKANCBJi1GAYSKAoEZnJvbRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoCdG8YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkQKCkRhaWx5Q291bnQSCwoDZGF5GAEgASgJEhMKC29jY3VycmVuY2VzGAIgASgDEhQKDHVuaXF1ZV91c2VycxgDIAEoAyJLChtHZXRFdmVudERhaWx5Q291bnRzUmVzcG9uc2USLAoEZGF5cxgBIAMoCzIeLnB1bHNlYmFzZS5hZG1pbi52MS5EYWlseUNvdW50IoQBChhHZXRFdmVudEJyZWFrZG93blJlcXVlc3QSFgoIZXZlbnRfaWQYASABKANCBJi1GAYSKAoEZnJvbRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoCdG8YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkEKDkJyZWFrZG93blZhbHVlEgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCRITCgtvY2N1cnJlbmNlcxgDIAEoAyJxChlHZXRFdmVudEJyZWFrZG93blJlc3BvbnNlEjIKBnZhbHVlcxgBIAMoCzIiLnB1bHNlYmFzZS5hZG1pbi52MS5CcmVha2Rvd25WYWx1ZRINCgV0b3RhbBgCIAEoAxIRCgl0cnVuY2F0ZWQYAyABKAgi/QIKCUxvZ1JlY29yZBIKCgJpZBgBIAEoAxIOCgZhcHBfaWQYAiABKAMSDAoEaGFzaBgDIAEoCRIUCgxhcHBfdmVyc2lvbnMYBCABKAkSGwoJY2xhc3NfZnFuGAUgASgJUghjbGFzc0ZRThIoCgdjb250ZXh0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIRCglmaWxlX25hbWUYByABKAkSEwoLbGluZV9udW1iZXIYCCABKAMSMAoMbGFzdF9zZWVuX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdtZXNzYWdlGAogASgJEhMKC3N0YWNrX3RyYWNlGAsgASgJEgwKBHR5cGUYDCABKAkSEwoLb2NjdXJyZW5jZXMYDSABKAMSFgoOdXNlcnNfYWZmZWN0ZWQYDiABKAMSLgoKY3JlYXRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiVAoPTGlzdExvZ3NSZXF1ZXN0EjMKBmZpbHRlchgBIAEoCzIjLnB1bHNlYmFzZS5hZG1pbi52MS5BbmFseXRpY3NGaWx0ZXISDAoEdHlwZRgCIAEoCSJYChBMaXN0TG9nc1Jlc3BvbnNlEisKBGxvZ3MYASADKAsyHS5wdWxzZWJhc2UuYWRtaW4udjEuTG9nUmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIhCg1HZXRMb2dSZXF1ZXN0EhAKAmlkGAEgASgDQgSYtRgHIskCCg1Mb2dPY2N1cnJlbmNlEgoKAmlkGAEgASgDEg4KBmxvZ19pZBgCIAEoAxITCgtjb25zdW1lcl9pZBgDIAEoAxISCgpzZXNzaW9uX2lkGAQgASgDEg8KB3VzZXJfaWQYBSABKAkSEwoLYXBwX3ZlcnNpb24YBiABKAkSEwoLc3RhY2tfdHJhY2UYByABKAkSEQoJZmlsZV9uYW1lGAggASgJEhMKC2xpbmVfbnVtYmVyGAkgASgDEigKB2NvbnRleHQYCiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KCmNyZWF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjYKCmF0dGFjaG1lbnQYDCABKAsyIi5wdWxzZWJhc2UuYWRtaW4udjEuQXR0YWNobWVudEluZm8iRgoOQXR0YWNobWVudEluZm8SEAoIZmlsZW5hbWUYASABKAkSFAoMY29udGVudF90eXBlGAIgASgJEgwKBHNpemUYAyABKAMiqgEKGUxpc3RMb2dPY2N1cnJlbmNlc1JlcXVlc3QSFAoGbG9nX2lkGAEgASgDQgSYtRgHEigKBGZyb20YAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiYKAnRvGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYBCABKAUSEgoKcGFnZV90b2tlbhgFIAEoCSJtChpMaXN0TG9nT2NjdXJyZW5jZXNSZXNwb25zZRI2CgtvY2N1cnJlbmNlcxgBIAMoCzIhLnB1bHNlYmFzZS5hZG1pbi52MS5Mb2dPY2N1cnJlbmNlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI2ChdHZXRMb2dBdHRhY2htZW50UmVxdWVzdBIbCg1vY2N1cnJlbmNlX2lkGAEgASgDQgSYtRgIIkUKDUxvZ0F0dGFjaG1lbnQSEAoIZmlsZW5hbWUYASABKAkSFAoMY29udGVudF90eXBlGAIgASgJEgwKBGRhdGEYAyABKAwiswEKEEJyZWFkY3J1bWJSZWNvcmQSCgoCaWQYASABKAMSDgoGYXBwX2lkGAIgASgDEgwKBG5hbWUYAyABKAkSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMbGFzdF9zZWVuX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtvY2N1cnJlbmNlcxgGIAEoAyJNChZMaXN0QnJlYWRjcnVtYnNSZXF1ZXN0EjMKBmZpbHRlchgBIAEoCzIjLnB1bHNlYmFzZS5hZG1pbi52MS5BbmFseXRpY3NGaWx0ZXIibQoXTGlzdEJyZWFkY3J1bWJzUmVzcG9uc2USOQoLYnJlYWRjcnVtYnMYASADKAsyJC5wdWxzZWJhc2UuYWRtaW4udjEuQnJlYWRjcnVtYlJlY29yZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkikgEKFEJyZWFkY3J1bWJPY2N1cnJlbmNlEgoKAmlkGAEgASgDEhUKDWJyZWFkY3J1bWJfaWQYAiABKAMSEwoLY29uc3VtZXJfaWQYAyABKAMSEgoKc2Vzc2lvbl9pZBgEIAEoAxIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK4AQogTGlzdEJyZWFkY3J1bWJPY2N1cnJlbmNlc1JlcXVlc3QSGwoNYnJlYWRjcnVtYl9pZBgBIAEoA0IEmLUYCRIoCgRmcm9tGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCgJ0bxgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkiewohTGlzdEJyZWFkY3J1bWJPY2N1cnJlbmNlc1Jlc3BvbnNlEj0KC29jY3VycmVuY2VzGAEgAygLMigucHVsc2ViYXNlLmFkbWluLnYxLkJyZWFkY3J1bWJPY2N1cnJlbmNlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIWChRHZXRRdWV1ZVN0YXRzUmVxdWVzdCJTCgpRdWV1ZVN0YXRzEg8KB2JhY2tlbmQYASABKAkSCwoDbGFnGAIgASgDEhEKCWluX2ZsaWdodBgDIAEoAxIUCgxkZWFkX2xldHRlcnMYBCABKAMiuwEKCkRlYWRMZXR0ZXISCgoCaWQYASABKAkSDAoEa2luZBgCIAEoCRIOCgZhcHBfaWQYAyABKAMSEwoLY29uc3VtZXJfaWQYBCABKAMSEgoKaXRlbV9jb3VudBgFIAEoBRIQCghhdHRlbXB0cxgGIAEoBRISCgpsYXN0X2Vycm9yGAcgASgJEjQKEGRlYWRfbGV0dGVyZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIj8KFkxpc3REZWFkTGV0dGVyc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiaAoXTGlzdERlYWRMZXR0ZXJzUmVzcG9uc2USNAoMZGVhZF9sZXR0ZXJzGAEgAygLMh4ucHVsc2ViYXNlLmFkbWluLnYxLkRlYWRMZXR0ZXISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIicKGFJlcGxheURlYWRMZXR0ZXJzUmVxdWVzdBILCgNpZHMYASADKAkiLQoZUmVwbGF5RGVhZExldHRlcnNSZXNwb25zZRIQCghyZXBsYXllZBgBIAEoBTKpCwoQQW5hbHl0aWNzU2VydmljZRJhCgpMaXN0RXZlbnRzEiUucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RFdmVudHNSZXF1ZXN0GiYucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RFdmVudHNSZXNwb25zZSIE0LsYAhJWCghHZXRFdmVudBIjLnB1bHNlYmFzZS5hZG1pbi52MS5HZXRFdmVudFJlcXVlc3QaHy5wdWxzZWJhc2UuYWRtaW4udjEuRXZlbnRSZWNvcmQiBNC7GAISfAoTR2V0RXZlbnREYWlseUNvdW50cxIuLnB1bHNlYmFzZS5hZG1pbi52MS5HZXRFdmVudERhaWx5Q291bnRzUmVxdWVzdBovLnB1bHNlYmFzZS5hZG1pbi52MS5HZXRFdmVudERhaWx5Q291bnRzUmVzcG9uc2UiBNC7GAISdgoRR2V0RXZlbnRCcmVha2Rvd24SLC5wdWxzZWJhc2UuYWRtaW4udjEuR2V0RXZlbnRCcmVha2Rvd25SZXF1ZXN0Gi0ucHVsc2ViYXNlLmFkbWluLnYxLkdldEV2ZW50QnJlYWtkb3duUmVzcG9uc2UiBNC7GAISWwoITGlzdExvZ3MSIy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdExvZ3NSZXF1ZXN0GiQucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RMb2dzUmVzcG9uc2UiBNC7GAISUAoGR2V0TG9nEiEucHVsc2ViYXNlLmFkbWluLnYxLkdldExvZ1JlcXVlc3QaHS5wdWxzZWJhc2UuYWRtaW4udjEuTG9nUmVjb3JkIgTQuxgCEnkKEkxpc3RMb2dPY2N1cnJlbmNlcxItLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0TG9nT2NjdXJyZW5jZXNSZXF1ZXN0Gi4ucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RMb2dPY2N1cnJlbmNlc1Jlc3BvbnNlIgTQuxgCEmgKEEdldExvZ0F0dGFjaG1lbnQSKy5wdWxzZWJhc2UuYWRtaW4udjEuR2V0TG9nQXR0YWNobWVudFJlcXVlc3QaIS5wdWxzZWJhc2UuYWRtaW4udjEuTG9nQXR0YWNobWVudCIE0LsYAhJwCg9MaXN0QnJlYWRjcnVtYnMSKi5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdEJyZWFkY3J1bWJzUmVxdWVzdBorLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0QnJlYWRjcnVtYnNSZXNwb25zZSIE0LsYAhKOAQoZTGlzdEJyZWFkY3J1bWJPY2N1cnJlbmNlcxI0LnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0QnJlYWRjcnVtYk9jY3VycmVuY2VzUmVxdWVzdBo1LnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0QnJlYWRjcnVtYk9jY3VycmVuY2VzUmVzcG9uc2UiBNC7GAISXwoNR2V0UXVldWVTdGF0cxIoLnB1bHNlYmFzZS5hZG1pbi52MS5HZXRRdWV1ZVN0YXRzUmVxdWVzdBoeLnB1bHNlYmFzZS5hZG1pbi52MS5RdWV1ZVN0YXRzIgTQuxgCEnAKD0xpc3REZWFkTGV0dGVycxIqLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0RGVhZExldHRlcnNSZXF1ZXN0GisucHVsc2ViYXNlLmFkbWluLnYxLkxpc3REZWFkTGV0dGVyc1Jlc3BvbnNlIgTQuxgFEnoKEVJlcGxheURlYWRMZXR0ZXJzEiwucHVsc2ViYXNlLmFkbWluLnYxLlJlcGxheURlYWRMZXR0ZXJzUmVxdWVzdBotLnB1bHNlYmFzZS5hZG1pbi52MS5SZXBsYXlEZWFkTGV0dGVyc1Jlc3BvbnNlIgjQuxgF2LsYAWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_pulsebase_common_v1_options]);
 
 /**
  * @generated from message pulsebase.admin.v1.EventDataRecord
@@ -293,6 +293,96 @@ export const GetEventDailyCountsResponseSchema: GenMessage<GetEventDailyCountsRe
   messageDesc(file_pulsebase_admin_v1_analytics, 8);
 
 /**
+ * @generated from message pulsebase.admin.v1.GetEventBreakdownRequest
+ */
+export type GetEventBreakdownRequest = Message<"pulsebase.admin.v1.GetEventBreakdownRequest"> & {
+  /**
+   * @generated from field: int64 event_id = 1;
+   */
+  eventId: bigint;
+
+  /**
+   * Required; at most 366 days apart.
+   *
+   * @generated from field: google.protobuf.Timestamp from = 2;
+   */
+  from?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp to = 3;
+   */
+  to?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.GetEventBreakdownRequest.
+ * Use `create(GetEventBreakdownRequestSchema)` to create a new message.
+ */
+export const GetEventBreakdownRequestSchema: GenMessage<GetEventBreakdownRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_analytics, 9);
+
+/**
+ * @generated from message pulsebase.admin.v1.BreakdownValue
+ */
+export type BreakdownValue = Message<"pulsebase.admin.v1.BreakdownValue"> & {
+  /**
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * @generated from field: string value = 2;
+   */
+  value: string;
+
+  /**
+   * @generated from field: int64 occurrences = 3;
+   */
+  occurrences: bigint;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.BreakdownValue.
+ * Use `create(BreakdownValueSchema)` to create a new message.
+ */
+export const BreakdownValueSchema: GenMessage<BreakdownValue> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_analytics, 10);
+
+/**
+ * @generated from message pulsebase.admin.v1.GetEventBreakdownResponse
+ */
+export type GetEventBreakdownResponse = Message<"pulsebase.admin.v1.GetEventBreakdownResponse"> & {
+  /**
+   * Most frequent first, at most 50 values per key and 500 in all.
+   *
+   * @generated from field: repeated pulsebase.admin.v1.BreakdownValue values = 1;
+   */
+  values: BreakdownValue[];
+
+  /**
+   * Occurrences in the range (every one, with or without metadata).
+   *
+   * @generated from field: int64 total = 2;
+   */
+  total: bigint;
+
+  /**
+   * True when the range held more occurrences than are read (100,000, the
+   * newest): the counts are those of the newest ones.
+   *
+   * @generated from field: bool truncated = 3;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.GetEventBreakdownResponse.
+ * Use `create(GetEventBreakdownResponseSchema)` to create a new message.
+ */
+export const GetEventBreakdownResponseSchema: GenMessage<GetEventBreakdownResponse> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_analytics, 11);
+
+/**
  * @generated from message pulsebase.admin.v1.LogRecord
  */
 export type LogRecord = Message<"pulsebase.admin.v1.LogRecord"> & {
@@ -377,7 +467,7 @@ export type LogRecord = Message<"pulsebase.admin.v1.LogRecord"> & {
  * Use `create(LogRecordSchema)` to create a new message.
  */
 export const LogRecordSchema: GenMessage<LogRecord> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 9);
+  messageDesc(file_pulsebase_admin_v1_analytics, 12);
 
 /**
  * @generated from message pulsebase.admin.v1.ListLogsRequest
@@ -401,7 +491,7 @@ export type ListLogsRequest = Message<"pulsebase.admin.v1.ListLogsRequest"> & {
  * Use `create(ListLogsRequestSchema)` to create a new message.
  */
 export const ListLogsRequestSchema: GenMessage<ListLogsRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 10);
+  messageDesc(file_pulsebase_admin_v1_analytics, 13);
 
 /**
  * @generated from message pulsebase.admin.v1.ListLogsResponse
@@ -423,7 +513,7 @@ export type ListLogsResponse = Message<"pulsebase.admin.v1.ListLogsResponse"> & 
  * Use `create(ListLogsResponseSchema)` to create a new message.
  */
 export const ListLogsResponseSchema: GenMessage<ListLogsResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 11);
+  messageDesc(file_pulsebase_admin_v1_analytics, 14);
 
 /**
  * @generated from message pulsebase.admin.v1.GetLogRequest
@@ -440,7 +530,7 @@ export type GetLogRequest = Message<"pulsebase.admin.v1.GetLogRequest"> & {
  * Use `create(GetLogRequestSchema)` to create a new message.
  */
 export const GetLogRequestSchema: GenMessage<GetLogRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 12);
+  messageDesc(file_pulsebase_admin_v1_analytics, 15);
 
 /**
  * @generated from message pulsebase.admin.v1.LogOccurrence
@@ -514,7 +604,7 @@ export type LogOccurrence = Message<"pulsebase.admin.v1.LogOccurrence"> & {
  * Use `create(LogOccurrenceSchema)` to create a new message.
  */
 export const LogOccurrenceSchema: GenMessage<LogOccurrence> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 13);
+  messageDesc(file_pulsebase_admin_v1_analytics, 16);
 
 /**
  * @generated from message pulsebase.admin.v1.AttachmentInfo
@@ -541,7 +631,7 @@ export type AttachmentInfo = Message<"pulsebase.admin.v1.AttachmentInfo"> & {
  * Use `create(AttachmentInfoSchema)` to create a new message.
  */
 export const AttachmentInfoSchema: GenMessage<AttachmentInfo> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 14);
+  messageDesc(file_pulsebase_admin_v1_analytics, 17);
 
 /**
  * @generated from message pulsebase.admin.v1.ListLogOccurrencesRequest
@@ -578,7 +668,7 @@ export type ListLogOccurrencesRequest = Message<"pulsebase.admin.v1.ListLogOccur
  * Use `create(ListLogOccurrencesRequestSchema)` to create a new message.
  */
 export const ListLogOccurrencesRequestSchema: GenMessage<ListLogOccurrencesRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 15);
+  messageDesc(file_pulsebase_admin_v1_analytics, 18);
 
 /**
  * @generated from message pulsebase.admin.v1.ListLogOccurrencesResponse
@@ -600,7 +690,7 @@ export type ListLogOccurrencesResponse = Message<"pulsebase.admin.v1.ListLogOccu
  * Use `create(ListLogOccurrencesResponseSchema)` to create a new message.
  */
 export const ListLogOccurrencesResponseSchema: GenMessage<ListLogOccurrencesResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 16);
+  messageDesc(file_pulsebase_admin_v1_analytics, 19);
 
 /**
  * @generated from message pulsebase.admin.v1.GetLogAttachmentRequest
@@ -617,7 +707,7 @@ export type GetLogAttachmentRequest = Message<"pulsebase.admin.v1.GetLogAttachme
  * Use `create(GetLogAttachmentRequestSchema)` to create a new message.
  */
 export const GetLogAttachmentRequestSchema: GenMessage<GetLogAttachmentRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 17);
+  messageDesc(file_pulsebase_admin_v1_analytics, 20);
 
 /**
  * @generated from message pulsebase.admin.v1.LogAttachment
@@ -644,7 +734,7 @@ export type LogAttachment = Message<"pulsebase.admin.v1.LogAttachment"> & {
  * Use `create(LogAttachmentSchema)` to create a new message.
  */
 export const LogAttachmentSchema: GenMessage<LogAttachment> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 18);
+  messageDesc(file_pulsebase_admin_v1_analytics, 21);
 
 /**
  * @generated from message pulsebase.admin.v1.BreadcrumbRecord
@@ -686,7 +776,7 @@ export type BreadcrumbRecord = Message<"pulsebase.admin.v1.BreadcrumbRecord"> & 
  * Use `create(BreadcrumbRecordSchema)` to create a new message.
  */
 export const BreadcrumbRecordSchema: GenMessage<BreadcrumbRecord> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 19);
+  messageDesc(file_pulsebase_admin_v1_analytics, 22);
 
 /**
  * @generated from message pulsebase.admin.v1.ListBreadcrumbsRequest
@@ -703,7 +793,7 @@ export type ListBreadcrumbsRequest = Message<"pulsebase.admin.v1.ListBreadcrumbs
  * Use `create(ListBreadcrumbsRequestSchema)` to create a new message.
  */
 export const ListBreadcrumbsRequestSchema: GenMessage<ListBreadcrumbsRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 20);
+  messageDesc(file_pulsebase_admin_v1_analytics, 23);
 
 /**
  * @generated from message pulsebase.admin.v1.ListBreadcrumbsResponse
@@ -725,7 +815,7 @@ export type ListBreadcrumbsResponse = Message<"pulsebase.admin.v1.ListBreadcrumb
  * Use `create(ListBreadcrumbsResponseSchema)` to create a new message.
  */
 export const ListBreadcrumbsResponseSchema: GenMessage<ListBreadcrumbsResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 21);
+  messageDesc(file_pulsebase_admin_v1_analytics, 24);
 
 /**
  * @generated from message pulsebase.admin.v1.BreadcrumbOccurrence
@@ -764,7 +854,7 @@ export type BreadcrumbOccurrence = Message<"pulsebase.admin.v1.BreadcrumbOccurre
  * Use `create(BreadcrumbOccurrenceSchema)` to create a new message.
  */
 export const BreadcrumbOccurrenceSchema: GenMessage<BreadcrumbOccurrence> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 22);
+  messageDesc(file_pulsebase_admin_v1_analytics, 25);
 
 /**
  * @generated from message pulsebase.admin.v1.ListBreadcrumbOccurrencesRequest
@@ -801,7 +891,7 @@ export type ListBreadcrumbOccurrencesRequest = Message<"pulsebase.admin.v1.ListB
  * Use `create(ListBreadcrumbOccurrencesRequestSchema)` to create a new message.
  */
 export const ListBreadcrumbOccurrencesRequestSchema: GenMessage<ListBreadcrumbOccurrencesRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 23);
+  messageDesc(file_pulsebase_admin_v1_analytics, 26);
 
 /**
  * @generated from message pulsebase.admin.v1.ListBreadcrumbOccurrencesResponse
@@ -823,7 +913,7 @@ export type ListBreadcrumbOccurrencesResponse = Message<"pulsebase.admin.v1.List
  * Use `create(ListBreadcrumbOccurrencesResponseSchema)` to create a new message.
  */
 export const ListBreadcrumbOccurrencesResponseSchema: GenMessage<ListBreadcrumbOccurrencesResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 24);
+  messageDesc(file_pulsebase_admin_v1_analytics, 27);
 
 /**
  * @generated from message pulsebase.admin.v1.GetQueueStatsRequest
@@ -836,7 +926,7 @@ export type GetQueueStatsRequest = Message<"pulsebase.admin.v1.GetQueueStatsRequ
  * Use `create(GetQueueStatsRequestSchema)` to create a new message.
  */
 export const GetQueueStatsRequestSchema: GenMessage<GetQueueStatsRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 25);
+  messageDesc(file_pulsebase_admin_v1_analytics, 28);
 
 /**
  * @generated from message pulsebase.admin.v1.QueueStats
@@ -874,7 +964,7 @@ export type QueueStats = Message<"pulsebase.admin.v1.QueueStats"> & {
  * Use `create(QueueStatsSchema)` to create a new message.
  */
 export const QueueStatsSchema: GenMessage<QueueStats> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 26);
+  messageDesc(file_pulsebase_admin_v1_analytics, 29);
 
 /**
  * @generated from message pulsebase.admin.v1.DeadLetter
@@ -928,7 +1018,7 @@ export type DeadLetter = Message<"pulsebase.admin.v1.DeadLetter"> & {
  * Use `create(DeadLetterSchema)` to create a new message.
  */
 export const DeadLetterSchema: GenMessage<DeadLetter> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 27);
+  messageDesc(file_pulsebase_admin_v1_analytics, 30);
 
 /**
  * @generated from message pulsebase.admin.v1.ListDeadLettersRequest
@@ -950,7 +1040,7 @@ export type ListDeadLettersRequest = Message<"pulsebase.admin.v1.ListDeadLetters
  * Use `create(ListDeadLettersRequestSchema)` to create a new message.
  */
 export const ListDeadLettersRequestSchema: GenMessage<ListDeadLettersRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 28);
+  messageDesc(file_pulsebase_admin_v1_analytics, 31);
 
 /**
  * @generated from message pulsebase.admin.v1.ListDeadLettersResponse
@@ -972,7 +1062,7 @@ export type ListDeadLettersResponse = Message<"pulsebase.admin.v1.ListDeadLetter
  * Use `create(ListDeadLettersResponseSchema)` to create a new message.
  */
 export const ListDeadLettersResponseSchema: GenMessage<ListDeadLettersResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 29);
+  messageDesc(file_pulsebase_admin_v1_analytics, 32);
 
 /**
  * @generated from message pulsebase.admin.v1.ReplayDeadLettersRequest
@@ -989,7 +1079,7 @@ export type ReplayDeadLettersRequest = Message<"pulsebase.admin.v1.ReplayDeadLet
  * Use `create(ReplayDeadLettersRequestSchema)` to create a new message.
  */
 export const ReplayDeadLettersRequestSchema: GenMessage<ReplayDeadLettersRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 30);
+  messageDesc(file_pulsebase_admin_v1_analytics, 33);
 
 /**
  * @generated from message pulsebase.admin.v1.ReplayDeadLettersResponse
@@ -1006,7 +1096,7 @@ export type ReplayDeadLettersResponse = Message<"pulsebase.admin.v1.ReplayDeadLe
  * Use `create(ReplayDeadLettersResponseSchema)` to create a new message.
  */
 export const ReplayDeadLettersResponseSchema: GenMessage<ReplayDeadLettersResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_analytics, 31);
+  messageDesc(file_pulsebase_admin_v1_analytics, 34);
 
 /**
  * AnalyticsService is the operator read API over events, logs and
@@ -1042,6 +1132,18 @@ export const AnalyticsService: GenService<{
     methodKind: "unary";
     input: typeof GetEventDailyCountsRequestSchema;
     output: typeof GetEventDailyCountsResponseSchema;
+  },
+  /**
+   * The metadata breakdown of one event over [from, to): occurrences per
+   * (key, value) counted from the raw occurrences of the range (the
+   * event's event_data counts are all-time).
+   *
+   * @generated from rpc pulsebase.admin.v1.AnalyticsService.GetEventBreakdown
+   */
+  getEventBreakdown: {
+    methodKind: "unary";
+    input: typeof GetEventBreakdownRequestSchema;
+    output: typeof GetEventBreakdownResponseSchema;
   },
   /**
    * @generated from rpc pulsebase.admin.v1.AnalyticsService.ListLogs

@@ -4,16 +4,16 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { ListValue } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { ListValue, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import { file_pulsebase_common_v1_options } from "../../common/v1/options_pb.js";
-import type { Message } from "@bufbuild/protobuf";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file pulsebase/admin/v1/sql.proto.
  */
 export const file_pulsebase_admin_v1_sql: GenFile = /*@__PURE__*/
-  fileDesc("ChxwdWxzZWJhc2UvYWRtaW4vdjEvc3FsLnByb3RvEhJwdWxzZWJhc2UuYWRtaW4udjEiMgoNUnVuU3FsUmVxdWVzdBIUCgZhcHBfaWQYASABKANCBJi1GAISCwoDc3FsGAIgASgJIosBCglTcWxSZXN1bHQSDwoHY29sdW1ucxgBIAMoCRIoCgRyb3dzGAIgAygLMhouZ29vZ2xlLnByb3RvYnVmLkxpc3RWYWx1ZRIRCglyb3dzX3JlYWQYAyABKAMSFAoMcm93c193cml0dGVuGAQgASgDEg0KBWVycm9yGAUgASgJEgsKA3NxbBgGIAEoCSJVCg5SdW5TcWxSZXNwb25zZRIuCgdyZXN1bHRzGAEgAygLMh0ucHVsc2ViYXNlLmFkbWluLnYxLlNxbFJlc3VsdBITCgtkdXJhdGlvbl9tcxgCIAEoBSIoChBHZXRTY2hlbWFSZXF1ZXN0EhQKBmFwcF9pZBgBIAEoA0IEmLUYAiJmCgpDb2x1bW5JbmZvEgwKBG5hbWUYASABKAkSDAoEdHlwZRgCIAEoCRIQCghub3RfbnVsbBgDIAEoCBITCgtwcmltYXJ5X2tleRgEIAEoCBIVCg1kZWZhdWx0X3ZhbHVlGAUgASgJIjoKCUluZGV4SW5mbxIMCgRuYW1lGAEgASgJEg4KBnVuaXF1ZRgCIAEoCBIPCgdjb2x1bW5zGAMgAygJIpUBCglUYWJsZUluZm8SDAoEbmFtZRgBIAEoCRIMCgR0eXBlGAIgASgJEgsKA3NxbBgDIAEoCRIvCgdjb2x1bW5zGAQgAygLMh4ucHVsc2ViYXNlLmFkbWluLnYxLkNvbHVtbkluZm8SLgoHaW5kZXhlcxgFIAMoCzIdLnB1bHNlYmFzZS5hZG1pbi52MS5JbmRleEluZm8iQwoSRGF0YWJhc2VTY2hlbWFJbmZvEi0KBnRhYmxlcxgBIAMoCzIdLnB1bHNlYmFzZS5hZG1pbi52MS5UYWJsZUluZm8iXAoSQnJvd3NlVGFibGVSZXF1ZXN0EhQKBmFwcF9pZBgBIAEoA0IEmLUYAhINCgV0YWJsZRgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSDgoGb2Zmc2V0GAQgASgDImQKE0Jyb3dzZVRhYmxlUmVzcG9uc2USDwoHY29sdW1ucxgBIAMoCRIoCgRyb3dzGAIgAygLMhouZ29vZ2xlLnByb3RvYnVmLkxpc3RWYWx1ZRISCgp0b3RhbF9yb3dzGAMgASgDMq4CCgpTcWxTZXJ2aWNlElkKBlJ1blNxbBIhLnB1bHNlYmFzZS5hZG1pbi52MS5SdW5TcWxSZXF1ZXN0GiIucHVsc2ViYXNlLmFkbWluLnYxLlJ1blNxbFJlc3BvbnNlIgjQuxgD2LsYARJfCglHZXRTY2hlbWESJC5wdWxzZWJhc2UuYWRtaW4udjEuR2V0U2NoZW1hUmVxdWVzdBomLnB1bHNlYmFzZS5hZG1pbi52MS5EYXRhYmFzZVNjaGVtYUluZm8iBNC7GAISZAoLQnJvd3NlVGFibGUSJi5wdWxzZWJhc2UuYWRtaW4udjEuQnJvd3NlVGFibGVSZXF1ZXN0GicucHVsc2ViYXNlLmFkbWluLnYxLkJyb3dzZVRhYmxlUmVzcG9uc2UiBNC7GAJiBnByb3RvMw", [file_google_protobuf_struct, file_pulsebase_common_v1_options]);
+  fileDesc("ChxwdWxzZWJhc2UvYWRtaW4vdjEvc3FsLnByb3RvEhJwdWxzZWJhc2UuYWRtaW4udjEiRQoNUnVuU3FsUmVxdWVzdBIUCgZhcHBfaWQYASABKANCBJi1GAISCwoDc3FsGAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBSJeChJSZWFkU3FsUGFnZVJlcXVlc3QSFAoGYXBwX2lkGAEgASgDQgSYtRgCEgsKA3NxbBgCIAEoCRISCgpwYWdlX3Rva2VuGAMgASgJEhEKCXBhZ2Vfc2l6ZRgEIAEoBSKkAQoJU3FsUmVzdWx0Eg8KB2NvbHVtbnMYASADKAkSKAoEcm93cxgCIAMoCzIaLmdvb2dsZS5wcm90b2J1Zi5MaXN0VmFsdWUSEQoJcm93c19yZWFkGAMgASgDEhQKDHJvd3Nfd3JpdHRlbhgEIAEoAxINCgVlcnJvchgFIAEoCRILCgNzcWwYBiABKAkSFwoPbmV4dF9wYWdlX3Rva2VuGAcgASgJIlUKDlJ1blNxbFJlc3BvbnNlEi4KB3Jlc3VsdHMYASADKAsyHS5wdWxzZWJhc2UuYWRtaW4udjEuU3FsUmVzdWx0EhMKC2R1cmF0aW9uX21zGAIgASgFIigKEEdldFNjaGVtYVJlcXVlc3QSFAoGYXBwX2lkGAEgASgDQgSYtRgCImYKCkNvbHVtbkluZm8SDAoEbmFtZRgBIAEoCRIMCgR0eXBlGAIgASgJEhAKCG5vdF9udWxsGAMgASgIEhMKC3ByaW1hcnlfa2V5GAQgASgIEhUKDWRlZmF1bHRfdmFsdWUYBSABKAkiOgoJSW5kZXhJbmZvEgwKBG5hbWUYASABKAkSDgoGdW5pcXVlGAIgASgIEg8KB2NvbHVtbnMYAyADKAkilQEKCVRhYmxlSW5mbxIMCgRuYW1lGAEgASgJEgwKBHR5cGUYAiABKAkSCwoDc3FsGAMgASgJEi8KB2NvbHVtbnMYBCADKAsyHi5wdWxzZWJhc2UuYWRtaW4udjEuQ29sdW1uSW5mbxIuCgdpbmRleGVzGAUgAygLMh0ucHVsc2ViYXNlLmFkbWluLnYxLkluZGV4SW5mbyJDChJEYXRhYmFzZVNjaGVtYUluZm8SLQoGdGFibGVzGAEgAygLMh0ucHVsc2ViYXNlLmFkbWluLnYxLlRhYmxlSW5mbyLCAQoSQnJvd3NlVGFibGVSZXF1ZXN0EhQKBmFwcF9pZBgBIAEoA0IEmLUYAhINCgV0YWJsZRgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSDgoGb2Zmc2V0GAQgASgDEhAKCG9yZGVyX2J5GAUgASgJEhIKCmRlc2NlbmRpbmcYBiABKAgSLgoHZmlsdGVycxgHIAMoCzIdLnB1bHNlYmFzZS5hZG1pbi52MS5Sb3dGaWx0ZXISDgoGc2VhcmNoGAggASgJIjYKCVJvd0ZpbHRlchIOCgZjb2x1bW4YASABKAkSCgoCb3AYAiABKAkSDQoFdmFsdWUYAyABKAkitQEKE0Jyb3dzZVRhYmxlUmVzcG9uc2USDwoHY29sdW1ucxgBIAMoCRIoCgRyb3dzGAIgAygLMhouZ29vZ2xlLnByb3RvYnVmLkxpc3RWYWx1ZRISCgp0b3RhbF9yb3dzGAMgASgDEhMKC2tleV9jb2x1bW5zGAQgAygJEigKBGtleXMYBSADKAsyGi5nb29nbGUucHJvdG9idWYuTGlzdFZhbHVlEhAKCGVkaXRhYmxlGAYgASgIImAKEEluc2VydFJvd1JlcXVlc3QSFAoGYXBwX2lkGAEgASgDQgSYtRgCEg0KBXRhYmxlGAIgASgJEicKBnZhbHVlcxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QihgEKEFVwZGF0ZVJvd1JlcXVlc3QSFAoGYXBwX2lkGAEgASgDQgSYtRgCEg0KBXRhYmxlGAIgASgJEiQKA2tleRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJwoGdmFsdWVzGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJdChBEZWxldGVSb3dSZXF1ZXN0EhQKBmFwcF9pZBgBIAEoA0IEmLUYAhINCgV0YWJsZRgCIAEoCRIkCgNrZXkYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0ImcKCVJvd0NoYW5nZRIKCgJpZBgBIAEoAxIUCgxyb3dzX3dyaXR0ZW4YAiABKAMSDwoHY29sdW1ucxgDIAMoCRInCgNyb3cYBCABKAsyGi5nb29nbGUucHJvdG9idWYuTGlzdFZhbHVlIi0KFUxpc3RTcWxIaXN0b3J5UmVxdWVzdBIUCgZhcHBfaWQYASABKANCBJi1GAIiegoPU3FsSGlzdG9yeUVudHJ5EgoKAmlkGAEgASgDEgsKA3NxbBgCIAEoCRIqCgZyYW5fYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2R1cmF0aW9uX21zGAQgASgFEg0KBWVycm9yGAUgASgJIk4KFkxpc3RTcWxIaXN0b3J5UmVzcG9uc2USNAoHZW50cmllcxgBIAMoCzIjLnB1bHNlYmFzZS5hZG1pbi52MS5TcWxIaXN0b3J5RW50cnkiLwoXTGlzdFNhdmVkUXVlcmllc1JlcXVlc3QSFAoGYXBwX2lkGAEgASgDQgSYtRgCIpMBCgpTYXZlZFF1ZXJ5EgoKAmlkGAEgASgDEgwKBG5hbWUYAiABKAkSCwoDc3FsGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIksKGExpc3RTYXZlZFF1ZXJpZXNSZXNwb25zZRIvCgdxdWVyaWVzGAEgAygLMh4ucHVsc2ViYXNlLmFkbWluLnYxLlNhdmVkUXVlcnkiQwoQU2F2ZVF1ZXJ5UmVxdWVzdBIUCgZhcHBfaWQYASABKANCBJi1GAISDAoEbmFtZRgCIAEoCRILCgNzcWwYAyABKAkiOwoXRGVsZXRlU2F2ZWRRdWVyeVJlcXVlc3QSFAoGYXBwX2lkGAEgASgDQgSYtRgCEgoKAmlkGAIgASgDIhoKGERlbGV0ZVNhdmVkUXVlcnlSZXNwb25zZTLYCAoKU3FsU2VydmljZRJZCgZSdW5TcWwSIS5wdWxzZWJhc2UuYWRtaW4udjEuUnVuU3FsUmVxdWVzdBoiLnB1bHNlYmFzZS5hZG1pbi52MS5SdW5TcWxSZXNwb25zZSII0LsYA9i7GAESXwoJR2V0U2NoZW1hEiQucHVsc2ViYXNlLmFkbWluLnYxLkdldFNjaGVtYVJlcXVlc3QaJi5wdWxzZWJhc2UuYWRtaW4udjEuRGF0YWJhc2VTY2hlbWFJbmZvIgTQuxgCEmQKC0Jyb3dzZVRhYmxlEiYucHVsc2ViYXNlLmFkbWluLnYxLkJyb3dzZVRhYmxlUmVxdWVzdBonLnB1bHNlYmFzZS5hZG1pbi52MS5Ccm93c2VUYWJsZVJlc3BvbnNlIgTQuxgCEloKC1JlYWRTcWxQYWdlEiYucHVsc2ViYXNlLmFkbWluLnYxLlJlYWRTcWxQYWdlUmVxdWVzdBodLnB1bHNlYmFzZS5hZG1pbi52MS5TcWxSZXN1bHQiBNC7GAMSWgoJSW5zZXJ0Um93EiQucHVsc2ViYXNlLmFkbWluLnYxLkluc2VydFJvd1JlcXVlc3QaHS5wdWxzZWJhc2UuYWRtaW4udjEuUm93Q2hhbmdlIgjQuxgD2LsYARJaCglVcGRhdGVSb3cSJC5wdWxzZWJhc2UuYWRtaW4udjEuVXBkYXRlUm93UmVxdWVzdBodLnB1bHNlYmFzZS5hZG1pbi52MS5Sb3dDaGFuZ2UiCNC7GAPYuxgBEloKCURlbGV0ZVJvdxIkLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVSb3dSZXF1ZXN0Gh0ucHVsc2ViYXNlLmFkbWluLnYxLlJvd0NoYW5nZSII0LsYA9i7GAESbQoOTGlzdFNxbEhpc3RvcnkSKS5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdFNxbEhpc3RvcnlSZXF1ZXN0GioucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RTcWxIaXN0b3J5UmVzcG9uc2UiBNC7GAMScwoQTGlzdFNhdmVkUXVlcmllcxIrLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0U2F2ZWRRdWVyaWVzUmVxdWVzdBosLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0U2F2ZWRRdWVyaWVzUmVzcG9uc2UiBNC7GAMSWwoJU2F2ZVF1ZXJ5EiQucHVsc2ViYXNlLmFkbWluLnYxLlNhdmVRdWVyeVJlcXVlc3QaHi5wdWxzZWJhc2UuYWRtaW4udjEuU2F2ZWRRdWVyeSII0LsYA9i7GAESdwoQRGVsZXRlU2F2ZWRRdWVyeRIrLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVTYXZlZFF1ZXJ5UmVxdWVzdBosLnB1bHNlYmFzZS5hZG1pbi52MS5EZWxldGVTYXZlZFF1ZXJ5UmVzcG9uc2UiCNC7GAPYuxgBYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_pulsebase_common_v1_options]);
 
 /**
  * @generated from message pulsebase.admin.v1.RunSqlRequest
@@ -30,6 +30,15 @@ export type RunSqlRequest = Message<"pulsebase.admin.v1.RunSqlRequest"> & {
    * @generated from field: string sql = 2;
    */
   sql: string;
+
+  /**
+   * Rows per read statement's result (SELECT, VALUES, WITH ... SELECT):
+   * 1..10000, default 10000; the rest comes from ReadSqlPage with the
+   * result's next_page_token.
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
 };
 
 /**
@@ -38,6 +47,44 @@ export type RunSqlRequest = Message<"pulsebase.admin.v1.RunSqlRequest"> & {
  */
 export const RunSqlRequestSchema: GenMessage<RunSqlRequest> = /*@__PURE__*/
   messageDesc(file_pulsebase_admin_v1_sql, 0);
+
+/**
+ * @generated from message pulsebase.admin.v1.ReadSqlPageRequest
+ */
+export type ReadSqlPageRequest = Message<"pulsebase.admin.v1.ReadSqlPageRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * The statement of the result (its sql field).
+   *
+   * @generated from field: string sql = 2;
+   */
+  sql: string;
+
+  /**
+   * The result's next_page_token.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+
+  /**
+   * 1..10000, default 10000.
+   *
+   * @generated from field: int32 page_size = 4;
+   */
+  pageSize: number;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ReadSqlPageRequest.
+ * Use `create(ReadSqlPageRequestSchema)` to create a new message.
+ */
+export const ReadSqlPageRequestSchema: GenMessage<ReadSqlPageRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_sql, 1);
 
 /**
  * @generated from message pulsebase.admin.v1.SqlResult
@@ -76,6 +123,14 @@ export type SqlResult = Message<"pulsebase.admin.v1.SqlResult"> & {
    * @generated from field: string sql = 6;
    */
   sql: string;
+
+  /**
+   * Set when the statement has more rows than this page: pass it to
+   * ReadSqlPage with the same sql.
+   *
+   * @generated from field: string next_page_token = 7;
+   */
+  nextPageToken: string;
 };
 
 /**
@@ -83,7 +138,7 @@ export type SqlResult = Message<"pulsebase.admin.v1.SqlResult"> & {
  * Use `create(SqlResultSchema)` to create a new message.
  */
 export const SqlResultSchema: GenMessage<SqlResult> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_sql, 1);
+  messageDesc(file_pulsebase_admin_v1_sql, 2);
 
 /**
  * @generated from message pulsebase.admin.v1.RunSqlResponse
@@ -105,7 +160,7 @@ export type RunSqlResponse = Message<"pulsebase.admin.v1.RunSqlResponse"> & {
  * Use `create(RunSqlResponseSchema)` to create a new message.
  */
 export const RunSqlResponseSchema: GenMessage<RunSqlResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_sql, 2);
+  messageDesc(file_pulsebase_admin_v1_sql, 3);
 
 /**
  * @generated from message pulsebase.admin.v1.GetSchemaRequest
@@ -122,7 +177,7 @@ export type GetSchemaRequest = Message<"pulsebase.admin.v1.GetSchemaRequest"> & 
  * Use `create(GetSchemaRequestSchema)` to create a new message.
  */
 export const GetSchemaRequestSchema: GenMessage<GetSchemaRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_sql, 3);
+  messageDesc(file_pulsebase_admin_v1_sql, 4);
 
 /**
  * @generated from message pulsebase.admin.v1.ColumnInfo
@@ -159,7 +214,7 @@ export type ColumnInfo = Message<"pulsebase.admin.v1.ColumnInfo"> & {
  * Use `create(ColumnInfoSchema)` to create a new message.
  */
 export const ColumnInfoSchema: GenMessage<ColumnInfo> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_sql, 4);
+  messageDesc(file_pulsebase_admin_v1_sql, 5);
 
 /**
  * @generated from message pulsebase.admin.v1.IndexInfo
@@ -186,7 +241,7 @@ export type IndexInfo = Message<"pulsebase.admin.v1.IndexInfo"> & {
  * Use `create(IndexInfoSchema)` to create a new message.
  */
 export const IndexInfoSchema: GenMessage<IndexInfo> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_sql, 5);
+  messageDesc(file_pulsebase_admin_v1_sql, 6);
 
 /**
  * @generated from message pulsebase.admin.v1.TableInfo
@@ -225,7 +280,7 @@ export type TableInfo = Message<"pulsebase.admin.v1.TableInfo"> & {
  * Use `create(TableInfoSchema)` to create a new message.
  */
 export const TableInfoSchema: GenMessage<TableInfo> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_sql, 6);
+  messageDesc(file_pulsebase_admin_v1_sql, 7);
 
 /**
  * @generated from message pulsebase.admin.v1.DatabaseSchemaInfo
@@ -242,7 +297,7 @@ export type DatabaseSchemaInfo = Message<"pulsebase.admin.v1.DatabaseSchemaInfo"
  * Use `create(DatabaseSchemaInfoSchema)` to create a new message.
  */
 export const DatabaseSchemaInfoSchema: GenMessage<DatabaseSchemaInfo> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_sql, 7);
+  messageDesc(file_pulsebase_admin_v1_sql, 8);
 
 /**
  * @generated from message pulsebase.admin.v1.BrowseTableRequest
@@ -269,6 +324,32 @@ export type BrowseTableRequest = Message<"pulsebase.admin.v1.BrowseTableRequest"
    * @generated from field: int64 offset = 4;
    */
   offset: bigint;
+
+  /**
+   * A column of the table to sort by (the key's order when empty).
+   *
+   * @generated from field: string order_by = 5;
+   */
+  orderBy: string;
+
+  /**
+   * @generated from field: bool descending = 6;
+   */
+  descending: boolean;
+
+  /**
+   * All must hold (AND); at most 10.
+   *
+   * @generated from field: repeated pulsebase.admin.v1.RowFilter filters = 7;
+   */
+  filters: RowFilter[];
+
+  /**
+   * Rows where any column's text contains this (case-insensitive for ASCII).
+   *
+   * @generated from field: string search = 8;
+   */
+  search: string;
 };
 
 /**
@@ -276,7 +357,38 @@ export type BrowseTableRequest = Message<"pulsebase.admin.v1.BrowseTableRequest"
  * Use `create(BrowseTableRequestSchema)` to create a new message.
  */
 export const BrowseTableRequestSchema: GenMessage<BrowseTableRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_sql, 8);
+  messageDesc(file_pulsebase_admin_v1_sql, 9);
+
+/**
+ * @generated from message pulsebase.admin.v1.RowFilter
+ */
+export type RowFilter = Message<"pulsebase.admin.v1.RowFilter"> & {
+  /**
+   * @generated from field: string column = 1;
+   */
+  column: string;
+
+  /**
+   * eq, ne, lt, le, gt, ge, like, is_null, not_null.
+   *
+   * @generated from field: string op = 2;
+   */
+  op: string;
+
+  /**
+   * Compared with the column's affinity (an INTEGER column compares "5" as 5).
+   *
+   * @generated from field: string value = 3;
+   */
+  value: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.RowFilter.
+ * Use `create(RowFilterSchema)` to create a new message.
+ */
+export const RowFilterSchema: GenMessage<RowFilter> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_sql, 10);
 
 /**
  * @generated from message pulsebase.admin.v1.BrowseTableResponse
@@ -293,9 +405,33 @@ export type BrowseTableResponse = Message<"pulsebase.admin.v1.BrowseTableRespons
   rows: ListValue[];
 
   /**
+   * The rows matching the filters and search.
+   *
    * @generated from field: int64 total_rows = 3;
    */
   totalRows: bigint;
+
+  /**
+   * What names a row for UpdateRow and DeleteRow: the primary key's columns,
+   * or "rowid" for a table without one; empty for a view.
+   *
+   * @generated from field: repeated string key_columns = 4;
+   */
+  keyColumns: string[];
+
+  /**
+   * Each row's key values, in key_columns' order.
+   *
+   * @generated from field: repeated google.protobuf.ListValue keys = 5;
+   */
+  keys: ListValue[];
+
+  /**
+   * A table whose rows the editor may change (not a view, not _pulsebase_*).
+   *
+   * @generated from field: bool editable = 6;
+   */
+  editable: boolean;
 };
 
 /**
@@ -303,7 +439,342 @@ export type BrowseTableResponse = Message<"pulsebase.admin.v1.BrowseTableRespons
  * Use `create(BrowseTableResponseSchema)` to create a new message.
  */
 export const BrowseTableResponseSchema: GenMessage<BrowseTableResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_sql, 9);
+  messageDesc(file_pulsebase_admin_v1_sql, 11);
+
+/**
+ * @generated from message pulsebase.admin.v1.InsertRowRequest
+ */
+export type InsertRowRequest = Message<"pulsebase.admin.v1.InsertRowRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * @generated from field: string table = 2;
+   */
+  table: string;
+
+  /**
+   * Column name to value (null, number, string, boolean as 1/0); columns
+   * left out take their default.
+   *
+   * @generated from field: google.protobuf.Struct values = 3;
+   */
+  values?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.InsertRowRequest.
+ * Use `create(InsertRowRequestSchema)` to create a new message.
+ */
+export const InsertRowRequestSchema: GenMessage<InsertRowRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_sql, 12);
+
+/**
+ * @generated from message pulsebase.admin.v1.UpdateRowRequest
+ */
+export type UpdateRowRequest = Message<"pulsebase.admin.v1.UpdateRowRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * @generated from field: string table = 2;
+   */
+  table: string;
+
+  /**
+   * key_columns to the row's key values (BrowseTableResponse.keys).
+   *
+   * @generated from field: google.protobuf.Struct key = 3;
+   */
+  key?: JsonObject | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Struct values = 4;
+   */
+  values?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.UpdateRowRequest.
+ * Use `create(UpdateRowRequestSchema)` to create a new message.
+ */
+export const UpdateRowRequestSchema: GenMessage<UpdateRowRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_sql, 13);
+
+/**
+ * @generated from message pulsebase.admin.v1.DeleteRowRequest
+ */
+export type DeleteRowRequest = Message<"pulsebase.admin.v1.DeleteRowRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * @generated from field: string table = 2;
+   */
+  table: string;
+
+  /**
+   * @generated from field: google.protobuf.Struct key = 3;
+   */
+  key?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.DeleteRowRequest.
+ * Use `create(DeleteRowRequestSchema)` to create a new message.
+ */
+export const DeleteRowRequestSchema: GenMessage<DeleteRowRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_sql, 14);
+
+/**
+ * @generated from message pulsebase.admin.v1.RowChange
+ */
+export type RowChange = Message<"pulsebase.admin.v1.RowChange"> & {
+  /**
+   * The row's rowid (0 for a WITHOUT ROWID table); the audit log records it.
+   *
+   * @generated from field: int64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from field: int64 rows_written = 2;
+   */
+  rowsWritten: bigint;
+
+  /**
+   * The row after the change (insert, update) or before it (delete).
+   *
+   * @generated from field: repeated string columns = 3;
+   */
+  columns: string[];
+
+  /**
+   * @generated from field: google.protobuf.ListValue row = 4;
+   */
+  row?: ListValue | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.RowChange.
+ * Use `create(RowChangeSchema)` to create a new message.
+ */
+export const RowChangeSchema: GenMessage<RowChange> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_sql, 15);
+
+/**
+ * @generated from message pulsebase.admin.v1.ListSqlHistoryRequest
+ */
+export type ListSqlHistoryRequest = Message<"pulsebase.admin.v1.ListSqlHistoryRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListSqlHistoryRequest.
+ * Use `create(ListSqlHistoryRequestSchema)` to create a new message.
+ */
+export const ListSqlHistoryRequestSchema: GenMessage<ListSqlHistoryRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_sql, 16);
+
+/**
+ * @generated from message pulsebase.admin.v1.SqlHistoryEntry
+ */
+export type SqlHistoryEntry = Message<"pulsebase.admin.v1.SqlHistoryEntry"> & {
+  /**
+   * @generated from field: int64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from field: string sql = 2;
+   */
+  sql: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp ran_at = 3;
+   */
+  ranAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: int32 duration_ms = 4;
+   */
+  durationMs: number;
+
+  /**
+   * The first statement error, if any.
+   *
+   * @generated from field: string error = 5;
+   */
+  error: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.SqlHistoryEntry.
+ * Use `create(SqlHistoryEntrySchema)` to create a new message.
+ */
+export const SqlHistoryEntrySchema: GenMessage<SqlHistoryEntry> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_sql, 17);
+
+/**
+ * @generated from message pulsebase.admin.v1.ListSqlHistoryResponse
+ */
+export type ListSqlHistoryResponse = Message<"pulsebase.admin.v1.ListSqlHistoryResponse"> & {
+  /**
+   * @generated from field: repeated pulsebase.admin.v1.SqlHistoryEntry entries = 1;
+   */
+  entries: SqlHistoryEntry[];
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListSqlHistoryResponse.
+ * Use `create(ListSqlHistoryResponseSchema)` to create a new message.
+ */
+export const ListSqlHistoryResponseSchema: GenMessage<ListSqlHistoryResponse> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_sql, 18);
+
+/**
+ * @generated from message pulsebase.admin.v1.ListSavedQueriesRequest
+ */
+export type ListSavedQueriesRequest = Message<"pulsebase.admin.v1.ListSavedQueriesRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListSavedQueriesRequest.
+ * Use `create(ListSavedQueriesRequestSchema)` to create a new message.
+ */
+export const ListSavedQueriesRequestSchema: GenMessage<ListSavedQueriesRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_sql, 19);
+
+/**
+ * @generated from message pulsebase.admin.v1.SavedQuery
+ */
+export type SavedQuery = Message<"pulsebase.admin.v1.SavedQuery"> & {
+  /**
+   * @generated from field: int64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string sql = 3;
+   */
+  sql: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 4;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp updated_at = 5;
+   */
+  updatedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.SavedQuery.
+ * Use `create(SavedQuerySchema)` to create a new message.
+ */
+export const SavedQuerySchema: GenMessage<SavedQuery> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_sql, 20);
+
+/**
+ * @generated from message pulsebase.admin.v1.ListSavedQueriesResponse
+ */
+export type ListSavedQueriesResponse = Message<"pulsebase.admin.v1.ListSavedQueriesResponse"> & {
+  /**
+   * @generated from field: repeated pulsebase.admin.v1.SavedQuery queries = 1;
+   */
+  queries: SavedQuery[];
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ListSavedQueriesResponse.
+ * Use `create(ListSavedQueriesResponseSchema)` to create a new message.
+ */
+export const ListSavedQueriesResponseSchema: GenMessage<ListSavedQueriesResponse> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_sql, 21);
+
+/**
+ * @generated from message pulsebase.admin.v1.SaveQueryRequest
+ */
+export type SaveQueryRequest = Message<"pulsebase.admin.v1.SaveQueryRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * 1..100 characters.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string sql = 3;
+   */
+  sql: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.SaveQueryRequest.
+ * Use `create(SaveQueryRequestSchema)` to create a new message.
+ */
+export const SaveQueryRequestSchema: GenMessage<SaveQueryRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_sql, 22);
+
+/**
+ * @generated from message pulsebase.admin.v1.DeleteSavedQueryRequest
+ */
+export type DeleteSavedQueryRequest = Message<"pulsebase.admin.v1.DeleteSavedQueryRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * @generated from field: int64 id = 2;
+   */
+  id: bigint;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.DeleteSavedQueryRequest.
+ * Use `create(DeleteSavedQueryRequestSchema)` to create a new message.
+ */
+export const DeleteSavedQueryRequestSchema: GenMessage<DeleteSavedQueryRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_sql, 23);
+
+/**
+ * @generated from message pulsebase.admin.v1.DeleteSavedQueryResponse
+ */
+export type DeleteSavedQueryResponse = Message<"pulsebase.admin.v1.DeleteSavedQueryResponse"> & {
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.DeleteSavedQueryResponse.
+ * Use `create(DeleteSavedQueryResponseSchema)` to create a new message.
+ */
+export const DeleteSavedQueryResponseSchema: GenMessage<DeleteSavedQueryResponse> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_sql, 24);
 
 /**
  * SqlService: the operator's SQL on an application's linked database, with
@@ -334,7 +805,9 @@ export const SqlService: GenService<{
     output: typeof DatabaseSchemaInfoSchema;
   },
   /**
-   * One page of a table's rows (read-only; viewers may browse).
+   * One page of a table's rows (read-only; viewers may browse), sorted,
+   * filtered and searched; with each row's key (primary key or rowid) for
+   * the row edits below.
    *
    * @generated from rpc pulsebase.admin.v1.SqlService.BrowseTable
    */
@@ -342,6 +815,83 @@ export const SqlService: GenService<{
     methodKind: "unary";
     input: typeof BrowseTableRequestSchema;
     output: typeof BrowseTableResponseSchema;
+  },
+  /**
+   * The next page of one read statement's result (a RunSql result's
+   * next_page_token): the statement alone, read only, so not audited again.
+   *
+   * @generated from rpc pulsebase.admin.v1.SqlService.ReadSqlPage
+   */
+  readSqlPage: {
+    methodKind: "unary";
+    input: typeof ReadSqlPageRequestSchema;
+    output: typeof SqlResultSchema;
+  },
+  /**
+   * Row edits of the table editor: one parameterised statement built on the
+   * server from the table's own column names; the row is named by its key.
+   *
+   * @generated from rpc pulsebase.admin.v1.SqlService.InsertRow
+   */
+  insertRow: {
+    methodKind: "unary";
+    input: typeof InsertRowRequestSchema;
+    output: typeof RowChangeSchema;
+  },
+  /**
+   * @generated from rpc pulsebase.admin.v1.SqlService.UpdateRow
+   */
+  updateRow: {
+    methodKind: "unary";
+    input: typeof UpdateRowRequestSchema;
+    output: typeof RowChangeSchema;
+  },
+  /**
+   * @generated from rpc pulsebase.admin.v1.SqlService.DeleteRow
+   */
+  deleteRow: {
+    methodKind: "unary";
+    input: typeof DeleteRowRequestSchema;
+    output: typeof RowChangeSchema;
+  },
+  /**
+   * The caller's last statements run on this application (newest first, the
+   * last 100 of the account are kept). Console accounts only.
+   *
+   * @generated from rpc pulsebase.admin.v1.SqlService.ListSqlHistory
+   */
+  listSqlHistory: {
+    methodKind: "unary";
+    input: typeof ListSqlHistoryRequestSchema;
+    output: typeof ListSqlHistoryResponseSchema;
+  },
+  /**
+   * The caller's saved queries on this application (200 per account).
+   *
+   * @generated from rpc pulsebase.admin.v1.SqlService.ListSavedQueries
+   */
+  listSavedQueries: {
+    methodKind: "unary";
+    input: typeof ListSavedQueriesRequestSchema;
+    output: typeof ListSavedQueriesResponseSchema;
+  },
+  /**
+   * Saves a query by name (a name already saved is replaced).
+   *
+   * @generated from rpc pulsebase.admin.v1.SqlService.SaveQuery
+   */
+  saveQuery: {
+    methodKind: "unary";
+    input: typeof SaveQueryRequestSchema;
+    output: typeof SavedQuerySchema;
+  },
+  /**
+   * @generated from rpc pulsebase.admin.v1.SqlService.DeleteSavedQuery
+   */
+  deleteSavedQuery: {
+    methodKind: "unary";
+    input: typeof DeleteSavedQueryRequestSchema;
+    output: typeof DeleteSavedQueryResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_pulsebase_admin_v1_sql, 0);

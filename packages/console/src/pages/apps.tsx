@@ -5,6 +5,7 @@ import { create } from "@bufbuild/protobuf";
 import { PlanSchema, type App, type ConsumerRecord } from "../../../../gen/pulsebase/admin/v1/identity_pb.js";
 import { Role } from "../../../../gen/pulsebase/common/v1/options_pb.js";
 import { api } from "../api";
+import { useQueryState } from "../router";
 import { useCan, useSession } from "../session";
 import { NeedApp, useApps } from "../shell";
 import { Async, ErrorBox, Field, fmtTime, Json, Table, useAction, useAsync } from "../ui";
@@ -145,8 +146,11 @@ function Consumers({ app, canDelete }: { app: App; canDelete: boolean }) {
   const [token, setToken] = useState("");
   const [tokens, setTokens] = useState<string[]>([]);
   const [search, setSearch] = useState("");
-  const [open, setOpen] = useState<ConsumerRecord>();
+  // The open consumer is in the URL (?consumer=ID): a link opens it, back closes it.
+  const [openParam, setOpenParam] = useQueryState("consumer");
+  const setOpen = (c: ConsumerRecord | undefined) => setOpenParam(c ? String(c.id) : undefined);
   const list = useAsync(() => api.identity.listConsumers({ appId: app.id, pageSize: 100, pageToken: token }), [app.id, token]);
+  const open = list.data?.consumers.find((c) => String(c.id) === openParam);
   const sessions = useAsync(async () => (open ? api.identity.listSessions({ consumerId: open.id, pageSize: 20 }) : undefined), [open?.id]);
   const del = useAction(async (c: ConsumerRecord) => {
     if (!window.confirm(`Delete consumer ${c.id} (${c.userId})? Its tokens stop working at once.`)) return;
@@ -169,6 +173,7 @@ function Consumers({ app, canDelete }: { app: App; canDelete: boolean }) {
                 rows={rows}
                 rowKey={(c) => String(c.id)}
                 onOpen={setOpen}
+                selected={(c) => String(c.id) === openParam}
                 columns={[
                   { label: "ID", cell: (c) => String(c.id) },
                   { label: "User", cell: (c) => c.userId },

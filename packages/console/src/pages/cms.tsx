@@ -8,8 +8,9 @@ import type { App } from "../../../../gen/pulsebase/admin/v1/identity_pb.js";
 import { Role } from "../../../../gen/pulsebase/common/v1/options_pb.js";
 import { api } from "../api";
 import { RichText } from "../rich-text";
-import { match, useRouter } from "../router";
-import { useCan, useSession } from "../session";
+import { match, useQueryState, useRouter } from "../router";
+import { listTypeSlugs, mediaNames, mediaUrl } from "../data/cms/cms-query";
+import { useCan } from "../session";
 import { AppLink, NeedApp } from "../shell";
 import { Async, ErrorBox, Field, fmtTime, Table, useAction, useAsync } from "../ui";
 
@@ -84,7 +85,7 @@ interface FieldDraft {
   searchable: boolean;
   filterable: boolean;
   sortable: boolean;
-  options: string;
+  options: string[];
   multi: boolean;
   target: string;
   previousName: string;
@@ -98,19 +99,21 @@ function draftOf(t: ContentType | undefined): { slug: string; name: string; desc
     description: t.description,
     fields: t.fields.map((f) => ({
       name: f.name, type: f.type, label: f.label, required: f.required, searchable: t.searchableFields.includes(f.name),
-      filterable: t.filterableFields.includes(f.name), sortable: t.sortableFields.includes(f.name), options: f.options.join(", "),
+      filterable: t.filterableFields.includes(f.name), sortable: t.sortableFields.includes(f.name), options: [...f.options],
       multi: f.multi, target: f.target, previousName: f.name,
     })),
   };
 }
 
 function blankField(): FieldDraft {
-  return { name: "", type: "text", label: "", required: false, searchable: false, filterable: false, sortable: false, options: "", multi: false, target: "", previousName: "" };
+  return { name: "", type: "text", label: "", required: false, searchable: false, filterable: false, sortable: false, options: [], multi: false, target: "", previousName: "" };
 }
 
 function TypeEditor({ app, slug }: { app: App; slug?: string }) {
   const { go } = useRouter();
   const existing = useAsync(async () => (slug ? api.cms.getContentType({ appId: app.id, slug }) : undefined), [slug]);
+  // Relation targets are chosen from the application's content types (this one included: a type may point at itself).
+  const types = useAsync(() => listTypeSlugs(app.id), [app.id]);
   const [draft, setDraft] = useState<ReturnType<typeof draftOf>>();
   const d = draft ?? (existing.data !== undefined || !slug ? draftOf(existing.data) : undefined);
   const save = useAction(async () => {
@@ -119,7 +122,7 @@ function TypeEditor({ app, slug }: { app: App; slug?: string }) {
       name: d!.name,
       description: d!.description,
       fields: d!.fields.map((f) => ({
-        name: f.name, type: f.type, label: f.label, required: f.required, options: f.options.split(",").map((o) => o.trim()).filter(Boolean),
+        name: f.name, type: f.type, label: f.label, required: f.required, options: f.options.map((o) => o.trim()).filter(Boolean),
         multi: f.multi, target: f.target, previousName: slug ? f.previousName : "",
       })),
       filterableFields: d!.fields.filter((f) => f.filterable).map((f) => f.name),
@@ -193,8 +196,17 @@ function TypeEditor({ app, slug }: { app: App; slug?: string }) {
                   </td>
                 ))}
                 <td>
-                  {f.type === "select" && <input aria-label={`Field ${i + 1} options`} placeholder="a, b, c" value={f.options} onChange={(e) => setField(i, { options: e.target.value })} />}
-                  {f.type === "relation" && <input aria-label={`Field ${i + 1} target`} placeholder="target type slug" value={f.target} onChange={(e) => setField(i, { target: e.target.value })} />}
+                  {f.type === "select" && <OptionsEditor label={`Field ${i + 1} options`} value={f.options} onChange={(options) => setField(i, { options })} />}
+                  {f.type === "relation" && (
+                    <select aria-label={`Field ${i + 1} target`} required value={f.target} onChange={(e) => setField(i, { target: e.target.value })}>
+                      <option value="">Choose a content type…</option>
+                      {[...new Set([...(types.data ?? []).map((t) => t.slug), ...(d.slug ? [d.slug] : []), ...(f.target ? [f.target] : [])])].map((slug) => (
+                        <option key={slug} value={slug}>
+                          {(types.data ?? []).find((t) => t.slug === slug)?.name ?? (slug === d.slug ? `${d.name || slug} (this type)` : slug)}
+                        </option>
+                      ))}
+                    </select>
+                  )}
                   {(f.type === "select" || f.type === "relation") && (
                     <label className="inline">
                       <input type="checkbox" checked={f.multi} onChange={(e) => setField(i, { multi: e.target.checked })} /> multi
@@ -224,14 +236,57 @@ function TypeEditor({ app, slug }: { app: App; slug?: string }) {
   );
 }
 
+/** Select options as a list: one input per option, added and removed one by one. */
+function OptionsEditor({ label, value, onChange }: { label: string; value: string[]; onChange(v: string[]): void }) {
+  const [draft, setDraft] = useState("");
+  const add = () => {
+    const v = draft.trim();
+    if (v && !value.includes(v)) onChange([...value, v]);
+    setDraft("");
+  };
+  return (
+    <div className="list-editor" role="group" aria-label={label}>
+      {value.map((o, j) => (
+        <div className="list-row" key={j}>
+          <input aria-label={`${label}: option ${j + 1}`} value={o} onChange={(e) => onChange(value.map((x, k) => (k === j ? e.target.value : x)))} />
+          <button type="button" aria-label={`Remove option ${o || j + 1}`} onClick={() => onChange(value.filter((_, k) => k !== j))}>
+            ✕
+          </button>
+        </div>
+      ))}
+      <div className="list-row">
+        <input
+          aria-label={`${label}: new option`}
+          placeholder="New option"
+          value={draft}
+          onChange={(e) => setDraft(e.target.value)}
+          onKeyDown={(e) => {
+            // Enter adds the option rather than submitting the whole form.
+            if (e.key === "Enter") {
+              e.preventDefault();
+              add();
+            }
+          }}
+        />
+        <button type="button" onClick={add} disabled={!draft.trim()}>
+          Add option
+        </button>
+      </div>
+    </div>
+  );
+}
+
 function Entries({ app, slug }: { app: App; slug: string }) {
   const canDev = useCan(app.teamId, Role.DEVELOPER);
   const { go } = useRouter();
   const type = useAsync(() => api.cms.getContentType({ appId: app.id, slug }), [slug]);
   const [token, setToken] = useState("");
   const list = useAsync(() => api.cms.listEntries({ appId: app.id, contentType: slug, pageSize: 100, pageToken: token }), [slug, token]);
-  const [status, setStatus] = useState("all");
-  const [q, setQ] = useState("");
+  // Filters are in the URL (?status=draft&q=…): a filtered list can be linked.
+  const [status, setStatusParam] = useQueryState("status", "all");
+  const [q, setQParam] = useQueryState("q");
+  const setStatus = (v: string) => setStatusParam(v, { replace: true });
+  const setQ = (v: string) => setQParam(v, { replace: true });
   const title = (e: Entry) => {
     const t = type.data?.fields.find((f) => f.type === "text");
     const v = t ? (e.data as JsonObject | undefined)?.[t.name] : undefined;
@@ -473,24 +528,33 @@ function FieldInput({ app, field: f, value, onChange, disabled }: { app: App; fi
 }
 
 function MediaPicker({ app, label, value, onChange, disabled }: { app: App; label: string; value: string; onChange(v: string | undefined): void; disabled: boolean }) {
-  const { me } = useSession();
   const [open, setOpen] = useState(false);
-  const [local, setLocal] = useState<Record<string, string>>({});
+  const [uploaded, setUploaded] = useState<Record<string, string>>({});
   const media = useAsync(async () => (open ? api.cms.listMedia({ appId: app.id, pageSize: 100 }) : undefined), [open]);
+  // The stored value is the file id: its uploaded name comes from the media record.
+  const named = useAsync<Record<string, string>>(async () => (value && !uploaded[value] ? mediaNames(app.id, [value]) : {}), [value]);
+  const name = value ? (uploaded[value] ?? named.data?.[value]) : undefined;
   const upload = useAction(async (file: File) => {
     const data = new Uint8Array(await file.arrayBuffer());
     const m = await api.cms.uploadMedia({ appId: app.id, filename: file.name, contentType: file.type || "application/octet-stream", data });
-    setLocal({ ...local, [m.fileId]: URL.createObjectURL(file) });
+    setUploaded({ ...uploaded, [m.fileId]: m.filename });
     onChange(m.fileId);
     media.reload();
   });
-  const src = (id: string) => local[id] ?? `${me.mediaBaseUrl}/${app.appKey}/cms/media/${id}`;
   return (
     <div className="field">
       <span className="field-label">{label}</span>
       <div className="media-picker">
-        {value ? <img src={src(value)} alt={`Preview of ${value}`} className="preview" /> : <span className="muted">No file</span>}
-        {value && <code>{value}</code>}
+        {value ? <img src={mediaUrl(app, value)} alt={name ? `Preview of ${name}` : "Preview"} className="preview" /> : <span className="muted">No file</span>}
+        {value && (
+          <span>
+            <span className="media-name" data-testid="media-name">
+              {name ?? "…"}
+            </span>
+            <br />
+            <code className="muted">{value}</code>
+          </span>
+        )}
         {!disabled && (
           <>
             <label className="button">
@@ -516,8 +580,8 @@ function MediaPicker({ app, label, value, onChange, disabled }: { app: App; labe
             <ul className="media-grid">
               {d!.media.map((m) => (
                 <li key={m.fileId}>
-                  <button type="button" onClick={() => (onChange(m.fileId), setOpen(false))} aria-label={`Choose ${m.filename}`}>
-                    {m.contentType.startsWith("image/") ? <img src={src(m.fileId)} alt="" /> : <span>{m.contentType}</span>}
+                  <button type="button" onClick={() => (setUploaded({ ...uploaded, [m.fileId]: m.filename }), onChange(m.fileId), setOpen(false))} aria-label={`Choose ${m.filename}`}>
+                    {m.contentType.startsWith("image/") ? <img src={mediaUrl(app, m.fileId)} alt="" /> : <span>{m.contentType}</span>}
                     <span>{m.filename}</span>
                   </button>
                 </li>

@@ -1,12 +1,14 @@
 // Functions: create, the code editor and deploy, versions with a diff and
-// activation, triggers (HTTP, event), a manual run with a payload,
-// invocations with their logs, dead-letter replay.
+// activation, triggers (HTTP with every auth mode, event), schedules with
+// their runs, a manual run with a payload, a live tail of invocations and
+// logs with error stacks, dead-letter replay. The tab and the selected
+// schedule or invocation are in the URL (?tab=…&schedule=…&inv=…), so each
+// has a link and back and forward work.
 import { useEffect, useState } from "react";
 import { fromJsonString } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { diffLines } from "diff";
 import type { Function as Fn, FunctionVersion, RunFunctionResponse } from "../../../../gen/pulsebase/admin/v1/functions_pb.js";
-import { TriggerKind } from "../../../../gen/pulsebase/admin/v1/functions_pb.js";
 import type { App } from "../../../../gen/pulsebase/admin/v1/identity_pb.js";
 import { Role } from "../../../../gen/pulsebase/common/v1/options_pb.js";
 import { api } from "../api";
@@ -15,6 +17,10 @@ import { match, useRouter } from "../router";
 import { useCan } from "../session";
 import { AppLink, NeedApp } from "../shell";
 import { Async, ErrorBox, Field, fmtTime, Json, Table, Tabs, useAction, useAsync } from "../ui";
+import { ErrorStack } from "../components/functions/error-stack";
+import { Invocations, LogList } from "../components/functions/invocations";
+import { Schedules } from "../components/functions/schedules";
+import { Triggers } from "../components/functions/triggers";
 
 const TEMPLATE = `// A function: the default export receives the request and a context.
 // HTTP trigger: req.body is the request's JSON; manual run: req is the payload.
@@ -86,11 +92,30 @@ function FunctionList({ app, onOpen }: { app: App; onOpen(id: bigint): void }) {
   );
 }
 
-type Tab = "code" | "versions" | "triggers" | "run" | "invocations" | "dead";
+type Tab = "code" | "versions" | "triggers" | "schedules" | "run" | "invocations" | "dead";
+const TABS: [Tab, string][] = [["code", "Code"], ["versions", "Versions"], ["triggers", "Triggers"], ["schedules", "Schedules"], ["run", "Run"], ["invocations", "Invocations"], ["dead", "Dead letters"]];
+
+/** An id from the query string, or undefined when absent or not a number. */
+function idParam(q: URLSearchParams, name: string): bigint | undefined {
+  const v = q.get(name);
+  return v && /^\d{1,19}$/.test(v) ? BigInt(v) : undefined;
+}
 
 function FunctionDetail({ app, id }: { app: App; id: bigint }) {
   const fn = useAsync(() => api.functions.getFunction({ id }), [id]);
-  const [tab, setTab] = useState<Tab>("code");
+  const { loc, go } = useRouter();
+  const q = loc.query;
+  const tab: Tab = TABS.some(([t]) => t === q.get("tab")) ? (q.get("tab") as Tab) : "code";
+  // Every tab and selection is a URL of its own (pushed, so back returns to the previous one).
+  const href = (set: Record<string, string | undefined>) => {
+    const next = new URLSearchParams(q);
+    for (const [k, v] of Object.entries(set)) {
+      if (v === undefined) next.delete(k);
+      else next.set(k, v);
+    }
+    return `${loc.path}?${next.toString()}`;
+  };
+  const setTab = (t: Tab) => go(href({ tab: t === "code" ? undefined : t, schedule: undefined, inv: undefined, view: undefined }));
   return (
     <Async state={fn}>
       {(f) => (
@@ -101,16 +126,29 @@ function FunctionDetail({ app, id }: { app: App; id: bigint }) {
           <h1>
             {f.name} <span className="muted">{f.activeVersion ? `active v${f.activeVersion}` : "no active version"}</span>
           </h1>
-          <Tabs<Tab>
-            tabs={[["code", "Code"], ["versions", "Versions"], ["triggers", "Triggers"], ["run", "Run"], ["invocations", "Invocations"], ["dead", "Dead letters"]]}
-            current={tab}
-            onChange={setTab}
-          />
+          <Tabs<Tab> tabs={TABS} current={tab} onChange={setTab} />
           {tab === "code" && <Code app={app} fn={f} onDeployed={fn.reload} />}
           {tab === "versions" && <Versions app={app} fn={f} onChange={fn.reload} />}
-          {tab === "triggers" && <Triggers app={app} fn={f} />}
+          {tab === "triggers" && <Triggers app={app} fn={f} scheduleHref={(sid) => href({ tab: "schedules", schedule: sid ? String(sid) : undefined, inv: undefined, view: undefined })} />}
+          {tab === "schedules" && (
+            <Schedules
+              app={app}
+              fn={f}
+              selected={idParam(q, "schedule")}
+              select={(sid) => go(href({ schedule: sid === undefined ? undefined : String(sid) }))}
+              openInvocation={(iid) => go(href({ tab: "invocations", schedule: undefined, inv: String(iid), view: undefined }))}
+            />
+          )}
           {tab === "run" && <Run app={app} fn={f} />}
-          {tab === "invocations" && <Invocations fn={f} />}
+          {tab === "invocations" && (
+            <Invocations
+              fn={f}
+              selected={idParam(q, "inv")}
+              select={(iid) => go(href({ inv: iid === undefined ? undefined : String(iid) }))}
+              view={q.get("view") === "logs" ? "logs" : "table"}
+              setView={(v) => go(href({ view: v === "logs" ? "logs" : undefined }))}
+            />
+          )}
           {tab === "dead" && <DeadLetters app={app} fn={f} />}
         </>
       )}
@@ -238,100 +276,6 @@ function Versions({ app, fn, onChange }: { app: App; fn: Fn; onChange(): void })
   );
 }
 
-function Triggers({ app, fn }: { app: App; fn: Fn }) {
-  const canDev = useCan(app.teamId, Role.DEVELOPER);
-  const list = useAsync(() => api.functions.listTriggers({ functionId: fn.id }), [fn.id]);
-  const [slug, setSlug] = useState("");
-  const [ev, setEv] = useState({ source: "db", target: "", operations: "insert,update,delete" });
-  const addHttp = useAction(async () => {
-    await api.functions.createHttpTrigger({ functionId: fn.id, slug });
-    setSlug("");
-    list.reload();
-  });
-  const addEvent = useAction(async () => {
-    await api.functions.createEventTrigger({ functionId: fn.id, source: ev.source, target: ev.target, operations: ev.operations.split(",").map((s) => s.trim()).filter(Boolean) });
-    list.reload();
-  });
-  const toggle = useAction(async (id: bigint, enabled: boolean) => {
-    await api.functions.setTriggerEnabled({ triggerId: id, enabled });
-    list.reload();
-  });
-  const remove = useAction(async (id: bigint) => {
-    await api.functions.deleteTrigger({ triggerId: id });
-    list.reload();
-  });
-  return (
-    <section className="card">
-      <ErrorBox error={toggle.error ?? remove.error} />
-      <Async state={list} isEmpty={(d) => d.triggers.length === 0} empty="No triggers: the function runs only manually.">
-        {(d) => (
-          <Table
-            label="Triggers"
-            rows={d.triggers}
-            rowKey={(t) => String(t.id)}
-            columns={[
-              { label: "Kind", cell: (t) => (t.kind === TriggerKind.HTTP ? "HTTP" : "event") },
-              { label: "Route / event", cell: (t) => (t.kind === TriggerKind.HTTP ? <code>/api/fn/{t.slug}</code> : `${t.source}:${t.target} (${t.operations.join(", ")})`) },
-              {
-                label: "Enabled",
-                cell: (t) => <input type="checkbox" aria-label={`Trigger ${t.id} enabled`} checked={t.enabled} disabled={!canDev} onChange={(e) => void toggle.run(t.id, e.target.checked)} />,
-              },
-              {
-                label: "",
-                cell: (t) =>
-                  canDev && (
-                    <button type="button" className="danger" onClick={() => void remove.run(t.id)}>
-                      Delete
-                    </button>
-                  ),
-              },
-            ]}
-          />
-        )}
-      </Async>
-      {canDev && (
-        <div className="two-col">
-          <form
-            onSubmit={(e) => {
-              e.preventDefault();
-              void addHttp.run();
-            }}
-          >
-            <h3>HTTP trigger</h3>
-            <Field label="Slug" hint="Served at /api/fn/{slug} on the public listener.">
-              <input name="slug" required value={slug} onChange={(e) => setSlug(e.target.value)} />
-            </Field>
-            <button type="submit">Add HTTP trigger</button>
-            <ErrorBox error={addHttp.error} />
-          </form>
-          <form
-            onSubmit={(e) => {
-              e.preventDefault();
-              void addEvent.run();
-            }}
-          >
-            <h3>Event trigger</h3>
-            <Field label="Source">
-              <select value={ev.source} onChange={(e) => setEv({ ...ev, source: e.target.value })}>
-                <option value="db">database table</option>
-                <option value="cms">CMS content type</option>
-              </select>
-            </Field>
-            <Field label="Table or content type">
-              <input required value={ev.target} onChange={(e) => setEv({ ...ev, target: e.target.value })} />
-            </Field>
-            <Field label="Operations">
-              <input value={ev.operations} onChange={(e) => setEv({ ...ev, operations: e.target.value })} />
-            </Field>
-            <button type="submit">Add event trigger</button>
-            <ErrorBox error={addEvent.error} />
-          </form>
-        </div>
-      )}
-    </section>
-  );
-}
-
 function Run({ app, fn }: { app: App; fn: Fn }) {
   const canDev = useCan(app.teamId, Role.DEVELOPER);
   const [payload, setPayload] = useState('{\n  "name": "console"\n}');
@@ -355,68 +299,13 @@ function Run({ app, fn }: { app: App; fn: Fn }) {
           <p>
             <span className={`badge ${res.outcome}`}>{res.outcome}</span> status {res.status} in {res.durationMs.toFixed(1)} ms (v{res.version}, invocation {String(res.invocationId)})
           </p>
-          {res.error && <div className="error">{res.error}</div>}
+          <ErrorStack functionId={fn.id} error={res.error} stack={res.errorStack} />
           <h4>Body</h4>
           <pre className="json">{res.body}</pre>
-          <h4>Logs</h4>
-          <Logs logs={res.logs} />
+          <h4>Logs{res.logsTruncated && <span className="muted"> (cut: the function logged more)</span>}</h4>
+          <LogList logs={res.logs} />
         </div>
       )}
-    </section>
-  );
-}
-
-function Logs({ logs }: { logs: { level: string; message: string }[] }) {
-  if (!logs.length) return <div className="muted">No log lines.</div>;
-  return (
-    <pre className="logs">
-      {logs.map((l, i) => (
-        <span key={i} className={`log ${l.level}`}>
-          [{l.level}] {l.message}
-          {"\n"}
-        </span>
-      ))}
-    </pre>
-  );
-}
-
-function Invocations({ fn }: { fn: Fn }) {
-  const list = useAsync(() => api.functions.listInvocations({ functionId: fn.id, pageSize: 50 }), [fn.id]);
-  const [open, setOpen] = useState<bigint>();
-  return (
-    <section className="card">
-      <button type="button" onClick={list.reload}>
-        Refresh
-      </button>
-      <Async state={list} isEmpty={(d) => d.invocations.length === 0} empty="No invocations yet.">
-        {(d) => (
-          <>
-            <Table
-              label="Invocations"
-              rows={d.invocations}
-              rowKey={(i) => String(i.id)}
-              onOpen={(i) => setOpen(open === i.id ? undefined : i.id)}
-              columns={[
-                { label: "When", cell: (i) => fmtTime(i.createdAt) },
-                { label: "Trigger", cell: (i) => i.triggerKind },
-                { label: "Version", cell: (i) => `v${i.version}` },
-                { label: "Outcome", cell: (i) => <span className={`badge ${i.outcome}`}>{i.outcome}</span> },
-                { label: "Status", cell: (i) => String(i.status) },
-                { label: "Duration", cell: (i) => `${i.durationMs.toFixed(1)} ms`, className: "num" },
-              ]}
-            />
-            {d.invocations
-              .filter((i) => i.id === open)
-              .map((i) => (
-                <div key={String(i.id)} className="drawer" data-testid="invocation-logs">
-                  <h4>Invocation {String(i.id)}</h4>
-                  {i.error && <div className="error">{i.error}</div>}
-                  <Logs logs={i.logs} />
-                </div>
-              ))}
-          </>
-        )}
-      </Async>
     </section>
   );
 }

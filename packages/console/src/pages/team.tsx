@@ -1,8 +1,10 @@
-// Team: members and roles, invitations by link, the audit log.
+// Team: members and roles, invitations by link, the audit log; the team
+// and the audit log's scope are in the URL.
 import { useState } from "react";
 import type { AuditEntry, Invitation } from "../../../../gen/pulsebase/admin/v1/account_pb.js";
 import { Role } from "../../../../gen/pulsebase/common/v1/options_pb.js";
 import { api } from "../api";
+import { useQueryState } from "../router";
 import { useSession } from "../session";
 import { Async, ErrorBox, Field, fmtTime, Table, useAction, useAsync } from "../ui";
 
@@ -15,7 +17,10 @@ const ROLES: [Role, string][] = [
 export function TeamPage() {
   const session = useSession();
   const teams = session.me.teams;
-  const [teamId, setTeamId] = useState(teams[0]?.teamId);
+  // The team and the audit log's scope are in the URL: /team?team=2&scope=all
+  const [teamParam, setTeamParam] = useQueryState("team");
+  const teamId = teams.find((t) => String(t.teamId) === teamParam)?.teamId ?? teams[0]?.teamId;
+  const setTeamId = (id: bigint) => setTeamParam(String(id));
   const [newTeam, setNewTeam] = useState("");
   const createTeam = useAction(async () => {
     // The instance administrator creates teams; the first member listed is the team's owner.
@@ -201,7 +206,9 @@ function Invitations({ teamId }: { teamId: bigint }) {
 }
 
 function AuditLog({ teamId, all }: { teamId: bigint; all: boolean }) {
-  const [scope, setScope] = useState<"team" | "all">("team");
+  const [scopeParam, setScopeParam] = useQueryState("scope", "team");
+  const scope = all && scopeParam === "all" ? "all" : "team";
+  const setScope = (v: "team" | "all") => setScopeParam(v);
   const [tokens, setTokens] = useState<string[]>([""]);
   const token = tokens.at(-1)!;
   const list = useAsync(() => api.account.listAuditLog({ teamId: scope === "all" ? 0n : teamId, pageSize: 50, pageToken: token }), [teamId, scope, token]);
