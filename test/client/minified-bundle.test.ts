@@ -3,16 +3,14 @@
 // Every error class keeps its name (`e.name === "NetworkError"`, not the
 // minified "ee"), a CMS query is awaited as is, and SQL rows read as
 // `const { rows } = await db.query(...)`.
-import { build } from "esbuild";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { CmsService } from "../../gen/pulsebase/admin/v1/cms_pb.js";
 import { DatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { createModules } from "../../src/server/modules.js";
+import { minifiedBundle } from "../../packages/client/scripts/size.js";
 import { launchChromium } from "../capabilities/console/browser.js";
 import { freePort } from "../helpers/ports.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
@@ -26,16 +24,7 @@ let appKey: string;
 let bundle: string;
 
 beforeAll(async () => {
-  const out = await build({
-    stdin: { contents: 'export * from "./index.ts";', resolveDir: join(dirname(fileURLToPath(import.meta.url)), "../../packages/client/src"), loader: "ts" },
-    bundle: true,
-    minify: true,
-    format: "esm",
-    platform: "browser",
-    target: "es2020",
-    write: false,
-  });
-  bundle = out.outputFiles[0]!.text;
+  bundle = await minifiedBundle();
   s = await startTestServer({ modules: createModules });
   const app = await s.createApp("minified sdk");
   appKey = app.appKey;

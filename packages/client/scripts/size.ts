@@ -9,13 +9,10 @@ import { build } from "esbuild";
 
 export const BUDGET_BYTES = 10 * 1024;
 
-export async function measureBrowserBundle(): Promise<{ minified: number; gzipped: number; code: string }> {
+/** The SDK bundled for the browser and minified as an app's bundler would (esbuild, ES2020), from an entry's source. */
+export async function minifiedBundle(entry = 'export * from "./index.ts";'): Promise<string> {
   const out = await build({
-    stdin: {
-      contents: 'export { createClient, createAnalytics, captureCrashes, webStorage } from "./index.ts";',
-      resolveDir: join(dirname(fileURLToPath(import.meta.url)), "../src"),
-      loader: "ts",
-    },
+    stdin: { contents: entry, resolveDir: join(dirname(fileURLToPath(import.meta.url)), "../src"), loader: "ts" },
     bundle: true,
     minify: true,
     format: "esm",
@@ -23,7 +20,11 @@ export async function measureBrowserBundle(): Promise<{ minified: number; gzippe
     target: "es2020",
     write: false,
   });
-  const code = out.outputFiles[0]!.text;
+  return out.outputFiles[0]!.text;
+}
+
+export async function measureBrowserBundle(): Promise<{ minified: number; gzipped: number; code: string }> {
+  const code = await minifiedBundle('export { createClient, createAnalytics, captureCrashes, webStorage } from "./index.ts";');
   return { minified: Buffer.byteLength(code), gzipped: gzipSync(code, { level: 9 }).byteLength, code };
 }
 
