@@ -18,6 +18,7 @@ import { observabilityScenarios } from "./scenarios/observability.js";
 import { kvScenarios } from "./scenarios/kv.js";
 import { hostileFunctionsScenarios } from "./scenarios/hostile-functions.js";
 import { hostileHttpScenarios } from "./scenarios/hostile-http.js";
+import { consoleScenarios } from "./scenarios/console.js";
 import { randomBytes } from "node:crypto";
 import { deleteStreamsWithPrefix } from "../test/helpers/nats-streams.js";
 import type { DescService } from "@bufbuild/protobuf";
@@ -64,9 +65,10 @@ const suites: Record<string, Suite> = {
   kv: kvScenarios,
   "hostile-functions": hostileFunctionsScenarios,
   "hostile-http": hostileHttpScenarios,
+  console: consoleScenarios,
 };
 /** Suites run when --only is not given (cms-large seeds 1M rows: opt-in). */
-const DEFAULT_SUITES = ["identity", "database", "fairness", "analytics", "functions", "functions-fetch", "cms", "observability", "kv", "hostile-functions", "hostile-http"];
+const DEFAULT_SUITES = ["identity", "database", "fairness", "analytics", "functions", "functions-fetch", "cms", "observability", "kv", "hostile-functions", "hostile-http", "console"];
 
 const { values } = parseArgs({
   options: {

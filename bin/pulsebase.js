@@ -10,10 +10,11 @@ import { readFileSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
-// V8 keeps the compiled CLI on disk (os.tmpdir()/node-compile-cache): later calls skip parsing it.
-nodeModule.enableCompileCache?.();
-
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+// V8 keeps the compiled CLI on disk, beside the build in the checkout (not in
+// a shared temporary folder another user could prepare): later calls skip parsing it.
+nodeModule.enableCompileCache?.(join(ROOT, "dist/cli/compile-cache"));
 const OUT = join(ROOT, "dist/cli/cli.js");
 
 /** Whether dist/cli/cli.js exists and is newer than every source it was built from. */

@@ -32,7 +32,9 @@ export async function buildCli() {
   });
   await mkdir(dirname(CLI_OUT), { recursive: true });
   const tag = `${process.pid}-${Date.now()}`;
-  const inputs = Object.keys(out.metafile.inputs).filter((p) => !p.startsWith("node_modules/"));
+  // The sources, and what decides the bundled dependencies' code (the lockfile) and how they are bundled (this file):
+  // a change to any of them makes bin/pulsebase.js build again.
+  const inputs = [...Object.keys(out.metafile.inputs).filter((p) => !p.startsWith("node_modules/")), "package-lock.json", "tools/build-cli.js"];
   await writeFile(`${CLI_OUT}.${tag}`, out.outputFiles[0].contents);
   await writeFile(`${CLI_INPUTS}.${tag}`, JSON.stringify(inputs));
   await rename(`${CLI_OUT}.${tag}`, CLI_OUT);

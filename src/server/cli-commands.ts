@@ -218,7 +218,8 @@ function cell(v: JsonValue | undefined): string {
 export function formatTable(columns: string[], rows: JsonValue[][]): string {
   const cells = rows.map((r) => columns.map((_, i) => cell(r[i])));
   const numeric = columns.map((_, i) => rows.length > 0 && rows.every((r) => r[i] === null || typeof r[i] === "number"));
-  const width = columns.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i]!.length)));
+  // A loop, not Math.max(...cells): a spread of a million rows overflows the stack.
+  const width = columns.map((c, i) => cells.reduce((w, r) => Math.max(w, r[i]!.length), c.length));
   const line = (vals: string[], head: boolean) =>
     vals.map((v, i) => (numeric[i] && !head ? v.padStart(width[i]!) : v.padEnd(width[i]!))).join(" | ").trimEnd();
   return [line(columns, true), width.map((w) => "-".repeat(w)).join("-+-"), ...cells.map((r) => line(r, false)), `(${rows.length} ${rows.length === 1 ? "row" : "rows"})`].join("\n");

@@ -285,6 +285,10 @@ describe("usage mistakes, output and speed", () => {
     expect(allRows).toHaveLength(12345);
     expect(allRows[12344]).toEqual([12345]);
     expect(JSON.parse(all.stdout).results[0].next_page_token).toBeUndefined();
+    // As a table too, past the size where spreading the rows into Math.max overflows the stack.
+    const wide = await cli(["db", "query", "--app", String(app.id), long.replace("12345", "130000")], env());
+    expect(wide.code, wide.stderr).toBe(0);
+    expect(wide.stdout).toContain("\n130000\n(130000 rows)");
     const failed = await cli(["db", "query", "--app", String(app.id), "SELECT * FROM nowhere"], env());
     expect(failed.code).toBe(1);
     expect(failed.stdout).toMatch(/^error: .*no such table/);

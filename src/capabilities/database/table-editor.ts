@@ -18,8 +18,16 @@ export interface TableShape {
   type: "table" | "view";
   withoutRowid: boolean;
   columns: string[];
-  /** Primary key columns in key order; ["rowid"] for a rowid table without one; [] for a view. */
+  /**
+   * Primary key columns in key order; for a rowid table without one, the
+   * first of rowid, oid and _rowid_ that no column of the table shadows (a
+   * column named rowid would make a bare `rowid` name the column, and a
+   * delete by it hit every row with that value); [] for a view, or a table
+   * whose columns shadow all three.
+   */
   key: string[];
+  /** How this table's rowid is named (rowid, oid or _rowid_: the first no column shadows); unset without a rowid. */
+  rowidAlias?: string;
   /** The editor may change its rows. */
   editable: boolean;
 }
@@ -54,6 +62,9 @@ export interface RowChanged {
   columns: string[];
   row: EngineValue[] | undefined;
 }
+
+/** The names SQLite answers with a rowid table's rowid, unless a column has taken the name. */
+const ROWID_ALIASES = ["rowid", "oid", "_rowid_"];
 
 const OPS: Record<string, string> = { eq: "=", ne: "!=", lt: "<", le: "<=", gt: ">", ge: ">=", like: "LIKE", is_null: "IS NULL", not_null: "IS NOT NULL" };
 
@@ -96,13 +107,16 @@ export function createTableEditor(operator: OperatorSql) {
     const columns = cols!.rows.map((r) => String(r[0]));
     const pk = cols!.rows.filter((r) => Number(r[1]) > 0).sort((a, b) => Number(a[1]) - Number(b[1])).map((r) => String(r[0]));
     const withoutRowid = Number(row[1]) === 1;
-    const key = type === "view" ? [] : pk.length ? pk : ["rowid"];
+    const taken = new Set(columns.map((c) => c.toLowerCase()));
+    const rowidAlias = type === "view" || withoutRowid ? undefined : ROWID_ALIASES.find((a) => !taken.has(a));
+    const key = type === "view" ? [] : pk.length ? pk : rowidAlias ? [rowidAlias] : [];
     const lower = table.toLowerCase();
-    const editable = type === "table" && !lower.startsWith("sqlite_") && !lower.startsWith("_pulsebase_");
-    return { name: table, type, withoutRowid, columns, key, editable };
+    const editable = type === "table" && key.length > 0 && !lower.startsWith("sqlite_") && !lower.startsWith("_pulsebase_");
+    return { name: table, type, withoutRowid, columns, key, editable, ...(rowidAlias ? { rowidAlias } : {}) };
   }
 
-  const keySql = (shape: TableShape) => shape.key.map((k) => (k === "rowid" ? "rowid" : ident(k)));
+  const isRowid = (shape: TableShape, k: string) => !shape.columns.some((c) => c.toLowerCase() === k.toLowerCase()) && k === shape.rowidAlias;
+  const keySql = (shape: TableShape) => shape.key.map((k) => (isRowid(shape, k) ? k : ident(k)));
 
   function where(shape: TableShape, req: Pick<BrowseRequest, "filters" | "search">): { sql: string; args: EngineValue[] } {
     if (req.filters.length > MAX_FILTERS) throw appError("validation_failed", `At most ${MAX_FILTERS} filters.`, { fields: { filters: [`At most ${MAX_FILTERS}.`] } });
@@ -110,7 +124,7 @@ export function createTableEditor(operator: OperatorSql) {
     const args: EngineValue[] = [];
     req.filters.forEach((f, i) => {
       if (!shape.columns.includes(f.column)) throw appError("validation_failed", `No column ${f.column} in ${shape.name}.`, { fields: { [`filters.${i}.column`]: ["No such column."] } });
-      const op = OPS[f.op];
+      const op = Object.hasOwn(OPS, f.op) ? OPS[f.op] : undefined;
       if (!op) throw appError("validation_failed", `Unknown filter operator ${f.op}.`, { fields: { [`filters.${i}.op`]: [`One of ${Object.keys(OPS).join(", ")}.`] } });
       if (f.value.length > MAX_FILTER_CHARS) throw appError("validation_failed", "The filter value is too long.", { fields: { [`filters.${i}.value`]: [`At most ${MAX_FILTER_CHARS} characters.`] } });
       if (op.startsWith("IS")) parts.push(`${ident(f.column)} ${op}`);
@@ -131,12 +145,12 @@ export function createTableEditor(operator: OperatorSql) {
   /** The row's key as bound arguments, checked against the table's key columns. */
   function keyMatch(shape: TableShape, key: Record<string, unknown>): { sql: string; args: EngineValue[] } {
     if (!shape.key.length) throw appError("failed_precondition", `${shape.name} is a view: its rows cannot be edited.`);
-    const missing = shape.key.filter((k) => !(k in key));
+    const missing = shape.key.filter((k) => !Object.hasOwn(key, k));
     const extra = Object.keys(key).filter((k) => !shape.key.includes(k));
     if (missing.length || extra.length) {
       throw appError("validation_failed", `The key must name exactly ${shape.key.join(", ")}.`, { fields: { key: [`Expected ${shape.key.join(", ")}.`] } });
     }
-    return { sql: shape.key.map((k) => `${k === "rowid" ? "rowid" : ident(k)} IS ?`).join(" AND "), args: shape.key.map((k) => argOf(key[k])) };
+    return { sql: shape.key.map((k) => `${isRowid(shape, k) ? k : ident(k)} IS ?`).join(" AND "), args: shape.key.map((k) => argOf(key[k])) };
   }
 
   function assignments(shape: TableShape, values: Record<string, unknown>): { columns: string[]; args: EngineValue[] } {
@@ -157,7 +171,7 @@ export function createTableEditor(operator: OperatorSql) {
   }
 
   /** RETURNING the rowid first (when the table has one), then the row. */
-  const returning = (shape: TableShape) => (shape.withoutRowid ? " RETURNING 0, *" : " RETURNING rowid, *");
+  const returning = (shape: TableShape) => (shape.rowidAlias ? ` RETURNING ${shape.rowidAlias}, *` : " RETURNING 0, *");
 
   async function change(appId: number, shape: TableShape, stmt: BuiltStatement, field: string): Promise<RowChanged> {
     const [r] = check(await operator.runBuilt(appId, [stmt]), field);

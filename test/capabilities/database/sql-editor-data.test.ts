@@ -143,6 +143,17 @@ describe("the table editor", () => {
     const rowid = toJson(ListValueSchema, tags.keys[0]!) as number[];
     await sql.updateRow({ appId, table: "tags", key: { rowid: rowid[0]! }, values: { b: "z" } });
     expect(rows(await sql.browseTable({ appId, table: "tags" }))).toEqual([["x", "z"]]);
+    // A column named rowid (or oid) shadows the rowid: the key is the first
+    // alias no column took, so a delete hits exactly the one row.
+    await owner.client(SqlService).runSql({ appId, sql: "CREATE TABLE shadow (rowid TEXT, oid TEXT, v INTEGER); INSERT INTO shadow VALUES ('x', 'o', 1), ('x', 'o', 2), ('y', 'o', 3)" });
+    const shadow = await sql.browseTable({ appId, table: "shadow" });
+    expect(shadow.keyColumns).toEqual(["_rowid_"]);
+    const second = toJson(ListValueSchema, shadow.keys[1]!) as number[];
+    const gone = await sql.deleteRow({ appId, table: "shadow", key: { _rowid_: second[0]! } });
+    expect(Number(gone.rowsWritten)).toBe(1);
+    expect(rows(await sql.browseTable({ appId, table: "shadow" }))).toEqual([["x", "o", 1], ["y", "o", 3]]);
+    // An operator named like an Object property is an unknown operator (400), not a 500.
+    expect(await codeOf(sql.browseTable({ appId, table: "people", filters: [{ column: "age", op: "constructor", value: "1" }] }))).toBe(Code.InvalidArgument);
     const del = await sql.deleteRow({ appId, table: "people", key: { id: 301 } });
     expect(del.id).toBe(301n);
     expect(Number((await sql.browseTable({ appId, table: "people" })).totalRows)).toBe(300);
