@@ -1,11 +1,11 @@
 // A windowed results grid: only the rows in view (and a few either side)
-// are in the DOM, so 100,000 rows scroll like 100. Rows have one fixed
-// height, which makes the window a division (no measuring); columns get a
-// width from their header and the first rows' text. Written here rather
-// than taken from a library: fixed-height rows need ~60 lines, and the
-// console keeps its dependencies few. ARIA grid semantics (role=table,
-// aria-rowcount and aria-rowindex) tell assistive technology the real size.
-import { useEffect, useMemo, useRef, useState } from "react";
+// are in the DOM, so 100,000 rows scroll like 100. TanStack Virtual keeps
+// the window (rows have one fixed height, so nothing is measured); columns
+// get a width from their header and the first and last rows' text. ARIA grid
+// semantics (role=table, aria-rowcount and aria-rowindex) tell assistive
+// technology the real size.
+import { useMemo, useRef } from "react";
+import { useVirtualizer } from "@tanstack/react-virtual";
 import "./grid.css";
 
 export const ROW_HEIGHT = 28;
@@ -28,26 +28,15 @@ function widths(columns: string[], rows: readonly unknown[][]): number[] {
 
 export function VirtualGrid({ columns, rows, label, height = 420 }: { columns: string[]; rows: readonly unknown[][]; label: string; height?: number }) {
   const box = useRef<HTMLDivElement>(null);
-  const [top, setTop] = useState(0);
-  const [viewport, setViewport] = useState(height);
+  const virtualizer = useVirtualizer({ count: rows.length, getScrollElement: () => box.current, estimateSize: () => ROW_HEIGHT, overscan: OVERSCAN });
   // Widths are measured again only when the row count gains a digit: pages streaming in do not make the columns jump at every page.
   const w = useMemo(() => widths(columns, rows), [columns, String(rows.length).length]);
   const numberWidth = String(rows.length).length + 2;
   const template = `${numberWidth}ch ${w.map((x) => `${x}ch`).join(" ")}`;
-  useEffect(() => {
-    const el = box.current;
-    if (!el) return;
-    const ro = new ResizeObserver(() => setViewport(el.clientHeight));
-    ro.observe(el);
-    return () => ro.disconnect();
-  }, []);
-  const first = Math.max(0, Math.floor(top / ROW_HEIGHT) - OVERSCAN);
-  const last = Math.min(rows.length, Math.ceil((top + viewport) / ROW_HEIGHT) + OVERSCAN);
-  const visible = [];
-  for (let i = first; i < last; i++) {
+  const visible = virtualizer.getVirtualItems().map(({ index: i, start }) => {
     const r = rows[i]!;
-    visible.push(
-      <div key={i} role="row" aria-rowindex={i + 2} className="vrow" style={{ transform: `translateY(${i * ROW_HEIGHT}px)`, gridTemplateColumns: template }}>
+    return (
+      <div key={i} role="row" aria-rowindex={i + 2} className="vrow" style={{ transform: `translateY(${start}px)`, gridTemplateColumns: template }}>
         <span role="rowheader" className="vnum">
           {i + 1}
         </span>
@@ -60,9 +49,9 @@ export function VirtualGrid({ columns, rows, label, height = 420 }: { columns: s
             </span>
           );
         })}
-      </div>,
+      </div>
     );
-  }
+  });
   return (
     <div
       ref={box}
@@ -72,7 +61,6 @@ export function VirtualGrid({ columns, rows, label, height = 420 }: { columns: s
       aria-rowcount={rows.length + 1}
       tabIndex={0}
       style={{ maxHeight: height }}
-      onScroll={(e) => setTop(e.currentTarget.scrollTop)}
     >
       <div role="rowgroup" className="vhead">
         <div role="row" aria-rowindex={1} className="vrow head" style={{ gridTemplateColumns: template }}>
@@ -86,7 +74,7 @@ export function VirtualGrid({ columns, rows, label, height = 420 }: { columns: s
           ))}
         </div>
       </div>
-      <div role="rowgroup" className="vbody" style={{ height: rows.length * ROW_HEIGHT, minWidth: `calc(${numberWidth + w.reduce((a, b) => a + b, 0)}ch + ${(columns.length + 1) * 0.8}rem)` }}>
+      <div role="rowgroup" className="vbody" style={{ height: virtualizer.getTotalSize(), minWidth: `calc(${numberWidth + w.reduce((a, b) => a + b, 0)}ch + ${(columns.length + 1) * 0.8}rem)` }}>
         {visible}
       </div>
     </div>
