@@ -85,8 +85,9 @@ describe("batching", () => {
  * duplicate included, has been applied by then.
  */
 async function queueDrained(): Promise<void> {
+  // (waitFor fails the test if the queue never empties; a second count right
+  // after could see a message the SDK's background retry added since)
   await waitFor(async () => Number((await s.db.sql.query<{ n: string }>("SELECT count(*) AS n FROM queue_messages WHERE queue = 'analytics'")).rows[0]!.n), (n) => n === 0, 20_000);
-  expect(Number((await s.db.sql.query<{ n: string }>("SELECT count(*) AS n FROM queue_messages WHERE queue = 'analytics'")).rows[0]!.n)).toBe(0);
 }
 
 describe("offline", () => {
