@@ -98,6 +98,14 @@ export interface Config {
    */
   changePollMs: number;
   /**
+   * PULSEBASE_CACHE_TTL_MS (tests only; unset: each cache's own safety net):
+   * the TTL of every cache the change bus invalidates (token checks, app
+   * keys and plans, CMS responses, function resolution, database links). The
+   * cluster tests make it long, so a change they see reach another server
+   * came over the bus, not by an entry expiring.
+   */
+  cacheTtlMs?: number;
+  /**
    * Port of GET /metrics of a `npm run worker` process, on adminHost
    * (PULSEBASE_WORKER_METRICS_PORT); 0 serves none.
    */
@@ -353,6 +361,7 @@ export function loadConfig(env: Env = process.env): Config {
     rpcPipeline: oneOf(env, "PULSEBASE_RPC_PIPELINE", ["fast", "connect-node"] as const, "fast"),
     metricsToken,
     changePollMs: int(env, "PULSEBASE_CHANGE_POLL_MS", 250, 50, 10_000),
+    cacheTtlMs: (env.PULSEBASE_CACHE_TTL_MS ?? "") === "" ? undefined : int(env, "PULSEBASE_CACHE_TTL_MS", 0, 1, 86_400_000),
     workerMetricsPort: int(env, "PULSEBASE_WORKER_METRICS_PORT", DEFAULT_WORKER_METRICS_PORT, 0, 65535),
     workerMetricsPortExplicit: (env.PULSEBASE_WORKER_METRICS_PORT ?? "") !== "",
     db: {

@@ -94,7 +94,7 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     onError: (err) => logger.warn({ err }, "change bus: PostgreSQL or NATS failed (retrying)"),
   });
   const shared: Shared = { config, sql: deps.sql, logger, nats, changes };
-  const identity = createIdentityModule({ sql: deps.sql, signingKeys: deps.signingKeys, tokenTtlSeconds: config.tokenTtlSeconds, changes });
+  const identity = createIdentityModule({ sql: deps.sql, signingKeys: deps.signingKeys, tokenTtlSeconds: config.tokenTtlSeconds, changes, cacheTtlMs: config.cacheTtlMs });
   const modules = [identity, ...((await deps.modules?.(shared)) ?? [])];
 
   // Readiness: the storage answers (/readyz and grpc.health.v1 on both listeners).

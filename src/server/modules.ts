@@ -20,6 +20,7 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
       dataDir: config.dataDir,
       engineProcesses: config.db.engineProcesses,
       limits: { appRunning: config.db.appRunning, appQueued: config.db.appQueued, queueWaitMs: config.db.queueWaitMs, remoteAppRunning: config.db.remoteAppRunning },
+      linkCacheMs: config.cacheTtlMs,
     },
     // The SQL editor's history is per console account (kOperator: set by the admin listener's policy).
     { sql, changes, callerId: (ctx) => ctx.values.get(kOperator)?.userId ?? 0 },
@@ -39,6 +40,8 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
     config: {
       mediaBaseUrl: config.mediaBaseUrl ?? `https://localhost:${config.httpsPort}`,
       mediaDir: join(config.dataDir, "media"),
+      appKeyTtlMs: config.cacheTtlMs,
+      cacheTtlMs: config.cacheTtlMs,
     },
     // functions is made below, with the host capabilities of the modules above; changes come only once the server runs.
     onChange: (appId, change) => functions.onCmsChange(appId, change),
@@ -51,6 +54,7 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
     hostCapabilities: [database, analytics, cms].flatMap((m) => m.hostCapabilities ?? []),
     config: {
       enforcePlan: config.planEnforcement,
+      ...(config.cacheTtlMs !== undefined && { resolveCacheMs: config.cacheTtlMs }),
       sandbox: {
         hostCallsRunning: config.fnDbCalls.running,
         hostCallsQueued: config.fnDbCalls.queued,

@@ -1,11 +1,12 @@
 // Three (then four) real server processes on one PostgreSQL and a private
 // nats-server the test stops and starts. A CMS change
-// made through one server is served by every server within the documented
-// bound (README, Scale-out: 1 s) whether NATS is up, down or restarting, and
-// a server started while NATS is unreachable takes part like the others
-// (hears and sends changes, reports its NATS state, and runs the same
-// function-event transport once NATS is up). The figures measured are
-// printed for the README's table.
+// made through one server is served by every server whether NATS is up, down
+// or restarting, and a server started while NATS is unreachable takes part
+// like the others (hears and sends changes, reports its NATS state, and runs
+// the same function-event transport once NATS is up). The servers keep every
+// cache entry for ten minutes (CACHE_TTL), so a change seen on another server
+// came over the change bus. How soon (the documented 1 s bound, README,
+// Scale-out) is the bench's business: `npm run bench -- --only cluster`.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
@@ -16,8 +17,8 @@ import { field } from "../capabilities/cms/cms-fixture.js";
 import { startCluster, untilEverywhere, type Cluster, type ClusterServer } from "../helpers/cluster.js";
 import { NATS_SERVER_BIN } from "../infra/queue/jetstream-helpers.js";
 
-/** The documented bound on a change reaching every server (README, Scale-out). */
-const BOUND_MS = 1000;
+/** Longer than any wait below: no cache entry expires during the file. */
+const CACHE_TTL = { PULSEBASE_CACHE_TTL_MS: String(10 * 60_000) };
 
 let c: Cluster;
 let A: ClusterServer;
@@ -26,11 +27,10 @@ let C: ClusterServer;
 let appId: bigint;
 let appKey: string;
 let entryId: string;
-const figures: Record<string, Record<string, number>> = {};
 
 beforeAll(async () => {
   if (!NATS_SERVER_BIN) throw new Error("nats-server is required (/usr/sbin/nats-server)");
-  c = await startCluster(["A", "B", "C"]);
+  c = await startCluster(["A", "B", "C"], { env: CACHE_TTL });
   [A, B, C] = c.servers as [ClusterServer, ClusterServer, ClusterServer];
   const ids = A.client(IdentityService);
   const team = await ids.createTeam({ name: "cluster" });
@@ -43,7 +43,6 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  console.log(`cluster-cms staleness (ms after the change answered): ${JSON.stringify(figures)}`);
   await c?.close();
 });
 
@@ -60,17 +59,14 @@ async function servedEverywhere(servers: ClusterServer[], t: string): Promise<vo
   for (const s of servers) expect(await title(s)).toBe(t);
 }
 
-/** Changes the entry through `via`; returns when the call answered. */
-async function change(via: ClusterServer, t: string): Promise<number> {
+/** Changes the entry's title through `via`. */
+async function change(via: ClusterServer, t: string): Promise<void> {
   await via.client(CmsService).updateEntry({ appId, id: entryId, data: { title: t } });
-  return Date.now();
 }
 
-/** How long each server took to serve `t` after `since`; fails beyond the bound. */
-async function staleness(label: string, servers: ClusterServer[], t: string, since: number): Promise<void> {
-  const took = await untilEverywhere(servers, title, (v) => v === t, { since, timeoutMs: BOUND_MS + 4000 });
-  figures[label] = took;
-  expect(Math.max(...Object.values(took)), `${label}: ${JSON.stringify(took)}`).toBeLessThanOrEqual(BOUND_MS);
+/** Waits until every server serves `t` (its cached list was dropped: CACHE_TTL). */
+async function reachesAll(servers: ClusterServer[], t: string): Promise<void> {
+  await untilEverywhere(servers, title, (v) => v === t, { timeoutMs: 30_000 });
 }
 
 const natsConnected = async (s: ClusterServer) => /^pulsebase_nats_connected (\d)/m.exec(await s.metrics())?.[1];
@@ -78,24 +74,29 @@ const natsConnected = async (s: ClusterServer) => /^pulsebase_nats_connected (\d
 describe("a CMS change reaches every server's cached reads", () => {
   it("with NATS up", async () => {
     await servedEverywhere([A, B, C], "v0");
-    await staleness("nats up", [A, B, C], "v1", await change(A, "v1"));
+    await change(A, "v1");
+    await reachesAll([A, B, C], "v1");
   });
 
   it("with NATS down: through PostgreSQL, and the NATS gauge says so", async () => {
     await c.stopNats();
     await servedEverywhere([A, B, C], "v1");
-    await staleness("nats down", [A, B, C], "v2", await change(B, "v2"));
+    await change(B, "v2");
+    await reachesAll([A, B, C], "v2");
     await untilEverywhere([A, B, C], natsConnected, (v) => v === "0", { timeoutMs: 10_000 });
-    await staleness("nats down (known to the servers)", [A, B, C], "v3", await change(C, "v3"));
+    await change(C, "v3");
+    await reachesAll([A, B, C], "v3");
   });
 
   it("while NATS restarts, and over NATS again once it is back", async () => {
     await servedEverywhere([A, B, C], "v3");
     await c.startNats();
     // Made while the servers are still reconnecting.
-    await staleness("nats restarting", [A, B, C], "v4", await change(A, "v4"));
+    await change(A, "v4");
+    await reachesAll([A, B, C], "v4");
     await untilEverywhere([A, B, C], natsConnected, (v) => v === "1", { timeoutMs: 15_000 });
-    await staleness("nats back", [A, B, C], "v5", await change(B, "v5"));
+    await change(B, "v5");
+    await reachesAll([A, B, C], "v5");
   });
 });
 
@@ -106,15 +107,18 @@ describe("a server started while NATS is unreachable", () => {
     await c.stopNats();
     D = await c.startServer("D");
     await servedEverywhere([A, B, C, D], "v5");
-    await staleness("server started while NATS down: change through it", [A, B, C, D], "v6", await change(D, "v6"));
-    await staleness("server started while NATS down: change elsewhere", [A, B, C, D], "v7", await change(A, "v7"));
+    await change(D, "v6");
+    await reachesAll([A, B, C, D], "v6");
+    await change(A, "v7");
+    await reachesAll([A, B, C, D], "v7");
     expect(await natsConnected(D)).toBe("0");
   }, 60_000);
 
   it("joins NATS when it comes up, with the same function-event transport as the others", async () => {
     await c.startNats();
     await untilEverywhere([A, B, C, D], natsConnected, (v) => v === "1", { timeoutMs: 15_000 });
-    await staleness("late server after NATS came up", [A, B, C, D], "v8", await change(A, "v8"));
+    await change(A, "v8");
+    await reachesAll([A, B, C, D], "v8");
 
     // A cms event trigger; a change made through D is queued on JetStream,
     // where the other servers' dispatchers take it (not on a table only D reads).
@@ -122,7 +126,8 @@ describe("a server started while NATS is unreachable", () => {
     const fn = await fns.createFunction({ appId, name: "audit" });
     await fns.deployVersion({ functionId: fn.id, code: "export default async function () {}", activate: true });
     await fns.createEventTrigger({ functionId: fn.id, source: "cms", target: "post", operations: ["update"] });
-    await staleness("late server, after the trigger", [A, B, C, D], "v9", await change(D, "v9"));
+    await change(D, "v9");
+    await reachesAll([A, B, C, D], "v9");
     const nc = await connect({ servers: c.natsUrl });
     try {
       const jsm = await jetstreamManager(nc);

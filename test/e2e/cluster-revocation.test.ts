@@ -2,8 +2,11 @@
 // (docs/cms.md): the CMS daily allowance holds across servers
 // (never more counted requests than the plan allows, whichever server
 // answers), and a revocation (DeleteConsumer, RotateAppKey), a plan change
-// or a function activation made through one server applies on every server
-// within the documented bound (README, Scale-out: 1 s), with NATS up or down.
+// or a function activation made through one server applies on every server,
+// with NATS up or down. The servers keep every cache entry for ten minutes
+// (CACHE_TTL), so a change seen on another server came over the change bus,
+// not by an entry expiring. How soon (the documented 1 s bound, README,
+// Scale-out) is the bench's business: `npm run bench -- --only cluster`.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CmsService } from "../../gen/pulsebase/admin/v1/cms_pb.js";
 import { DatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
@@ -13,27 +16,25 @@ import { field } from "../capabilities/cms/cms-fixture.js";
 import { startCluster, untilEverywhere, type Cluster, type ClusterServer } from "../helpers/cluster.js";
 import { NATS_SERVER_BIN } from "../infra/queue/jetstream-helpers.js";
 
-/** The documented bound on a change reaching every server (README, Scale-out). */
-const BOUND_MS = 1000;
+/** Longer than any wait below: no cache entry expires during the file. */
+const CACHE_TTL = { PULSEBASE_CACHE_TTL_MS: String(10 * 60_000) };
 
 let c: Cluster;
 let A: ClusterServer;
 let B: ClusterServer;
 let C: ClusterServer;
 let all: ClusterServer[];
-const figures: Record<string, Record<string, number>> = {};
 /** A plan message leaves nothing unset (an unset bool is false). */
 const FREE = { name: "free", functionsEnabled: true };
 
 beforeAll(async () => {
   if (!NATS_SERVER_BIN) throw new Error("nats-server is required (/usr/sbin/nats-server)");
-  c = await startCluster(["A", "B", "C"]);
+  c = await startCluster(["A", "B", "C"], { env: CACHE_TTL });
   all = c.servers;
   [A, B, C] = all as [ClusterServer, ClusterServer, ClusterServer];
 }, 120_000);
 
 afterAll(async () => {
-  console.log(`cluster-revocation staleness (ms after the change answered): ${JSON.stringify(figures)}`);
   await c?.close();
 });
 
@@ -68,10 +69,9 @@ const withToken = (token: string) => async (s: ClusterServer) =>
 /** The status of a cached CMS read with this key. */
 const withKey = (key: string) => async (s: ClusterServer) => (await s.get("/api/v1/post", { "x-app-key": key })).status;
 
-async function staleness<T>(label: string, servers: ClusterServer[], check: (s: ClusterServer) => Promise<T>, accept: (v: T) => boolean, since: number, bound = BOUND_MS) {
-  const took = await untilEverywhere(servers, check, accept, { since, timeoutMs: bound + 6000 });
-  figures[label] = took;
-  expect(Math.max(...Object.values(took)), `${label}: ${JSON.stringify(took)}`).toBeLessThanOrEqual(bound);
+/** Waits until every server gives what `accept` wants (it cannot come from an expired entry: CACHE_TTL). */
+async function reachesAll<T>(servers: ClusterServer[], check: (s: ClusterServer) => Promise<T>, accept: (v: T) => boolean): Promise<void> {
+  await untilEverywhere(servers, check, accept, { timeoutMs: 30_000 });
 }
 
 describe("the CMS daily allowance across servers", () => {
@@ -84,7 +84,6 @@ describe("the CMS daily allowance across servers", () => {
     );
     const ok = results.filter((r) => r.status === 200).length;
     const refused = results.filter((r) => r.status === 429);
-    figures["daily allowance 20, 60 requests on 3 servers: served"] = { all: ok };
     expect(ok).toBe(20);
     expect(refused).toHaveLength(40);
     expect(JSON.parse(refused[0]!.body)).toMatchObject({ error: { status: 429 } });
@@ -97,12 +96,12 @@ describe("the CMS daily allowance across servers", () => {
 });
 
 describe("revocations and plan changes reach every server", () => {
-  it("DeleteConsumer: the token is refused everywhere within the bound", async () => {
+  it("DeleteConsumer: the token is refused everywhere", async () => {
     const { appKey } = await newApp("delete consumer");
     const me = await register(B, appKey);
     await untilEverywhere(all, withToken(me.token), (v) => v === 200);
     await A.client(IdentityService).deleteConsumer({ consumerId: BigInt(me.id) });
-    await staleness("DeleteConsumer, NATS up", all, withToken(me.token), (v) => v === 401, Date.now());
+    await reachesAll(all, withToken(me.token), (v) => v === 401);
   });
 
   it("RotateAppKey: old tokens and the old X-App-Key are refused everywhere, the rotating server included", async () => {
@@ -112,23 +111,22 @@ describe("revocations and plan changes reach every server", () => {
     await untilEverywhere(all, withKey(appKey), (v) => v === 200);
     for (const s of all) expect(await withKey(appKey)(s)).toBe(200); // cached now
     const rotated = await A.client(IdentityService).rotateAppKey({ appId });
-    const since = Date.now();
-    await staleness("RotateAppKey: old X-App-Key", all, withKey(appKey), (v) => v === 400, since);
-    await staleness("RotateAppKey: old token", all, withToken(me.token), (v) => v === 401, since);
+    await reachesAll(all, withKey(appKey), (v) => v === 400);
+    await reachesAll(all, withToken(me.token), (v) => v === 401);
     for (const s of all) expect(await withKey(rotated.appKey)(s)).toBe(200);
   });
 
-  it("SetAppPlan: a lower CMS rate limit applies everywhere within the bound", async () => {
+  it("SetAppPlan: a lower CMS rate limit applies everywhere", async () => {
     const { appId, appKey } = await newApp("plan");
     await untilEverywhere(all, withKey(appKey), (v) => v === 200);
     for (const s of all) expect(await withKey(appKey)(s)).toBe(200); // the old plan is cached
     await A.client(IdentityService).setAppPlan({ appId, plan: { ...FREE, name: "slow", cmsRequestsPerSecond: 1 } });
     // A server with the new plan refuses part of a burst of three (one request per second is allowed).
     const burst = async (s: ClusterServer) => (await Promise.all([1, 2, 3].map(() => withKey(appKey)(s)))).includes(429);
-    await staleness("SetAppPlan (CMS limit), NATS up", all, burst, (v) => v, Date.now());
+    await reachesAll(all, burst, (v) => v);
   });
 
-  it("ActivateVersion: every server runs the new version at once (NATS up)", async () => {
+  it("ActivateVersion: every server runs the new version (NATS up)", async () => {
     const { appId, appKey } = await newApp("activate");
     const fns = A.client(FunctionService);
     const fn = await fns.createFunction({ appId, name: "hello" });
@@ -142,11 +140,10 @@ describe("revocations and plan changes reach every server", () => {
     await untilEverywhere(all, version, (v) => v === "v1");
     for (const s of all) expect(await version(s)).toBe("v1"); // resolution cached on every server
     await fns.deployVersion({ functionId: fn.id, code: 'export default async function () { return { v: "v2" }; }', activate: true });
-    // Over NATS: well under the 1 s the resolution cache used to keep the old version.
-    await staleness("ActivateVersion, NATS up", all, version, (v) => v === "v2", Date.now(), 500);
+    await reachesAll(all, version, (v) => v === "v2");
   });
 
-  it("SuspendDatabase: queries are refused on every server at once (NATS up)", async () => {
+  it("SuspendDatabase: queries are refused on every server (NATS up)", async () => {
     const { appId, appKey, teamId } = await newApp("database");
     const dbs = A.client(DatabaseService);
     const db = await dbs.createDatabase({ teamId, name: "main" });
@@ -157,17 +154,16 @@ describe("revocations and plan changes reach every server", () => {
     await untilEverywhere(all, query, (v) => v === 200);
     for (const s of all) expect(await query(s)).toBe(200); // the link is cached on every server
     await dbs.suspendDatabase({ id: db.id });
-    // Over NATS: well under the 1 s the link cache used to keep serving.
-    await staleness("SuspendDatabase, NATS up", all, query, (v) => v === 503, Date.now(), 500);
+    await reachesAll(all, query, (v) => v === 503);
   });
 
-  it("with NATS down, revocation goes through PostgreSQL within the bound", async () => {
+  it("with NATS down, revocation goes through PostgreSQL", async () => {
     const { appKey } = await newApp("nats down");
     await c.stopNats();
     const me = await register(B, appKey);
     await untilEverywhere(all, withToken(me.token), (v) => v === 200);
     await C.client(IdentityService).deleteConsumer({ consumerId: BigInt(me.id) });
-    await staleness("DeleteConsumer, NATS down", all, withToken(me.token), (v) => v === 401, Date.now());
+    await reachesAll(all, withToken(me.token), (v) => v === 401);
     await c.startNats();
   });
 });

@@ -15,7 +15,8 @@ const dispatcher = new Agent({ connect: { rejectUnauthorized: false } });
 const children: ChildProcess[] = [];
 
 function start(): Promise<ChildServer> {
-  return spawnServer({ dataDir, env: { PULSEBASE_LOG_LEVEL: "warn" } }).then((p) => {
+  // (the embedded database made beforehand: this file is about the lock, not the first start)
+  return spawnServer({ dataDir, env: { PULSEBASE_LOG_LEVEL: "warn" }, seedEmbeddedDb: true }).then((p) => {
     children.push(p.child);
     return p;
   });

@@ -74,7 +74,7 @@ const fn = (slug: string, token: string, query = "") =>
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), "pulsebase-leftover-"));
-  server = await spawnServer({ dataDir, env: { PULSEBASE_ACCESS_LOG: "off" } });
+  server = await spawnServer({ dataDir, env: { PULSEBASE_ACCESS_LOG: "off" }, seedEmbeddedDb: true });
   await server.ready();
   const operator = (await readFile(join(dataDir, "operator-token"), "utf8")).trim();
   const admin = client(IdentityService, operator);

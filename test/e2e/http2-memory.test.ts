@@ -25,6 +25,7 @@ beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), "pulsebase-h2mem-"));
   server = await spawnServer({
     dataDir: dir,
+    seedEmbeddedDb: true,
     env: {
       PULSEBASE_ACCESS_LOG: "off",
       PULSEBASE_LOG_LEVEL: "warn",

@@ -42,7 +42,7 @@ beforeAll(async () => {
 
   // A separate worker process on the same schema and queue (`npm run worker`).
   const schema = s.db.schema!;
-  const url = new URL(TEST_DATABASE_URL);
+  const url = new URL(s.db.url!);
   url.searchParams.set("application_name", schema);
   url.searchParams.set("options", `-c search_path=${schema},public`);
   worker = spawn("node_modules/.bin/node", ["--import", "tsx", "src/server/worker.ts"], {

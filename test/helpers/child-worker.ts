@@ -1,12 +1,13 @@
 // `npm run worker` as a user runs it: a child process of src/server/worker.ts
 // on this test file's PostgreSQL schema, with its metrics on a free port.
 import { spawn, type ChildProcess } from "node:child_process";
-import { TEST_DATABASE_URL } from "./db.js";
+import type { TestDb } from "./db.js";
 import { freePort } from "./ports.js";
 
-/** DATABASE_URL of a test schema for a child process (its connections named after the schema). */
-export function databaseUrlFor(schema: string): string {
-  const url = new URL(TEST_DATABASE_URL);
+/** DATABASE_URL of a test database for a child process (its connections named after the schema). */
+export function databaseUrlFor(db: TestDb): string {
+  const schema = db.schema!;
+  const url = new URL(db.url!);
   url.searchParams.set("application_name", schema);
   url.searchParams.set("options", `-c search_path=${schema},public`);
   return url.toString();

@@ -13,7 +13,7 @@ import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Agent, fetch } from "undici";
 import { spawnServer, type ChildServer } from "./child-server.js";
-import { createTestDb, TEST_DATABASE_URL, type TestDb } from "./db.js";
+import { createTestDb, type TestDb } from "./db.js";
 import { freePort } from "./ports.js";
 import { startNatsServer, stopProcess } from "../infra/queue/jetstream-helpers.js";
 
@@ -53,7 +53,7 @@ export async function startCluster(names: string[], opts: { env?: Record<string,
   const natsUrl = `nats://127.0.0.1:${natsPort}`;
   let nats: ChildProcess | undefined = await startNatsServer(natsPort, natsDir);
   const namespace = `c${randomBytes(5).toString("hex")}`;
-  const url = new URL(TEST_DATABASE_URL);
+  const url = new URL(db.url!);
   url.searchParams.set("application_name", db.schema!);
   url.searchParams.set("options", `-c search_path=${db.schema},public`);
   const servers: ClusterServer[] = [];

@@ -12,6 +12,9 @@ describe("configuration", () => {
     expect(c).toMatchObject({ bodyBudgetBytes: 256 * 1024 * 1024, bodyTimeoutSeconds: 30, bodyMinRateBytes: 4096, http2MaxStreams: 100 });
     expect(c.publicUrl).toBeUndefined();
     expect(loadConfig({ PULSEBASE_PUBLIC_URL: "https://API.example.com:8443/" }).publicUrl).toBe("https://api.example.com:8443");
+    // unset: every change-bus cache keeps its own TTL (the cluster tests set one for all)
+    expect(c.cacheTtlMs).toBeUndefined();
+    expect(loadConfig({ PULSEBASE_CACHE_TTL_MS: "600000" }).cacheTtlMs).toBe(600_000);
   });
 
   it.each([
@@ -26,6 +29,7 @@ describe("configuration", () => {
     [{ PULSEBASE_PUBLIC_URL: "ftp://api.example.com" }, /PULSEBASE_PUBLIC_URL must use https: or http:/],
     [{ PULSEBASE_BODY_BUDGET_BYTES: String(64 * 1024 * 1024) }, /PULSEBASE_BODY_BUDGET_BYTES must be at least twice PULSEBASE_BODY_LIMIT_BYTES/],
     [{ PULSEBASE_HTTP2_MAX_STREAMS: "0" }, /PULSEBASE_HTTP2_MAX_STREAMS must be between/],
+    [{ PULSEBASE_CACHE_TTL_MS: "0" }, /PULSEBASE_CACHE_TTL_MS must be between/],
   ])("refuses %o naming the variable", (env, re) => {
     expect(() => loadConfig(env as Record<string, string>)).toThrow(re);
   });

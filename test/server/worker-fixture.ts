@@ -43,7 +43,7 @@ export function useWorkerDrain(opts: { operator: string; tmpPrefix: string; env?
     db = await createTestDb("postgres");
     dataDir = await mkdtemp(join(tmpdir(), opts.tmpPrefix));
     env = {
-      DATABASE_URL: databaseUrlFor(db.schema!),
+      DATABASE_URL: databaseUrlFor(db),
       NATS_URL: TEST_NATS_URL,
       PULSEBASE_NATS_NAMESPACE: ns,
       PULSEBASE_DATA_DIR: dataDir,

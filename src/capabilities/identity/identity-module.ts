@@ -22,10 +22,17 @@ export interface IdentityModule extends PulsebaseModule {
   authenticate(authorization: string | undefined): ConsumerPrincipal | Promise<ConsumerPrincipal>;
 }
 
-export function createIdentityModule(deps: { sql: Sql; signingKeys: SigningKey[]; tokenTtlSeconds: number; changes: ChangeBus }): IdentityModule {
+export function createIdentityModule(deps: {
+  sql: Sql;
+  signingKeys: SigningKey[];
+  tokenTtlSeconds: number;
+  changes: ChangeBus;
+  /** The token-check cache's TTL (default: the Authenticator's own, 5 s). */
+  cacheTtlMs?: number;
+}): IdentityModule {
   const store = new IdentityStore(deps.sql);
   const tokens = new TokenService(deps.signingKeys, deps.tokenTtlSeconds);
-  const auth = new Authenticator(store, tokens);
+  const auth = new Authenticator(store, tokens, deps.cacheTtlMs);
   // Revoked tokens: a deleted consumer, or every consumer of an app whose key
   // changed (or of which a change may have been missed).
   deps.changes.subscribe("consumer", (c) => (c.itemId === undefined ? auth.forgetApp(c.appId) : auth.forgetConsumer(c.itemId)));

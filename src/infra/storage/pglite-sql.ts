@@ -11,9 +11,16 @@ const parsers = {
   [types.NUMERIC]: (v: string) => Number(v),
 };
 
+/** The options every PGlite of the service is made with (the extensions, how numbers are read). */
+export const PGLITE_OPTIONS = { extensions: { pg_trgm }, parsers };
+
 /** dataDir undefined means in memory (tests). */
 export async function createPgliteSql(dataDir?: string): Promise<Sql> {
-  const db = await PGlite.create(dataDir, { extensions: { pg_trgm }, parsers });
+  return pgliteSql(await PGlite.create(dataDir, PGLITE_OPTIONS));
+}
+
+/** Sql over a PGlite made with PGLITE_OPTIONS (tests make theirs from a snapshot: test/helpers/db.ts); close() closes it. */
+export function pgliteSql(db: PGlite): Sql {
   return wrap(db, db);
 }
 

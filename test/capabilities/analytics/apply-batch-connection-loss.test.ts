@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
 import { applyBatches } from "../../../src/capabilities/analytics/apply-batch.js";
 import { PAYLOAD_VERSION, type BatchPayload } from "../../../src/capabilities/analytics/batch-payload.js";
-import { createTestDb, TEST_DATABASE_URL, type TestDb } from "../../helpers/db.js";
+import { createTestDb, type TestDb } from "../../helpers/db.js";
 import { until } from "../../helpers/until.js";
 import { countOf, seedApp, type TestConsumer } from "./fixtures.js";
 
@@ -14,16 +14,17 @@ let db: TestDb;
 let user: TestConsumer;
 // Holds a lock and terminates backends; its own application_name, so it is
 // never among the connections it terminates.
-const other = new pg.Client({ connectionString: TEST_DATABASE_URL, application_name: "pbtest_batch_loss_admin" });
+let other: pg.Client;
 
 beforeAll(async () => {
   db = await createTestDb("postgres");
   user = (await seedApp(db.sql, ["alice"])).consumers[0]!;
+  other = new pg.Client({ connectionString: db.url, application_name: "pbtest_batch_loss_admin" });
   await other.connect();
   await other.query(`SET search_path = ${db.schema}, public`);
 });
 afterAll(async () => {
-  await other.end();
+  await other?.end();
   await db.drop();
 });
 

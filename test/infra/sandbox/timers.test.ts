@@ -206,14 +206,15 @@ describe("ctx.waitUntil", () => {
         runs++;
         if (req === "hang") { ctx.waitUntil(new Promise(() => {})); ctx.waitUntil(new Promise((r) => setInterval(() => {}, 5))); }
         return { runs };
-      }`, { timeoutMs: 300 });
+      }`, { timeoutMs: 1000 });
     const t0 = performance.now();
+    // (1 s: a cold isolate on a loaded host can take a third of 300 ms before it answers)
     const r = await sandbox.run(t, input({ req: "hang" }));
     expect(body(r)).toEqual({ runs: 1 });
     // the work never settles: that the background ends at all is the cut
     const bg = await r.background!;
     expect(bg.outcome).toBe("timeout");
-    expect(performance.now() - t0).toBeGreaterThanOrEqual(290);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(990);
     expect(bg.logs[0]).toEqual({ level: "warn", message: expect.stringContaining("ctx.waitUntil work did not settle") });
     // a fresh isolate: the module's state started over
     const next = await sandbox.run(t, input());

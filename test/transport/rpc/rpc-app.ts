@@ -22,6 +22,8 @@ import { loadOrCreateTls } from "../../../src/server/tls.js";
 
 export const GOOD = "Bearer good-token";
 export const SLOW_TOKEN = "Bearer slow-token";
+/** A token whose check stays pending until the test calls `heldTokens.release()`. */
+export const HELD_TOKEN = "Bearer held-token";
 const principal: ConsumerPrincipal = { consumerId: 1, appId: 7, appKey: "k", userId: "u", deviceId: "d" };
 
 export interface RpcApp {
@@ -35,6 +37,8 @@ export interface RpcApp {
   calls: string[];
   /** The listener's server (its 'stream' listeners show whether the HTTP/2 lane stands in front). */
   server: import("node:net").Server;
+  /** Checks of HELD_TOKEN: how many are pending, and ending them (the token is good). */
+  heldTokens: { pending(): number; release(): void };
   close(): Promise<void>;
 }
 
@@ -53,6 +57,9 @@ export async function startRpcApp(opts: RpcAppOptions): Promise<RpcApp> {
   const errors: Record<string, unknown>[] = [];
   const slow: RpcApp["slow"] = [];
   const calls: string[] = [];
+  // Checks of HELD_TOKEN end when the test says so, not after a timer: a test
+  // can act while the server is known to be checking the token.
+  let held: Array<() => void> = [];
   const logger = pino({ level: "error" }, new Writable({
     write(chunk: Buffer, _e, done) {
       for (const l of chunk.toString().split("\n").filter(Boolean)) errors.push(JSON.parse(l) as Record<string, unknown>);
@@ -119,6 +126,7 @@ export async function startRpcApp(opts: RpcAppOptions): Promise<RpcApp> {
       if (h === GOOD) return principal;
       // A token not in the cache: checked asynchronously, while the body arrives.
       if (h === SLOW_TOKEN) return new Promise((resolve) => setTimeout(() => resolve(principal), 50));
+      if (h === HELD_TOKEN) return new Promise((resolve) => held.push(() => resolve(principal)));
       throw appError("unauthenticated");
     },
     ready: () => Promise.resolve(),
@@ -132,6 +140,14 @@ export async function startRpcApp(opts: RpcAppOptions): Promise<RpcApp> {
     slow,
     calls,
     server: app.server,
+    heldTokens: {
+      pending: () => held.length,
+      release() {
+        const now = held;
+        held = [];
+        for (const r of now) r();
+      },
+    },
     async close() {
       await app.close();
       await rm(dataDir, { recursive: true, force: true });

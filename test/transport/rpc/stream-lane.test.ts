@@ -16,7 +16,7 @@ import { QueryRequestSchema, QueryResponseSchema } from "../../../gen/pulsebase/
 import { ObservedLogController } from "../../../src/server/access-log.js";
 import { createMetrics } from "../../../src/server/metrics.js";
 import { until } from "../../helpers/until.js";
-import { frame, frames, GOOD, h1Call, h2Call, SLOW_TOKEN, startRpcApp, type RpcApp } from "./rpc-app.js";
+import { frame, frames, GOOD, h1Call, h2Call, HELD_TOKEN, SLOW_TOKEN, startRpcApp, type RpcApp } from "./rpc-app.js";
 
 const QUERY = "/pulsebase.platform.v1.DatabaseService/Query";
 const query = (sql: string) => toBinary(QueryRequestSchema, create(QueryRequestSchema, { sql }));
@@ -193,19 +193,27 @@ describe("the HTTP/2 stream lane", () => {
     const session = http2.connect(app.url, { rejectUnauthorized: false });
     session.on("error", () => {});
     await new Promise((r) => session.once("remoteSettings", r));
+    // The server's side of each stream: closed once the server has taken the reset.
+    let closed = 0;
+    const onStream = (s: http2.ServerHttp2Stream) => s.once("close", () => closed++);
+    app.server.on("stream", onStream);
     try {
-      for (let round = 0; round < 2; round++) {
+      for (let round = 1; round <= 2; round++) {
         const streams = Array.from({ length: 70 }, () => {
-          const req = session.request({ ":method": "POST", ":path": QUERY, ...connectProto, authorization: SLOW_TOKEN, "content-length": "250000" });
+          const req = session.request({ ":method": "POST", ":path": QUERY, ...connectProto, authorization: HELD_TOKEN, "content-length": "250000" });
           req.on("error", () => {});
           return req;
         });
-        // reset once the server has the headers, before the 50 ms token check ends
-        await new Promise((r) => setTimeout(r, 15));
+        // every token check is running (the server has the headers) ...
+        await until(async () => (app.heldTokens.pending() === 70 ? true : undefined), 10_000, 5);
+        // ... when the client resets the streams; the checks end only once the server has taken every reset
         for (const req of streams) req.close(http2.constants.NGHTTP2_CANCEL);
-        await new Promise((r) => setTimeout(r, 100));
+        await until(async () => (closed === 70 * round ? true : undefined), 10_000, 5);
+        app.heldTokens.release();
       }
     } finally {
+      app.server.off("stream", onStream);
+      app.heldTokens.release();
       session.close();
     }
     const body = Buffer.alloc(200_000, 1);
