@@ -19,6 +19,8 @@ import { kvScenarios } from "./scenarios/kv.js";
 import { hostileFunctionsScenarios } from "./scenarios/hostile-functions.js";
 import { hostileHttpScenarios } from "./scenarios/hostile-http.js";
 import { consoleScenarios } from "./scenarios/console.js";
+import { clusterScenarios } from "./scenarios/cluster.js";
+import { accessRulesScenarios } from "./scenarios/access-rules.js";
 import { randomBytes } from "node:crypto";
 import { deleteStreamsWithPrefix } from "../test/helpers/nats-streams.js";
 import type { DescService } from "@bufbuild/protobuf";
@@ -44,8 +46,8 @@ export interface BenchContext {
   bareUrl: string;
   /** A baseline row measured earlier in this run, by "scenario transport". */
   baseline(name: string): BenchResult;
-  /** A new app and one registered consumer. */
-  newConsumer(name: string): Promise<{ appKey: string; appId: bigint; teamId: bigint; token: string; consumerId: number }>;
+  /** A new app and one registered consumer (its user_id "bench" unless given: access rules read it). */
+  newConsumer(name: string, opts?: { userId?: string }): Promise<{ appKey: string; appId: bigint; teamId: bigint; token: string; consumerId: number }>;
   /** A second service process with extra environment (same core, same PostgreSQL and NATS), for A/B rows. */
   variant(env: Record<string, string>): Promise<{ ctx: BenchContext; stop(): Promise<void> }>;
 }
@@ -66,9 +68,11 @@ const suites: Record<string, Suite> = {
   "hostile-functions": hostileFunctionsScenarios,
   "hostile-http": hostileHttpScenarios,
   console: consoleScenarios,
+  cluster: clusterScenarios,
+  "access-rules": accessRulesScenarios,
 };
 /** Suites run when --only is not given (cms-large seeds 1M rows: opt-in). */
-const DEFAULT_SUITES = ["identity", "database", "fairness", "analytics", "functions", "functions-fetch", "cms", "observability", "kv", "hostile-functions", "hostile-http", "console"];
+const DEFAULT_SUITES = ["identity", "database", "fairness", "analytics", "functions", "functions-fetch", "cms", "observability", "kv", "hostile-functions", "hostile-http", "console", "cluster", "access-rules"];
 
 const { values } = parseArgs({
   options: {
@@ -138,12 +142,12 @@ function contextFor(info: ServerInfo): BenchContext {
       if (!r) throw new Error(`no baseline ${name}`);
       return r.result;
     },
-    async newConsumer(name) {
+    async newConsumer(name, opts) {
       const team = await admin.createTeam({ name });
       const app = await admin.createApp({ teamId: team.id, name });
       const res = await fetch(`${https}/api/consumer`, {
         method: "POST", headers: { "content-type": "application/json" },
-        body: JSON.stringify({ app_key: app.appKey, device_id: `bench-${name}`, device_model: "m", user_id: "bench", os: "ios", country: "US", language: "en" }),
+        body: JSON.stringify({ app_key: app.appKey, device_id: `bench-${name}`, device_model: "m", user_id: opts?.userId ?? "bench", os: "ios", country: "US", language: "en" }),
       });
       const c = (await res.json()) as { id: number; token: string };
       return { appKey: app.appKey, appId: app.id, teamId: team.id, token: c.token, consumerId: c.id };

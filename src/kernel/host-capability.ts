@@ -9,10 +9,14 @@ export interface HostCall {
   readonly appId: number;
   /** Fires when the run ends (answered, timed out, cut): what the call still waits for or runs is no longer wanted. */
   readonly signal: AbortSignal;
+  /** The consumer whose request started the run (an HTTP trigger with a consumer token), if any. */
+  readonly consumer?: { readonly consumerId: number; readonly userId: string };
 }
 
 /**
  * A host API offered to functions as `ctx.<name>`: methods get copies of the arguments (untrusted)
+ * (a method named `<m>AsConsumer` is offered as `ctx.<name>.asConsumer().<m>`: the same call made
+ * with the rights of the run's consumer)
  * and return JSON; calls past the per-run limits fail with `busyCode`, a method's non-catalogue
  * error reaches the function as `failureCode`.
  */

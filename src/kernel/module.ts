@@ -41,6 +41,9 @@ export interface JsonRequest {
   /** The parsed JSON body: a plain object. */
   body: Record<string, unknown>;
   appId: number;
+  /** The token's consumer (access rules see it). */
+  consumerId: number;
+  userId: string;
   requestId: string;
 }
 

@@ -13,6 +13,7 @@ import { DatabaseService } from "../../gen/pulsebase/admin/v1/database_pb.js";
 import { FunctionService } from "../../gen/pulsebase/admin/v1/functions_pb.js";
 import { IdentityService } from "../../gen/pulsebase/admin/v1/identity_pb.js";
 import { AccountService } from "../../gen/pulsebase/admin/v1/account_pb.js";
+import { AccessRulesService } from "../../gen/pulsebase/admin/v1/access_rules_pb.js";
 import { SqlService } from "../../gen/pulsebase/admin/v1/sql_pb.js";
 import { encodeRest } from "../transport/http/rest-json.js";
 import { dataDirOf } from "../kernel/config.js";
@@ -57,7 +58,7 @@ export class Printed {
   constructor(readonly text: string) {}
 }
 
-export const ADMIN_SERVICES: DescService[] = [IdentityService, DatabaseService, SqlService, FunctionService, CmsService, AnalyticsService, AccountService];
+export const ADMIN_SERVICES: DescService[] = [IdentityService, DatabaseService, SqlService, AccessRulesService, FunctionService, CmsService, AnalyticsService, AccountService];
 
 // ---------------------------------------------------------------- helpers
 
@@ -380,6 +381,177 @@ const dbKind = (f: Flags) => {
   return `DATABASE_KIND_${k.toUpperCase()}`;
 };
 
+
+// -------------------------------------------------------------- access rules (db rules)
+
+/** The operations of a table's rules, as the rules file and `db rules get` name them. */
+const RULE_KEYS = ["select", "insert", "update", "update_check", "delete"] as const;
+/** What a rules file may hold besides mode and tables (the output of `db rules get --json`, so it can be edited and set again). */
+const RULES_FILE_EXTRA = new Set(["app_id", "version", "saved_at", "saved_by"]);
+
+/**
+ * A rules file: `{ "mode": "rules", "tables": { "notes": { "select": "…", … } } }`
+ * (tables may also be the list `db rules get --json` prints). Returns the
+ * request's mode (undefined: keep the one in force), tables, and the
+ * version the file was taken from (its `version`, if any).
+ */
+export function parseRulesFile(v: JsonValue, where: string): { mode?: string; tables: JsonObject[]; version?: number } {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) throw new CliError(`${where}: the rules file must be a JSON object with "mode" and "tables"`, 2);
+  for (const k of Object.keys(v)) {
+    if (k !== "mode" && k !== "tables" && !RULES_FILE_EXTRA.has(k)) throw new CliError(`${where}: unknown key ${JSON.stringify(k)} (the file has "mode" and "tables")`, 2);
+  }
+  const mode = v.mode;
+  if (mode !== undefined && mode !== "open" && mode !== "rules") throw new CliError(`${where}: "mode" is "open" or "rules", got ${JSON.stringify(mode)}`, 2);
+  const raw = v.tables ?? {};
+  let tables: JsonObject[];
+  if (Array.isArray(raw)) {
+    tables = raw.map((t, i) => {
+      if (typeof t !== "object" || t === null || Array.isArray(t) || typeof t.table !== "string") throw new CliError(`${where}: tables[${i}] needs "table"`, 2);
+      return t;
+    });
+  } else if (typeof raw === "object" && raw !== null) {
+    tables = Object.entries(raw).map(([table, r]) => {
+      if (typeof r !== "object" || r === null || Array.isArray(r)) throw new CliError(`${where}: the rules of ${table} must be an object ({ "select": "…", … })`, 2);
+      return { table, ...r };
+    });
+  } else throw new CliError(`${where}: "tables" must be an object of table names`, 2);
+  const version = typeof v.version === "number" ? v.version : undefined;
+  return { ...(typeof mode === "string" ? { mode } : {}), tables, ...(version !== undefined ? { version } : {}) };
+}
+
+/** The account names of an application's team by user id, for "saved by" (best effort: ids when the members cannot be read). */
+async function saverNames(ctx: CommandContext, appId: string): Promise<Map<number, string>> {
+  try {
+    const app = await invoke(ctx, IdentityService, "GetApp", { id: appId });
+    const { members } = await invoke(ctx, AccountService, "ListMembers", { team_id: String(app.team_id) });
+    return new Map(((members ?? []) as JsonObject[]).map((m) => [Number(m.user_id), String(m.email ?? m.name ?? "")]));
+  } catch {
+    return new Map();
+  }
+}
+
+const savedBy = (by: JsonValue | undefined, names: Map<number, string>) => (!by ? "the operator token" : (names.get(Number(by)) ?? `user ${String(by)}`));
+
+/** `db rules get` for a person: the mode and version, then each table's rules. */
+export function formatRules(r: Record<string, JsonValue>, names: Map<number, string>): string {
+  const version = Number(r.version ?? 0);
+  const out = [
+    version === 0
+      ? `mode: ${String(r.mode ?? "open")} (no rules saved yet: version 0)`
+      : `mode: ${String(r.mode)}, version ${version}, saved ${String(r.saved_at ?? "")} by ${savedBy(r.saved_by, names)}`,
+  ];
+  const tables = (r.tables ?? []) as JsonObject[];
+  if (!tables.length) out.push(r.mode === "rules" ? "no table has rules: devices can use no table" : "no table has rules");
+  for (const t of tables) {
+    out.push("", String(t.table));
+    for (const k of RULE_KEYS) {
+      const text = typeof t[k] === "string" ? t[k] : "";
+      out.push(`  ${`${k.replace("_", " ")}:`.padEnd(14)}${text || (k === "update_check" ? "(the update rule)" : "(not allowed)")}`);
+    }
+    for (const k of ["select_columns", "insert_columns", "update_columns"] as const) {
+      const cols = (t[k] ?? []) as string[];
+      out.push(`  ${`${k.replace("_", " ")}:`.padEnd(16)}${cols.length ? cols.join(", ") : "every column"}`);
+    }
+  }
+  return out.join("\n");
+}
+
+/** `db rules history` for a person: one line per version, newest first. */
+function formatRuleVersions(r: Record<string, JsonValue>, names: Map<number, string>): string {
+  const rows = ((r.versions ?? []) as JsonObject[]).map((v) => [
+    Number(v.version),
+    String(v.mode),
+    ((v.tables ?? []) as JsonObject[]).map((t) => String(t.table)).join(", ") || "-",
+    savedBy(v.saved_by, names),
+    String(v.saved_at ?? ""),
+  ]);
+  if (!rows.length) return "no rules saved yet";
+  return formatTable(["version", "mode", "tables", "saved_by", "saved_at"], rows);
+}
+
+/** `db rules set` and `db rules mode`: a new version from the mode and tables given. */
+async function setRules(ctx: CommandContext, appId: string, mode: string | undefined, tables: JsonObject[] | undefined, expected: number | undefined): Promise<Record<string, JsonValue>> {
+  let cur: Record<string, JsonValue> | undefined;
+  if (mode === undefined || tables === undefined || expected === undefined) cur = await invoke(ctx, AccessRulesService, "GetAccessRules", { app_id: appId });
+  return invoke(ctx, AccessRulesService, "SetAccessRules", {
+    app_id: appId,
+    mode: mode ?? String(cur!.mode ?? "open"),
+    tables: (tables ?? (cur!.tables as JsonObject[] | undefined) ?? []) as JsonValue,
+    expected_version: expected ?? Number(cur!.version ?? 0),
+  });
+}
+
+const expectedFlag = (f: Flags) => {
+  const v = str(f, "expected-version");
+  return v === undefined ? undefined : numberFlag(v, "--expected-version");
+};
+
+const RULES_COMMANDS: Command[] = [
+  {
+    name: "db rules get", usage: "--app ID [--json]",
+    summary: "The access mode and each table's rules in force (docs/database.md, \"Access rules\"); --json: as the API writes them\n" +
+      "              (a file `db rules set` takes back, checked against its version)",
+    run: async (ctx) => {
+      need(ctx.flags, "db rules get", "app");
+      const app = str(ctx.flags, "app")!;
+      const r = await invoke(ctx, AccessRulesService, "GetAccessRules", { app_id: app });
+      return ctx.flags.json ? r : new Printed(formatRules(r, await saverNames(ctx, app)));
+    },
+  },
+  {
+    name: "db rules set", usage: "--app ID --file RULES.json [--expected-version N]",
+    summary: "Save the rules of a file ({ \"mode\": \"rules\", \"tables\": { \"notes\": { \"select\": \"owner_id = :user_id\", ... } } }) as a new version;\n" +
+      "              no \"mode\": the one in force. Refused if the version in force is not --expected-version (else the file's \"version\", else the current one)",
+    run: async (ctx) => {
+      const f = ctx.flags;
+      need(f, "db rules set", "app", "file");
+      const file = str(f, "file")!;
+      const parsed = parseRulesFile(parseJson(await readText(file), file), file);
+      return setRules(ctx, str(f, "app")!, parsed.mode, parsed.tables, expectedFlag(f) ?? parsed.version);
+    },
+  },
+  {
+    name: "db rules mode", usage: "--app ID open|rules [--expected-version N]", positional: true,
+    summary: "Switch the application's access mode, keeping the tables' rules (a new version)",
+    run: async (ctx) => {
+      need(ctx.flags, "db rules mode", "app");
+      const mode = ctx.args[0];
+      if (ctx.args.length !== 1 || (mode !== "open" && mode !== "rules")) throw new CliError("db rules mode takes open or rules: pulsebase db rules mode --app 1 rules", 2);
+      const cur = await invoke(ctx, AccessRulesService, "GetAccessRules", { app_id: str(ctx.flags, "app")! });
+      return setRules(ctx, str(ctx.flags, "app")!, mode, (cur.tables ?? []) as JsonObject[], expectedFlag(ctx.flags) ?? Number(cur.version ?? 0));
+    },
+  },
+  {
+    name: "db rules history", usage: "--app ID [--limit N] [--json]", summary: "The saved versions of the rules, newest first: mode, tables, who and when",
+    run: async (ctx) => {
+      need(ctx.flags, "db rules history", "app");
+      const app = str(ctx.flags, "app")!;
+      const limit = str(ctx.flags, "limit");
+      const r = await invoke(ctx, AccessRulesService, "ListAccessRuleVersions", clean({ app_id: app, limit: limit === undefined ? undefined : numberFlag(limit, "--limit") }));
+      return ctx.flags.json ? r : new Printed(formatRuleVersions(r, await saverNames(ctx, app)));
+    },
+  },
+  {
+    name: "db rules try", usage: "--app ID --consumer N --sql SQL [--file DRAFT.json] [--json]",
+    summary: "Run SQL as that consumer's device would, under the rules in force (or those of --file, not saved); nothing it writes is kept",
+    run: async (ctx) => {
+      const f = ctx.flags;
+      need(f, "db rules try", "app", "consumer", "sql");
+      const file = str(f, "file");
+      const draft = file === undefined ? undefined : parseRulesFile(parseJson(await readText(file), file), file);
+      const r = await invoke(ctx, AccessRulesService, "TryAsConsumer", {
+        app_id: str(f, "app")!,
+        consumer_id: str(f, "consumer")!,
+        sql: str(f, "sql")!,
+        use_draft: draft !== undefined,
+        draft_tables: (draft?.tables ?? []) as JsonValue,
+      });
+      const results = (r.results ?? []) as JsonObject[];
+      return new Outcome(f.json ? r : formatSqlResults(r), results.some((x) => typeof x.error === "string" && x.error !== ""));
+    },
+  },
+];
+
 export const COMMANDS: Command[] = [
   // -------------------------------------------------------------- identity
   rpc("users create", "--name N --email E", "Create an operator user", IdentityService, "CreateUser", (f, c) => (need(f, c, "name", "email"), { name: str(f, "name"), email: str(f, "email") })),
@@ -654,6 +826,7 @@ export const COMMANDS: Command[] = [
   },
   rpc("db schema", "--app ID", "Tables and views of an application's database, with columns and indexes", SqlService, "GetSchema", (f, c) => (need(f, c, "app"), { app_id: str(f, "app") })),
   rpc("db browse", "--app ID --table T [--page-size N] [--offset N]", "One page of a table's rows", SqlService, "BrowseTable", (f, c) => (need(f, c, "app", "table"), { app_id: str(f, "app"), table: str(f, "table"), page_size: str(f, "page-size"), offset: str(f, "offset") })),
+  ...RULES_COMMANDS,
 
   // -------------------------------------------------------------- accounts and audit
   rpc("audit list", `[--team ID] ${PAGE}`, "The audit log of a team (all teams without --team), newest first", AccountService, "ListAuditLog", (f) => ({ team_id: str(f, "team"), ...page(f) })),

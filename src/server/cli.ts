@@ -84,6 +84,8 @@ const OPTIONS = {
   diff: { type: "string" },
   follow: { type: "boolean" },
   prefix: { type: "string" },
+  "expected-version": { type: "string" },
+  limit: { type: "string" },
   json: { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } satisfies ParseArgsConfig["options"];

@@ -5,6 +5,7 @@
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
+import { AccessRulesService } from "../../../gen/pulsebase/admin/v1/access_rules_pb.js";
 import { AccountService } from "../../../gen/pulsebase/admin/v1/account_pb.js";
 import { AnalyticsService } from "../../../gen/pulsebase/admin/v1/analytics_pb.js";
 import { CmsService } from "../../../gen/pulsebase/admin/v1/cms_pb.js";
@@ -51,6 +52,7 @@ export const api = {
   databases: client(DatabaseService),
   functions: client(FunctionService),
   sql: client(SqlService),
+  rules: client(AccessRulesService),
   overview: client(OverviewService),
 };
 

@@ -8,6 +8,9 @@ import { join } from "node:path";
 import { DatabaseService as AdminDatabaseService } from "../../../gen/pulsebase/admin/v1/database_pb.js";
 import { DatabaseService } from "../../../gen/pulsebase/platform/v1/database_pb.js";
 import { SqlService } from "../../../gen/pulsebase/admin/v1/sql_pb.js";
+import { AccessRulesService } from "../../../gen/pulsebase/admin/v1/access_rules_pb.js";
+import { createAccessRulesStore } from "./access-rules-store.js";
+import { createAccessRulesServiceImpl } from "./access-rules-service.js";
 import type { ChangeBus } from "../../infra/cluster/change-bus.js";
 import type { Sql } from "../../infra/storage/sql.js";
 import { binding, type PulsebaseModule } from "../../kernel/module.js";
@@ -107,6 +110,18 @@ export async function createDatabaseModule(
     ],
     admin: [
       binding(AdminDatabaseService, createDatabaseAdminServiceImpl({ manager })),
+      binding(
+        AccessRulesService,
+        createAccessRulesServiceImpl({
+          store: createAccessRulesStore(deps.sql),
+          runner,
+          callerId: deps.callerId,
+          changed: () => {
+            runner.invalidate();
+            void deps.changes?.publish("database", 0);
+          },
+        }),
+      ),
       binding(
         SqlService,
         createSqlServiceImpl({

@@ -3,6 +3,7 @@
 // transitions (database-status.ts) ever happen.
 import { appError } from "../../kernel/errors.js";
 import type { Sql } from "../../infra/storage/sql.js";
+import type { AccessRules } from "../../infra/libsql/access-rules.js";
 import { allowedFrom, type DatabaseStatus } from "./database-status.js";
 
 export type DatabaseKind = "embedded" | "remote";
@@ -35,6 +36,7 @@ interface Row {
   linked: (string | number)[] | null;
   created_at: Date | string;
   updated_at: Date | string;
+  access?: unknown;
 }
 
 const SELECT = `
@@ -69,6 +71,8 @@ export interface LinkedDatabase {
   filePath: string | null;
   url: string | null;
   authToken: string | null;
+  /** The application's access rules when it is in `rules` mode (docs/database.md, "Access rules"). */
+  access?: AccessRules;
 }
 
 export interface DatabaseStore {
@@ -138,13 +142,17 @@ export function createDatabaseStore(sql: Sql): DatabaseStore {
     },
     async linkedTo(appId) {
       const { rows } = await sql.query<Row>(
-        `SELECT d.id, d.kind, d.status, d.file_path, d.url, d.auth_token
+        `SELECT d.id, d.kind, d.status, d.file_path, d.url, d.auth_token,
+                (SELECT json_build_object('version', r.version, 'mode', r.mode, 'tables', r.tables)
+                   FROM app_access_rules r WHERE r.app_id = l.app_id ORDER BY r.version DESC LIMIT 1) AS access
            FROM app_databases l JOIN databases d ON d.id = l.database_id WHERE l.app_id = $1`,
         [appId],
       );
       const r = rows[0];
       if (!r) return undefined;
-      return { id: Number(r.id), kind: r.kind, status: r.status, filePath: r.file_path, url: r.url, authToken: r.auth_token };
+      const a = r.access as { version: number; mode: "open" | "rules"; tables: AccessRules["tables"] } | null;
+      const access = a && a.mode === "rules" ? { version: Number(a.version), tables: a.tables } : undefined;
+      return { id: Number(r.id), kind: r.kind, status: r.status, filePath: r.file_path, url: r.url, authToken: r.auth_token, access };
     },
     async appTeam(appId) {
       const { rows } = await sql.query<{ team_id: string }>(`SELECT team_id FROM apps WHERE id = $1`, [appId]);

@@ -9,7 +9,8 @@
 // Each call carries its run's signal down to the database, so what an ended
 // run left waiting or running is cancelled.
 import { appError } from "../../kernel/errors.js";
-import type { HostCapability } from "../../kernel/host-capability.js";
+import type { HostCall, HostCapability } from "../../kernel/host-capability.js";
+import type { AccessCaller } from "../../infra/libsql/access-rules.js";
 import type { QueryRunner } from "./query-runner.js";
 
 /** One result per executed statement in the /api/db/query JSON shape (the service's own batches: change capture). */
@@ -81,19 +82,31 @@ function toAnswer(rs: Awaited<ReturnType<QueryRunner["query"]>>): CtxDbAnswer {
  * most 100 statements).
  */
 export function dbCapability(db: FunctionDb): HostCapability {
+  function batch({ appId, signal }: HostCall, statements: unknown, opts: unknown, caller?: AccessCaller) {
+    if (!Array.isArray(statements) || !statements.every((x) => x !== null && typeof x === "object")) {
+      throw appError("validation_failed", "statements must be an array of { sql, params } objects");
+    }
+    const transaction = !!(opts && (opts as { transaction?: unknown }).transaction);
+    return db.batch(appId, statements as FunctionDbStatement[], transaction, { signal, ...(caller ? { caller } : {}) }).then(toAnswer);
+  }
   return {
     name: "db",
     busyCode: "database_unavailable",
     failureCode: "query_error",
     methods: {
+      // the operator's rights: a function is the application's own code
       query: ({ appId, signal }, sql, params) => db.query(appId, { sql: sql as string, params }, { signal }).then(toAnswer),
-      batch({ appId, signal }, statements, opts) {
-        if (!Array.isArray(statements) || !statements.every((x) => x !== null && typeof x === "object")) {
-          throw appError("validation_failed", "statements must be an array of { sql, params } objects");
-        }
-        const transaction = !!(opts && (opts as { transaction?: unknown }).transaction);
-        return db.batch(appId, statements as FunctionDbStatement[], transaction, { signal }).then(toAnswer);
-      },
+      batch: (call, statements, opts) => batch(call, statements, opts),
+      // ctx.db.asConsumer(): the run's consumer's rights, under the access rules as its device would run
+      queryAsConsumer: (call, sql, params) => db.query(call.appId, { sql: sql as string, params }, { signal: call.signal, caller: callerOf(call) }).then(toAnswer),
+      batchAsConsumer: (call, statements, opts) => batch(call, statements, opts, callerOf(call)),
     },
   };
+}
+
+function callerOf(call: HostCall): AccessCaller {
+  if (!call.consumer) {
+    throw appError("failed_precondition", "ctx.db.asConsumer() needs the consumer of the run: only a run started by an HTTP trigger with a consumer token has one");
+  }
+  return { consumerId: call.consumer.consumerId, userId: call.consumer.userId, appId: call.appId };
 }

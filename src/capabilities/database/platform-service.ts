@@ -61,19 +61,19 @@ function plainStatement(x: unknown): x is { sql: string; params?: unknown } {
 /** /api/db/* without proto messages (RestJsonPath, src/kernel/module.ts): the same runner with the same plain JSON the generic path would hand it. */
 export function createDatabaseJsonPaths(runner: QueryRunner): Record<"query" | "batch", RestJsonPath> {
   return {
-    query({ body, appId, requestId }) {
+    query({ body, appId, consumerId, userId, requestId }) {
       if (!plainStatement(body)) return undefined;
       const input = { sql: body.sql, params: body.params };
-      const r = runner.queryNow(appId, input);
+      const r = runner.queryNow(appId, input, { caller: { consumerId, userId, appId } });
       return Array.isArray(r) ? restResultsJson(r, requestId) : r.then((x) => restResultsJson(x, requestId));
     },
-    async batch({ body, appId, requestId }) {
+    async batch({ body, appId, consumerId, userId, requestId }) {
       for (const k in body) if (k !== "statements" && k !== "transaction") return undefined;
       const { statements, transaction } = body;
       if (!Array.isArray(statements) || !statements.every(plainStatement)) return undefined;
       if (transaction !== undefined && typeof transaction !== "boolean") return undefined;
       const entries = statements.map((e) => ({ sql: e.sql, params: e.params }));
-      return restResultsJson(await runner.batch(appId, entries, transaction === true), requestId);
+      return restResultsJson(await runner.batch(appId, entries, transaction === true, { caller: { consumerId, userId, appId } }), requestId);
     },
   };
 }
@@ -84,15 +84,15 @@ export function createDatabaseServiceImpl(deps: { runner: QueryRunner }): Servic
     // Without a promise when the point reader answers at once (queryNow):
     // the transport then writes a PK read in the same turn (docs/database.md).
     query(req, ctx) {
-      const { appId } = consumerOf(ctx);
+      const { appId, consumerId, userId } = consumerOf(ctx);
       const requestId = requestIdOf(ctx);
-      const results = runner.queryNow(appId, { sql: req.sql, params: valueToJson(req.params) });
+      const results = runner.queryNow(appId, { sql: req.sql, params: valueToJson(req.params) }, { caller: { consumerId, userId, appId } });
       return Array.isArray(results) ? response(results, requestId) : results.then((r) => response(r, requestId));
     },
     async batch(req, ctx) {
-      const { appId } = consumerOf(ctx);
+      const { appId, consumerId, userId } = consumerOf(ctx);
       const statements = req.statements.map((s) => ({ sql: s.sql, params: valueToJson(s.params) }));
-      const results = await runner.batch(appId, statements, req.transaction);
+      const results = await runner.batch(appId, statements, req.transaction, { caller: { consumerId, userId, appId } });
       return response(results, requestIdOf(ctx));
     },
   };

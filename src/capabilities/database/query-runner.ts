@@ -6,6 +6,7 @@
 // shared by every application, so both are scheduled per application
 // (fair-queue.ts): a bounded share running, a bounded queue and a bounded
 // wait, 503 database_unavailable past them (docs/database.md, "Scheduling").
+import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { withTimeout } from "../../kernel/deadlines.js";
 import { appError, Violations } from "../../kernel/errors.js";
@@ -14,7 +15,8 @@ import { DEFAULT_DATABASE_LIMITS, type DatabaseLimits } from "./database-config.
 import type { DatabaseStore, LinkedDatabase } from "./database-store.js";
 import { EngineBusyError, EngineCancelledError, EngineFailure, EngineMemoryError, EngineTimeoutError, type EnginePool } from "../../infra/libsql/engine-pool.js";
 import { FairQueue, type FairJob, type RefusalReason } from "../../infra/libsql/fair-queue.js";
-import type { EngineResult, EngineStatement } from "../../infra/libsql/engine-protocol.js";
+import type { EngineAccess, EngineResult, EngineStatement } from "../../infra/libsql/engine-protocol.js";
+import type { AccessCaller, AccessRules } from "../../infra/libsql/access-rules.js";
 import type { PointReader, PointShape } from "../../infra/libsql/point-reader.js";
 import type { RemoteExecutor } from "../../infra/libsql/remote-executor.js";
 import { analyse, ANALYSE_INLINE_CHARS, CACHED_SQL_CHARS, cachedAnalysis, remember, type Analysis } from "../../infra/libsql/sql-analysis.js";
@@ -43,6 +45,17 @@ export interface QueryRunnerDeps {
 export interface QueryOptions {
   /** When it fires, the request is dropped if still waiting, and stopped if running. */
   signal?: AbortSignal;
+  /**
+   * The device (consumer) the statements run for. When the application is
+   * in `rules` mode they run under its access rules as this caller
+   * (docs/database.md, "Access rules"); without a caller (a function's
+   * ctx.db) they keep the operator's rights.
+   */
+  caller?: AccessCaller;
+  /** With a caller: these rules instead of the ones in force (the console's preview of a draft). */
+  rules?: AccessRules;
+  /** A batch in a transaction that is rolled back at the end: nothing it writes is kept (the preview). */
+  rollback?: boolean;
 }
 
 export interface QueryRunner {
@@ -57,6 +70,11 @@ export interface QueryRunner {
    * request-shape, link or guard problem found without waiting.
    */
   queryNow(appId: number, input: StatementInput, opts?: QueryOptions): EngineResult[] | Promise<EngineResult[]>;
+  /**
+   * Compiles access rules against the application's linked database (on a
+   * connection of their own); the errors, none when they compile.
+   */
+  checkRules(appId: number, rules: AccessRules): Promise<string[]>;
   /** Forget cached app -> database lookups (after operator changes). */
   invalidate(): void;
   /** Requests waiting for and running on remote servers, per application (metrics). */
@@ -83,7 +101,19 @@ interface Planned extends EngineStatement {
   remote: RemoteBinding;
 }
 
+/**
+ * Why rules mode is refused on a remote libSQL server (docs/database.md,
+ * "Access rules"): the rules are enforced by SQLite on the connection that
+ * runs the device's statement (an authorizer and temp views and triggers);
+ * a libSQL server offers no authorizer over Hrana and refuses CREATE TEMP
+ * and PRAGMA recursive_triggers, and rewriting the statement's text instead
+ * would be guessing, not enforcement.
+ */
+export const REMOTE_RULES =
+  "Access rules cannot be enforced on a remote libSQL server (it has no authorizer and refuses temp views and triggers): use an embedded database for an application in rules mode (docs/database.md, \"Access rules\").";
+
 const TX_WORDS = new Set(["BEGIN", "COMMIT", "ROLLBACK", "END"]);
+const SCHEMA_WORDS = new Set(["CREATE", "ALTER", "DROP"]);
 
 /** A link as cached here: an embedded database's file path resolved once. */
 type Linked = LinkedDatabase & { path?: string };
@@ -214,13 +244,15 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
   }
 
   /** The checks after the link is known, in the order of the file comment. */
-  function admit(db: Linked | undefined, planned: Planned[]): asserts db is Linked {
+  function admit(db: Linked | undefined, planned: Planned[], opts: QueryOptions | undefined): asserts db is Linked {
     if (!db) throw appError("database_not_linked");
+    const ruled = rulesOf(db, opts) !== undefined;
     for (const p of planned) {
       const verdict = p.verdict.ok && db.kind === "remote" ? p.remoteVerdict : p.verdict;
-      if (!verdict.ok) {
-        const where = p.field === "sql" ? "" : ` (${p.field})`;
-        throw appError("forbidden_query", `${verdict.reason}${where}`);
+      const where = p.field === "sql" ? "" : ` (${p.field})`;
+      if (!verdict.ok) throw appError("forbidden_query", `${verdict.reason}${where}`);
+      if (ruled && SCHEMA_WORDS.has(p.verb)) {
+        throw appError("forbidden_query", `The application uses access rules: schema changes (${p.verb}) are made by the operator (console, CLI or operator SQL), not by devices${where}.`);
       }
     }
     if (db.status !== "active") {
@@ -229,24 +261,28 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
   }
 
   /** A point read answered here, or undefined. */
-  function pointRead(db: Linked, planned: Planned[], transaction: boolean): EngineResult | undefined {
+  function pointRead(db: Linked, planned: Planned[], transaction: boolean, opts: QueryOptions | undefined): EngineResult | undefined {
     const p = planned.length === 1 && !transaction ? planned[0]! : undefined;
     if (!p?.point || !deps.reader || db.kind !== "embedded") return undefined;
+    const rules = rulesOf(db, opts);
+    if (rules) return opts!.rules ? undefined : deps.reader.tryRunUnderRules(db.path!, p, p.point, rules, opts!.caller!, limits.maxRows, limits.maxResultBytes);
     return deps.reader.tryRun(db.path!, p, p.point, limits.maxRows, limits.maxResultBytes);
   }
 
   /** The shape the engine should classify (point-plan.ts) when the reader has no verdict for the statement. */
-  function toClassify(db: Linked, planned: Planned[], transaction: boolean): PointShape | undefined {
+  function toClassify(db: Linked, planned: Planned[], transaction: boolean, access: EngineAccess | undefined): PointShape | undefined {
+    // (under access rules too: the verdict is the table's plan for the device's conditions, made on a plain connection)
+    void access;
     const p = planned.length === 1 && !transaction ? planned[0]! : undefined;
     if (!p?.point || !deps.reader || db.kind !== "embedded") return undefined;
     return deps.reader.wantsVerdict(db.path!, p.sql) ? p.point : undefined;
   }
 
-  async function execute(appId: number, planned: Planned[], transaction: boolean, signal: AbortSignal | undefined): Promise<EngineResult[]> {
+  async function execute(appId: number, planned: Planned[], transaction: boolean, opts: QueryOptions | undefined): Promise<EngineResult[]> {
     const db = await linked(appId);
-    admit(db, planned);
-    const r = pointRead(db, planned, transaction);
-    return r ? [r] : executeOn(appId, db, planned, transaction, signal);
+    admit(db, planned, opts);
+    const r = pointRead(db, planned, transaction, opts);
+    return r ? [r] : executeOn(appId, db, planned, transaction, opts);
   }
 
   /** A remote request, when its application's turn comes. */
@@ -287,13 +323,21 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
   }
 
   /** On the engine processes or the remote server (the link admitted, no point read). */
-  async function executeOn(appId: number, db: Linked, planned: Planned[], transaction: boolean, signal: AbortSignal | undefined): Promise<EngineResult[]> {
+  async function executeOn(appId: number, db: Linked, planned: Planned[], transaction: boolean, opts: QueryOptions | undefined): Promise<EngineResult[]> {
+    const signal = opts?.signal;
+    const rules = rulesOf(db, opts);
+    // a draft gets a connection of its own (its key never names the rules in force)
+    const key = opts?.rules ? `${appId}~draft@${draftKey(opts.rules)}` : `${appId}@${rules?.version ?? 0}`;
+    const access: EngineAccess | undefined = rules ? { key, rules, caller: opts!.caller! } : undefined;
+    if (access && db.kind !== "embedded") {
+      throw appError("database_unavailable", REMOTE_RULES);
+    }
     try {
       if (db.kind === "embedded") {
         // The same binding as a libSQL server's (named by name), so both answer alike.
         const statements: EngineStatement[] = planned.map((p) => (p.remote.names ? { sql: p.remote.sql, args: p.args, verb: p.verb, names: p.remote.names } : { sql: p.engineSql, args: p.args, verb: p.verb }));
         const path = db.path!;
-        const classify = toClassify(db, planned, transaction);
+        const classify = toClassify(db, planned, transaction, access);
         const results = await deps.pool.run(
           {
             path,
@@ -305,6 +349,8 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
             busyTimeoutMs: Math.max(0, limits.queryTimeoutMs - 100),
             maxDatabaseBytes: limits.maxDatabaseBytes,
             ...(classify ? { classify } : {}),
+            ...(access ? { access } : {}),
+            ...(opts?.rollback && transaction ? { rollback: true } : {}),
           },
           db.id,
           { owner: appId, signal },
@@ -338,13 +384,13 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
 
   function queryNow(appId: number, input: StatementInput, opts?: QueryOptions): EngineResult[] | Promise<EngineResult[]> {
     const made = offThread([input]);
-    if (made) return made.then((m) => execute(appId, plan([input], false, false, m), false, opts?.signal));
+    if (made) return made.then((m) => execute(appId, plan([input], false, false, m), false, opts));
     const planned = plan([input], false, false);
     const hit = cache.get(appId);
-    if (!hit) return execute(appId, planned, false, opts?.signal);
-    admit(hit.db, planned);
-    const r = pointRead(hit.db, planned, false);
-    return r ? [r] : executeOn(appId, hit.db, planned, false, opts?.signal);
+    if (!hit) return execute(appId, planned, false, opts);
+    admit(hit.db, planned, opts);
+    const r = pointRead(hit.db, planned, false, opts);
+    return r ? [r] : executeOn(appId, hit.db, planned, false, opts);
   }
 
   return {
@@ -355,14 +401,51 @@ export function createQueryRunner(deps: QueryRunnerDeps): QueryRunner {
     queryNow,
     batch(appId, statements, transaction, opts) {
       const made = offThread(statements);
-      if (made) return made.then((m) => execute(appId, plan(statements, true, transaction, m), transaction, opts?.signal));
-      return execute(appId, plan(statements, true, transaction), transaction, opts?.signal);
+      if (made) return made.then((m) => execute(appId, plan(statements, true, transaction, m), transaction, opts));
+      return execute(appId, plan(statements, true, transaction), transaction, opts);
+    },
+    async checkRules(appId, rules) {
+      const db = await deps.store.linkedTo(appId);
+      if (!db) throw appError("failed_precondition", "The application has no linked database: link one before saving rules.");
+      if (db.kind !== "embedded") throw appError("failed_precondition", REMOTE_RULES);
+      if (db.status !== "active") throw appError("database_unavailable", `The linked database is ${db.status}, not active.`);
+      try {
+        const [r] = await deps.pool.run(
+          {
+            path: join(deps.dataDir, db.filePath ?? ""),
+            statements: [],
+            transaction: false,
+            mayUseTemp: false,
+            maxRows: 0,
+            maxBytes: 0,
+            busyTimeoutMs: Math.max(0, limits.queryTimeoutMs - 100),
+            maxDatabaseBytes: limits.maxDatabaseBytes,
+            checkRules: rules,
+          },
+          db.id,
+          { owner: appId },
+        );
+        return r?.ruleErrors ?? [];
+      } catch (e) {
+        throw appError("database_unavailable", `The rules could not be checked: ${(e as Error).message}`, { cause: e, retryAfterSeconds: 1 });
+      }
     },
     invalidate() {
       cache.clear();
     },
     remoteStats: () => ({ queued: remoteQueue.queuedCount, running: remoteQueue.runningCount, refused: { ...remoteQueue.refused } }),
   };
+}
+
+/** The rules a request runs under: a device's (a caller) in rules mode, or a preview's draft; none for trusted callers. */
+function rulesOf(db: LinkedDatabase, opts: QueryOptions | undefined): AccessRules | undefined {
+  if (!opts?.caller) return undefined;
+  return opts.rules ?? db.access;
+}
+
+/** A short stable name of a draft rule set (its engine connection). */
+function draftKey(rules: AccessRules): string {
+  return createHash("sha256").update(JSON.stringify(rules.tables)).digest("hex").slice(0, 16);
 }
 
 function capitalised(s: string): string {

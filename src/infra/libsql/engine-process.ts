@@ -15,10 +15,13 @@
 //
 // Runs with Node's built-in type stripping: erasable syntax only, and only
 // type imports from the project except the .ts files named below.
+import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { Socket } from "node:net";
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
-import type { EngineMessage, EngineReply, EngineRequest, EngineResult, EngineSettings } from "./engine-protocol.js";
+import type { EngineAccess, EngineMessage, EngineReply, EngineRequest, EngineResult, EngineSettings } from "./engine-protocol.js";
+import { quoteIdent } from "./sql-tokenizer.ts";
+import { accessAuthorizer, BASE_SETUP, CALLER_TABLE, insertIntoMain, RULE_ERROR, tableSetup, WRITTEN_TABLE, type AccessRules, type AccessState, type TableShape } from "./access-rules.ts";
 import { lineSplitter } from "./engine-protocol.ts";
 // a runtime import under type stripping names the .ts file itself
 import { bindable, readRows, type ReadBudget } from "./engine-values.ts";
@@ -37,6 +40,17 @@ interface Conn {
   /** PRAGMA schema_version when the cached statements were compiled. */
   schemaVersion: number;
   schemaStmt: Stmt;
+  /** Set on a connection that runs one application's devices under its access rules. */
+  access?: InstalledRules;
+}
+
+interface InstalledRules {
+  /** The EngineAccess key (application and rules version) installed, and the schema it was installed on. */
+  key: string;
+  schemaVersion: number;
+  state: AccessState;
+  /** The caller last written to the caller table. */
+  caller: string;
 }
 
 const MAX_CONNS = 64;
@@ -59,11 +73,13 @@ let tenant = true;
 /** Whether the tenant statement being compiled or run is a CREATE, ALTER or DROP (sql-authorizer.ts). */
 let ddl = false;
 
-function open(path: string, busyTimeoutMs: number, maxDatabaseBytes: number): Conn {
-  const hit = conns.get(path);
+function open(path: string, busyTimeoutMs: number, maxDatabaseBytes: number, appKey?: string): Conn {
+  // a rules connection is its application's own: its temp schema holds that application's rules
+  const key = appKey === undefined ? path : `${path}\u0000${appKey}`;
+  const hit = conns.get(key);
   if (hit) {
-    conns.delete(path); // LRU: move to the end
-    conns.set(path, hit);
+    conns.delete(key); // LRU: move to the end
+    conns.set(key, hit);
     return hit;
   }
   if (conns.size >= MAX_CONNS) {
@@ -96,7 +112,6 @@ function open(path: string, busyTimeoutMs: number, maxDatabaseBytes: number): Co
     db.exec("PRAGMA temp_store = FILE");
     db.exec(`PRAGMA temp.max_page_count = ${pages}`);
     db.prepare("SELECT count(*) FROM sqlite_schema").get(); // unreadable or not a database: fail here
-    db.setAuthorizer((action, a, b, name, inside) => (tenant ? tenantAuthorizer(action, a, b, name, inside, ddl) : 0));
   } catch (e) {
     db.close();
     throw e;
@@ -104,12 +119,16 @@ function open(path: string, busyTimeoutMs: number, maxDatabaseBytes: number): Co
   const schemaStmt = db.prepare("PRAGMA schema_version");
   schemaStmt.setReturnArrays(true);
   const conn: Conn = { db, stmts: new Map<string, Stmt>(), own: new Map<string, Stmt>(), schemaVersion: -1, schemaStmt };
-  conns.set(path, conn);
+  db.setAuthorizer((action, a, b, name, inside) => {
+    if (!tenant) return 0;
+    return conn.access ? accessAuthorizer(conn.access.state, action, a, b, name, inside) : tenantAuthorizer(action, a, b, name, inside, ddl);
+  });
+  conns.set(key, conn);
   return conn;
 }
 
-function closeConn(path: string, c: Conn): void {
-  conns.delete(path);
+function closeConn(key: string, c: Conn): void {
+  if (conns.get(key) === c) conns.delete(key);
   try {
     c.db.close();
   } catch {
@@ -123,7 +142,8 @@ function closeConn(path: string, c: Conn): void {
  * statement reports would be stale.
  */
 function checkSchema(conn: Conn): void {
-  const v = Number((conn.schemaStmt.get() as unknown as unknown[])[0]);
+  // (under own(): SQLite re-compiles it after any schema change, the temp schema's included)
+  const v = Number((own(() => conn.schemaStmt.get()) as unknown as unknown[])[0]);
   if (v !== conn.schemaVersion) {
     conn.stmts.clear();
     conn.own.clear();
@@ -181,6 +201,8 @@ function schemaOverCaps(conn: Conn): string | undefined {
 
 function runOne(conn: Conn, s: EngineRequest["statements"][number], req: EngineRequest, budget: ReadBudget): EngineResult {
   ddl = s.verb === "CREATE" || s.verb === "ALTER" || s.verb === "DROP";
+  const rules = conn.access;
+  if (rules) return runUnderRules(conn, rules, s, req, budget);
   const st = prepare(conn, s.sql);
   const values = bindable(s.args) as SQLInputValue[];
   // A statement with only named parameters binds them by name (sql-params.ts
@@ -233,18 +255,203 @@ function runSchemaChange(conn: Conn, s: EngineRequest["statements"][number], req
   }
 }
 
+/**
+ * A device's statement on its application's rules connection
+ * (access-rules.ts). Rows written through a rule view are counted by the
+ * view's triggers (changes() of a view is 0); a refusal by the authorizer
+ * is reported with its reason instead of SQLite's "not authorized".
+ */
+function runUnderRules(conn: Conn, rules: InstalledRules, s: EngineRequest["statements"][number], req: EngineRequest, budget: ReadBudget): EngineResult {
+  const writes = s.verb === "INSERT" || s.verb === "UPDATE" || s.verb === "DELETE";
+  const sql = s.verb === "INSERT" ? insertIntoMain(s.sql, rules.state.tables) : s.sql;
+  rules.state.refusal = undefined;
+  let st: Stmt;
+  try {
+    st = prepare(conn, sql);
+  } catch (e) {
+    const why = rules.state.refusal;
+    rules.state.refusal = undefined;
+    // SQLite's text for a refused read names the column ("access to t.c is prohibited"): the reason instead
+    if (why !== undefined && /not authorized|is prohibited/i.test(message(e))) throw new Error(why, { cause: e });
+    // a write to a rule view the rules give no trigger for (SQLite says so before asking the authorizer)
+    const view = /^cannot modify (.+) because it is a view$/.exec(message(e));
+    if (view && rules.state.tables.has(view[1]!.toLowerCase())) throw new Error(`${RULE_ERROR}: ${s.verb.toLowerCase()} on ${view[1]} is not allowed`, { cause: e });
+    throw e;
+  }
+  if (writes && s.verb !== "INSERT") own(() => conn.db.exec(`UPDATE temp.${WRITTEN_TABLE} SET n = 0`));
+  const values = bindable(s.args) as SQLInputValue[];
+  const named = s.names ? (Object.fromEntries(s.names.map((n, i) => [n, values[i]!])) as Record<string, SQLInputValue>) : undefined;
+  const viaViews = () => (writes && s.verb !== "INSERT" ? Number(firstRow(conn, `SELECT n FROM temp.${WRITTEN_TABLE}`)[0]) : 0);
+  if (st.columns().length === 0) {
+    const info = named ? st.run(named) : st.run(...values);
+    return { columns: [], rows: [], rowsRead: 0, rowsWritten: writes ? Number(info.changes) + viaViews() : 0 };
+  }
+  const columns = st.columns().map((c) => c.name);
+  const rows = readRows(named ? st.iterate(named) : st.iterate(...values), req.maxRows, req.maxBytes, budget);
+  const rowsWritten = writes ? Number(firstRow(conn, "SELECT changes()")[0]) + viaViews() : 0;
+  return { columns, rows, rowsRead: rows.length, rowsWritten };
+}
+
+/** What installing the rules needs to know of one table, or undefined when main has no such table. */
+function tableShape(conn: Conn, name: string): TableShape | undefined {
+  const found = own(() => prepare(conn, "SELECT name, wr FROM pragma_table_list WHERE schema = 'main' AND type = 'table' AND name = ? COLLATE NOCASE").get(name)) as unknown as unknown[] | undefined;
+  if (!found) return undefined;
+  const table = String(found[0]);
+  const cols = own(() => prepare(conn, "SELECT name, hidden, pk, dflt_value, upper(type) FROM pragma_table_xinfo(?, 'main')").all(table)) as unknown as unknown[][];
+  const pk = cols.filter((c) => Number(c[2]) > 0).sort((x, y) => Number(x[2]) - Number(y[2])).map((c) => String(c[0]));
+  const withoutRowid = Number(found[1]) === 1;
+  const columns = cols
+    .filter((c) => Number(c[1]) !== 1)
+    .map((c) => ({
+      name: String(c[0]),
+      generated: Number(c[1]) >= 2,
+      dflt: c[3] === null ? null : String(c[3]),
+      // the INTEGER PRIMARY KEY of a rowid table is the rowid itself
+      rowidAlias: !withoutRowid && pk.length === 1 && Number(c[2]) === 1 && c[4] === "INTEGER",
+    }));
+  return { name: table, columns, pk, withoutRowid };
+}
+
+/**
+ * Installs `rules` in the connection's temp schema (access-rules.ts): the
+ * objects of an earlier version are dropped first. A table whose objects
+ * cannot be made (its rule no longer compiles after a schema change) is
+ * left without them, so devices cannot see it at all. Returns the errors.
+ */
+function installRules(conn: Conn, key: string, rules: AccessRules): string[] {
+  const errors: string[] = [];
+  const db = conn.db;
+  const state: AccessState = { tables: new Map(), trusted: new Set(), mainViews: new Set(), mainTriggers: new Set() };
+  const token = randomBytes(6).toString("hex");
+  own(() => {
+    const old = prepare(conn, "SELECT type, name FROM temp.sqlite_schema WHERE type IN ('view', 'trigger')").all() as unknown as unknown[][];
+    for (const [type, name] of old) db.exec(`DROP ${type === "view" ? "VIEW" : "TRIGGER"} IF EXISTS temp.${quoteIdent(String(name))}`);
+    for (const stmt of BASE_SETUP) db.exec(stmt);
+    db.exec(`DELETE FROM temp.${CALLER_TABLE}; INSERT INTO temp.${CALLER_TABLE} VALUES (NULL, NULL, NULL); DELETE FROM temp.${WRITTEN_TABLE}; INSERT INTO temp.${WRITTEN_TABLE} VALUES (0)`);
+    for (const v of prepare(conn, "SELECT lower(name), type FROM main.sqlite_schema WHERE type IN ('view', 'trigger')").all() as unknown as unknown[][]) {
+      (v[1] === "view" ? state.mainViews : state.mainTriggers).add(String(v[0]));
+    }
+  });
+  conn.stmts.clear();
+  conn.access = { key, schemaVersion: conn.schemaVersion, state, caller: "" };
+  let index = 0;
+  for (const [name, tr] of Object.entries(rules.tables)) {
+    const shape = own(() => tableShape(conn, name));
+    if (!shape) {
+      errors.push(`no such table: ${name}`);
+      continue;
+    }
+    const setup = tableSetup(shape, tr, index++, token);
+    if (setup.error !== undefined) {
+      errors.push(setup.error);
+      continue;
+    }
+    const T = quoteIdent(shape.name);
+    try {
+      own(() => {
+        for (const stmt of setup.statements) db.exec(stmt);
+      });
+      for (const n of setup.names) state.trusted.add(n);
+      state.tables.set(shape.name.toLowerCase(), tr);
+      // Compile what a device would, under the device's authorizer: a rule
+      // is compiled when a statement using it is (the view's when it is read,
+      // the triggers' when a write is), and one that reads what devices may
+      // not (an operator's view) fails here, not in a device's request.
+      const probes = [`SELECT * FROM ${T} LIMIT 0`];
+      const first = shape.columns.find((c) => !c.generated)?.name;
+      if (tr.insert !== undefined) probes.push(`INSERT INTO main.${T} DEFAULT VALUES`);
+      if (tr.update !== undefined && first !== undefined && (!tr.updateColumns || tr.updateColumns.length > 0)) {
+        const col = quoteIdent(tr.updateColumns?.[0] ?? first);
+        probes.push(`UPDATE ${T} SET ${col} = ${col} WHERE 0`);
+      }
+      if (tr.delete !== undefined) probes.push(`DELETE FROM ${T} WHERE 0`);
+      for (const probe of probes) {
+        state.refusal = undefined;
+        try {
+          db.prepare(probe); // compiled, never run
+        } catch (e) {
+          throw new Error(state.refusal ?? message(e), { cause: e });
+        }
+      }
+    } catch (e) {
+      state.tables.delete(shape.name.toLowerCase());
+      for (const n of setup.names) state.trusted.delete(n);
+      errors.push(`the rules of ${shape.name}: ${message(e)}`);
+      own(() => {
+        // the view a device names first (it reads the rows view), then the service's objects
+        db.exec(`DROP VIEW IF EXISTS temp.${T}`);
+        for (const n of setup.names) {
+          db.exec(`DROP TRIGGER IF EXISTS temp.${quoteIdent(n)}`);
+          db.exec(`DROP VIEW IF EXISTS temp.${quoteIdent(n)}`);
+        }
+      });
+    }
+  }
+  conn.stmts.clear();
+  return errors;
+}
+
+/** The connection a device of an application in rules mode uses, with those rules and that caller in place. */
+function rulesConnection(req: EngineRequest, access: EngineAccess): Conn {
+  const conn = open(req.path, req.busyTimeoutMs, req.maxDatabaseBytes, access.key.split("@")[0]);
+  checkSchema(conn);
+  if (!conn.access || conn.access.key !== access.key || conn.access.schemaVersion !== conn.schemaVersion) installRules(conn, access.key, access.rules);
+  const c = access.caller;
+  const caller = `${c.consumerId}\u0000${c.userId}\u0000${c.appId}`;
+  if (conn.access!.caller !== caller) {
+    own(() => {
+      prepare(conn, `UPDATE temp.${CALLER_TABLE} SET consumer_id = ?, user_id = ?, app_id = ?`).run(BigInt(c.consumerId), c.userId, BigInt(c.appId));
+      // the connection's last_insert_rowid() and changes() were the previous caller's: reset both
+      prepare(conn, `REPLACE INTO temp.${WRITTEN_TABLE} (rowid, n) VALUES (1, 0)`).run();
+    });
+    conn.access!.caller = caller;
+  }
+  return conn;
+}
+
+/** EngineRequest.checkRules: the rules installed on a connection of their own, then closed. */
+function checkRules(req: EngineRequest, rules: AccessRules): EngineReply {
+  const key = `${req.path}\u0000check`;
+  let conn: Conn;
+  try {
+    conn = open(req.path, req.busyTimeoutMs, req.maxDatabaseBytes, "check");
+  } catch (e) {
+    return { id: req.id, ok: false, fatal: message(e) };
+  }
+  try {
+    checkSchema(conn);
+    const errors = installRules(conn, "check", rules);
+    return { id: req.id, ok: true, results: [{ columns: [], rows: [], rowsRead: 0, rowsWritten: 0, ruleErrors: errors }] };
+  } catch (e) {
+    return { id: req.id, ok: true, results: [{ columns: [], rows: [], rowsRead: 0, rowsWritten: 0, ruleErrors: [message(e)] }] };
+  } finally {
+    closeConn(key, conn);
+  }
+}
+
+function tryOpen(req: EngineRequest): Conn | undefined {
+  try {
+    return open(req.path, req.busyTimeoutMs, req.maxDatabaseBytes);
+  } catch {
+    return undefined;
+  }
+}
+
 function message(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
 function run(req: EngineRequest): EngineReply {
+  if (req.checkRules) return checkRules(req, req.checkRules);
   let conn: Conn;
+  tenant = req.service !== true;
   try {
-    conn = open(req.path, req.busyTimeoutMs, req.maxDatabaseBytes);
+    conn = req.access && tenant ? rulesConnection(req, req.access) : open(req.path, req.busyTimeoutMs, req.maxDatabaseBytes);
   } catch (e) {
+    tenant = true;
     return { id: req.id, ok: false, fatal: message(e) };
   }
-  tenant = req.service !== true;
+  const connKey = conn.access ? `${req.path}\u0000${req.access!.key.split("@")[0]}` : req.path;
   const results: EngineResult[] = [];
   const budget: ReadBudget = { bytes: req.maxBytes };
   const db = conn.db;
@@ -268,7 +475,7 @@ function run(req: EngineRequest): EngineReply {
       if (req.transaction && results[results.length - 1]!.error !== undefined) break; // rolled back below; the rest do not run
     }
     if (req.transaction && db.isTransaction) {
-      if (results.some((r) => r.error !== undefined)) own(() => db.exec("ROLLBACK"));
+      if (req.rollback || results.some((r) => r.error !== undefined)) own(() => db.exec("ROLLBACK"));
       else {
         try {
           own(() => db.exec("COMMIT"));
@@ -285,23 +492,26 @@ function run(req: EngineRequest): EngineReply {
     try {
       if (db.isOpen && db.isTransaction) own(() => db.exec("ROLLBACK"));
     } catch {
-      closeConn(req.path, conn);
+      closeConn(connKey, conn);
     }
     // a cursor left open pins this connection's snapshot (engine-values.ts)
-    if (budget.abandoned && conns.get(req.path) === conn) closeConn(req.path, conn);
-    if (req.mayUseTemp && conns.get(req.path) === conn) {
+    if (budget.abandoned && conns.get(connKey) === conn) closeConn(connKey, conn);
+    // (a rules connection's temp schema is the service's: devices cannot create anything there)
+    if (req.mayUseTemp && !conn.access && conns.get(connKey) === conn) {
       try {
         const temp = firstRow(conn, "SELECT 1 FROM temp.sqlite_schema LIMIT 1");
-        if (temp) closeConn(req.path, conn); // temp objects are connection state: drop it
+        if (temp) closeConn(connKey, conn); // temp objects are connection state: drop it
       } catch {
-        closeConn(req.path, conn);
+        closeConn(connKey, conn);
       }
     }
   }
   const one = results[0];
-  if (req.classify && results.length === 1 && one!.error === undefined && conns.get(req.path) === conn && !db.isTransaction) {
+  if (req.classify && results.length === 1 && one!.error === undefined && conns.get(connKey) === conn && !db.isTransaction) {
     const shape = req.classify;
-    one!.verdict = own(() => classifyPoint(db, shape, bindable(req.statements[0]!.args), MAX_SCHEMA_BYTES));
+    // the table's own plan: a rules connection would plan the rule view
+    const plain = conn.access ? tryOpen(req) : conn;
+    if (plain && !plain.db.isTransaction) one!.verdict = own(() => classifyPoint(plain.db, shape, bindable(req.statements[0]!.args), MAX_SCHEMA_BYTES));
   }
   tenant = true;
   return { id: req.id, ok: true, results };
@@ -329,8 +539,8 @@ function checkpoint(m: Extract<EngineMessage, { type: "checkpoint" }>): EngineRe
 
 function handle(m: EngineMessage): EngineReply {
   if (m.type === "close") {
-    const c = conns.get(m.path);
-    if (c) closeConn(m.path, c);
+    // the tenant connection and every application's rules connection on the file
+    for (const [key, c] of [...conns]) if (key === m.path || key.startsWith(`${m.path}\u0000`)) closeConn(key, c);
     return { id: m.id, ok: true, results: [] };
   }
   if (m.type === "checkpoint") return checkpoint(m);

@@ -1,6 +1,7 @@
 // Messages between the service and its engine processes (engine-process.ts).
 // One JSON message per line over the pipe on fd 3: arguments are numbers, strings or null; result
 // values are already encoded for the response (docs/database.md).
+import type { AccessCaller, AccessRules } from "./access-rules.js";
 import type { PointShape, PointVerdict } from "./point-plan.js";
 
 export type EngineValue = number | string | null;
@@ -38,6 +39,26 @@ export interface EngineRequest {
    * (point-plan.ts) and returns the verdict with the result.
    */
   classify?: PointShape;
+  /**
+   * A device of an application in `rules` mode: the statements run on a
+   * connection of that application's own with its rules installed
+   * (access-rules.ts). `key` names the application and the rules' version.
+   */
+  access?: EngineAccess;
+  /** With `transaction`: roll it back at the end instead of committing (a preview). */
+  rollback?: boolean;
+  /**
+   * Runs nothing: installs these rules on a scratch connection and answers
+   * each table's error in one result's `ruleErrors` (the check made when
+   * rules are saved).
+   */
+  checkRules?: AccessRules;
+}
+
+export interface EngineAccess {
+  key: string;
+  rules: AccessRules;
+  caller: AccessCaller;
 }
 
 export interface EngineClose {
@@ -63,6 +84,8 @@ export interface EngineResult {
   error?: string;
   /** The answer to EngineRequest.classify (on the single result). */
   verdict?: PointVerdict;
+  /** EngineCheckRules: the errors found, by table (none: the rules install). */
+  ruleErrors?: string[];
 }
 
 export type EngineReply =

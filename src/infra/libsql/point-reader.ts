@@ -42,6 +42,8 @@ import type { EngineResult, EngineStatement, EngineValue } from "./engine-protoc
 import { bindable, encode, LimitError, readRows, sizeOf, tooManyBytes, type ReadBudget } from "./engine-values.js";
 import { guardedRead, type PointShape, type PointVerdict } from "./point-plan.js";
 import { tenantAuthorizer } from "./sql-authorizer.js";
+import { bindCaller, isTrueRule, type AccessCaller, type AccessRules } from "./access-rules.js";
+import { tokenize } from "./sql-tokenizer.js";
 
 export { guardedRead, type PointShape, type PointVerdict } from "./point-plan.js";
 export { pointReadShape } from "./point-shape.js";
@@ -62,6 +64,8 @@ interface Conn {
   db: Db;
   schemaVersion: Stmt;
   reads: Map<string, Verdict>;
+  /** Point reads under an application's access rules, by statement, application and rules version (null: not served here). */
+  ruled: Map<string, { st: Stmt; columns: string[]; values: readonly string[] } | null>;
 }
 
 const MAX_CONNS = 64;
@@ -138,6 +142,74 @@ export class PointReader {
     }
   }
 
+  /**
+   * A point read of a device under its application's access rules
+   * (access-rules.ts), served here when the engine found the statement a
+   * point read and the table's select rule reads only the row and the caller
+   * (no subquery, no table): the read with `AND (rule)` added, the caller's
+   * values bound after the statement's own. It reads the one row the plain
+   * read would, so the rule costs one expression. Anything else goes to the
+   * engine's rules connection.
+   */
+  tryRunUnderRules(path: string, s: EngineStatement, shape: PointShape, rules: AccessRules, caller: AccessCaller, maxRows: number, maxBytes: number): EngineResult | undefined {
+    const c = this.conns.get(path);
+    const v = c?.reads.get(s.sql);
+    if (!c || !v?.point) return undefined;
+    const key = `${s.sql}\u0000${caller.appId}@${rules.version}`;
+    let made = c.ruled.get(key);
+    if (made === undefined) {
+      made = null;
+      const table = Object.keys(rules.tables).find((t) => t.toLowerCase() === shape.table.toLowerCase());
+      const tr = table === undefined ? undefined : rules.tables[table];
+      if (tr?.select !== undefined && !tr.selectColumns && rowOnly(tr.select)) {
+        // the caller's values the rule names, numbered after the statement's own
+        // parameters in the order they first appear (a statement binds exactly
+        // as many values as it has parameters)
+        const n = s.args.length;
+        const values: string[] = [];
+        const rule = isTrueRule(tr.select)
+          ? "1"
+          : bindCaller(tr.select, (name) => {
+              if (!values.includes(name)) values.push(name);
+              return `?${n + 1 + values.indexOf(name)}`;
+            });
+        if (typeof rule === "string") {
+          try {
+            const st = compileAuthorized(c.db, guardedRead({ ...shape, head: `${shape.head} AND (${rule})` }, v.version));
+            if (st) made = { st, columns: st.columns().map((x) => x.name), values };
+          } catch {
+            // the engine reports it
+          }
+        }
+      }
+      if (c.ruled.size >= MAX_READS) c.ruled.delete(c.ruled.keys().next().value as string);
+      c.ruled.set(key, made);
+    }
+    if (!made) return undefined;
+    const budget: ReadBudget = { bytes: maxBytes };
+    try {
+      const of = { consumer_id: BigInt(caller.consumerId), user_id: caller.userId, app_id: BigInt(caller.appId) } as Record<string, SQLInputValue>;
+      const args = [...(bindable(s.args) as SQLInputValue[]), ...made.values.map((name) => of[name]!)];
+      let rows: EngineValue[][];
+      try {
+        rows = v.single ? readOne(made.st, args, maxBytes) : readRows(made.st.iterate(...args), maxRows, maxBytes, budget);
+      } catch (e) {
+        if (!(e instanceof LimitError)) throw e;
+        return { columns: [], rows: [], rowsRead: 0, rowsWritten: 0, error: e.message };
+      }
+      if (rows.length === 0 && schemaVersion(c) !== v.version) {
+        c.reads.delete(s.sql);
+        c.ruled.delete(key);
+        return undefined;
+      }
+      return { columns: made.columns, rows, rowsRead: rows.length, rowsWritten: 0 };
+    } catch {
+      return undefined;
+    } finally {
+      if (budget.abandoned) this.close(path);
+    }
+  }
+
   /** True when the engine should make a verdict for this statement (none is kept). */
   wantsVerdict(path: string, sql: string): boolean {
     return this.conns.get(path)?.reads.has(sql) !== true;
@@ -159,7 +231,7 @@ export class PointReader {
     try {
       const schemaVersion = db.prepare("PRAGMA schema_version");
       schemaVersion.setReturnArrays(true);
-      const c: Conn = { db, schemaVersion, reads: new Map() };
+      const c: Conn = { db, schemaVersion, reads: new Map(), ruled: new Map() };
       if (this.conns.size >= MAX_CONNS) this.close(this.conns.keys().next().value as string);
       this.conns.set(path, c);
       return c;
@@ -211,6 +283,17 @@ function closeQuietly(db: Db): void {
   } catch {
     // already closed
   }
+}
+
+/** A rule that reads only the row and the caller: no subquery, and no `IN table`. */
+function rowOnly(rule: string): boolean {
+  const t = tokenize(rule).filter((x) => x.kind !== "space" && x.kind !== "comment");
+  return t.every((x, i) => {
+    if (x.kind !== "word") return true;
+    const w = x.text.toUpperCase();
+    if (w === "SELECT") return false;
+    return w !== "IN" || (t[i + 1]?.kind === "punct" && t[i + 1]!.text === "(");
+  });
 }
 
 function schemaVersion(c: Conn): number {

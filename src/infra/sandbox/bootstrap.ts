@@ -111,9 +111,19 @@ export const BOOTSTRAP_SOURCE = String.raw`(function (hostRef, limits, installTi
   const names = keys(limits.capabilities).filter(function (n) { return hidden.indexOf(n) < 0; });
   for (let i = 0; i < names.length; i++) {
     const name = names[i], methods = limits.capabilities[name], api = {};
+    // methods named <m>AsConsumer make ctx.<name>.asConsumer().<m> (host-capability.ts)
+    let asConsumer;
     for (let j = 0; j < methods.length; j++) {
       const method = methods[j];
-      api[method] = function (...args) { return callHost(name, method, args); };
+      const fn = function (...args) { return callHost(name, method, args); };
+      if (method.length > 10 && method.slice(-10) === "AsConsumer") {
+        asConsumer = asConsumer || {};
+        asConsumer[method.slice(0, -10)] = fn;
+      } else api[method] = fn;
+    }
+    if (asConsumer) {
+      const view = freeze(asConsumer);
+      api.asConsumer = function () { return view; };
     }
     host[name] = freeze(api);
   }

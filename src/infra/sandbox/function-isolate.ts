@@ -340,7 +340,7 @@ export class FunctionIsolate {
   run(input: RunInput, timeoutMs: number, sliceMs = 0): IsolateRunOutput | Promise<IsolateRunOutput> {
     const runner = this.runner;
     if (!runner) return Promise.reject(new Error("isolate not loaded"));
-    const run = new HostRun(this.appId, performance.now() + timeoutMs);
+    const run = new HostRun(this.appId, performance.now() + timeoutMs, runConsumer(input.consumer));
     this.current = run;
     const runNo = ++this.runs;
     // the deadline on the isolate's clock, for its timers
@@ -674,4 +674,11 @@ function messageOf(err: unknown): string {
 function describe(err: unknown): string {
   if (err instanceof Error) return err.name && err.name !== "Error" ? `${err.name}: ${err.message}` : err.message;
   return String(err);
+}
+
+/** The run's consumer as the host knows it (the runtime's { id, user_id, ... }; not the guest's copy). */
+function runConsumer(c: unknown): { consumerId: number; userId: string } | undefined {
+  if (c === null || typeof c !== "object") return undefined;
+  const { id, user_id } = c as { id?: unknown; user_id?: unknown };
+  return typeof id === "number" && typeof user_id === "string" ? { consumerId: id, userId: user_id } : undefined;
 }

@@ -26,6 +26,7 @@ export class HostRun implements HostCall {
   constructor(
     readonly appId: number,
     readonly deadlineAt: number,
+    readonly consumer?: { readonly consumerId: number; readonly userId: string },
   ) {}
 
   // Made on the first call that reads it: a run that makes none allocates nothing.

@@ -221,7 +221,7 @@ function jsonHandler(route: RestRoute, m: UnaryMethod, json: RestJsonPath, gener
     const body = req.body;
     const consumer = req.pulsebaseConsumer;
     if (!isPlainObject(body) || !consumer) return generic.handler(req, reply);
-    const answer = json({ body, appId: consumer.appId, requestId: String(req.id) });
+    const answer = json({ body, appId: consumer.appId, consumerId: consumer.consumerId, userId: consumer.userId, requestId: String(req.id) });
     if (typeof answer === "string") return send(reply, answer);
     if (answer === undefined) return generic.handler(req, reply);
     return answer.then((text) => (text !== undefined ? send(reply, text) : generic.handler(req, reply)));

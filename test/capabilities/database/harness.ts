@@ -9,6 +9,9 @@ import { join } from "node:path";
 import { createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { DatabaseService as AdminDatabaseService } from "../../../gen/pulsebase/admin/v1/database_pb.js";
 import { DatabaseService } from "../../../gen/pulsebase/platform/v1/database_pb.js";
+import { AccessRulesService } from "../../../gen/pulsebase/admin/v1/access_rules_pb.js";
+import { createAccessRulesServiceImpl } from "../../../src/capabilities/database/access-rules-service.js";
+import { createAccessRulesStore } from "../../../src/capabilities/database/access-rules-store.js";
 import { createDatabaseModule, type DatabaseModule } from "../../../src/capabilities/database/database-module.js";
 import { createDatabaseServiceImpl } from "../../../src/capabilities/database/platform-service.js";
 import { createDatabaseAdminServiceImpl } from "../../../src/capabilities/database/admin-service.js";
@@ -23,12 +26,22 @@ export interface Harness {
   dataDir: string;
   admin: Client<typeof AdminDatabaseService>;
   device: Client<typeof DatabaseService>;
+  /** The access-rules operator service. */
+  rules: Client<typeof AccessRulesService>;
   lastRequestId(): string;
   team(): Promise<number>;
   app(teamId: number): Promise<number>;
   /** An active embedded database of the team, linked to the given apps. */
   linkedDb(teamId: number, ...appIds: number[]): Promise<number>;
   query(appId: number, sql: string, params?: unknown): ReturnType<Client<typeof DatabaseService>["query"]>;
+  /** A device call as the given consumer (id and user_id) of the application. */
+  queryAs(appId: number, as: { consumerId: number; userId: string }, sql: string, params?: unknown): ReturnType<Client<typeof DatabaseService>["query"]>;
+  batchAs(
+    appId: number,
+    as: { consumerId: number; userId: string },
+    statements: { sql: string; params?: unknown }[],
+    transaction?: boolean,
+  ): ReturnType<Client<typeof DatabaseService>["batch"]>;
   batch(
     appId: number,
     statements: { sql: string; params?: unknown }[],
@@ -51,6 +64,7 @@ export async function createHarness(
     (router) => {
       router.service(DatabaseService, createDatabaseServiceImpl({ runner: module.runner }));
       router.service(AdminDatabaseService, createDatabaseAdminServiceImpl({ manager: module.manager }));
+      router.service(AccessRulesService, createAccessRulesServiceImpl({ store: createAccessRulesStore(testDb.sql), runner: module.runner, changed: () => module.runner.invalidate() }));
     },
     {
       router: {
@@ -58,7 +72,9 @@ export async function createHarness(
           (next) => async (req) => {
             const app = req.header.get("x-test-app");
             if (app) {
-              req.contextValues.set(kConsumer, { consumerId: 1, appId: Number(app), appKey: "k", userId: "u", deviceId: "d" });
+              const consumerId = Number(req.header.get("x-test-consumer") ?? 1);
+              const userId = req.header.get("x-test-user") ?? "u";
+              req.contextValues.set(kConsumer, { consumerId, appId: Number(app), appKey: "k", userId, deviceId: "d" });
             }
             requestId = randomUUID();
             req.contextValues.set(kRequestId, requestId);
@@ -70,12 +86,17 @@ export async function createHarness(
   );
   const admin = createClient(AdminDatabaseService, transport);
   const device = createClient(DatabaseService, transport);
+  const rules = createClient(AccessRulesService, transport);
+  const asHeaders = (appId: number, as: { consumerId: number; userId: string }) => ({
+    headers: { "x-test-app": String(appId), "x-test-consumer": String(as.consumerId), "x-test-user": as.userId },
+  });
   const h: Harness = {
     testDb,
     module,
     dataDir,
     admin,
     device,
+    rules,
     lastRequestId: () => requestId,
     async team() {
       const { rows } = await testDb.sql.query<{ id: string }>("INSERT INTO teams (name) VALUES ('t') RETURNING id");
@@ -97,6 +118,18 @@ export async function createHarness(
       return device.query(
         { sql, ...(params !== undefined ? { params: jsonToValue(params) } : {}) },
         { headers: { "x-test-app": String(appId) } },
+      );
+    },
+    queryAs(appId, as, sql, params) {
+      return device.query({ sql, ...(params !== undefined ? { params: jsonToValue(params) } : {}) }, asHeaders(appId, as));
+    },
+    batchAs(appId, as, statements, transaction = false) {
+      return device.batch(
+        {
+          transaction,
+          statements: statements.map((s) => ({ sql: s.sql, ...(s.params !== undefined ? { params: jsonToValue(s.params) } : {}) })),
+        },
+        asHeaders(appId, as),
       );
     },
     batch(appId, statements, transaction = false) {

@@ -133,4 +133,22 @@ describe("a remote database on a libSQL server", () => {
     await other.stop();
     expect(await failure(h.query(app, "SELECT 1"))).toMatchObject({ code: "query_error", http: 500 });
   });
+
+  it("refuses access rules on a libSQL server, which cannot enforce them, and keeps serving the application as before", async () => {
+    await h.query(remote, "CREATE TABLE owned (id INTEGER PRIMARY KEY, owner_id TEXT)");
+    await h.query(remote, "INSERT INTO owned (owner_id) VALUES ('someone else')");
+    for (const tables of [[], [{ table: "owned", select: "owner_id = :user_id" }]]) {
+      const f = await failure(h.rules.setAccessRules({ appId: BigInt(remote), mode: "rules", tables }));
+      expect(f).toMatchObject({ code: "failed_precondition", http: 409 });
+      expect(f.message).toContain("cannot be enforced on a remote libSQL server");
+    }
+    expect((await h.rules.getAccessRules({ appId: BigInt(remote) })).mode).toBe("open");
+    expect(rowsOf((await h.query(remote, "SELECT count(*) FROM owned")).results[0])).toEqual([[1]]);
+    // an application already in rules mode whose link moves to a libSQL server is refused, never served openly
+    await h.testDb.sql.query("INSERT INTO app_access_rules (app_id, version, mode, tables) VALUES ($1, 1, 'rules', '{}')", [remote]);
+    h.module.runner.invalidate();
+    expect(await failure(h.query(remote, "SELECT count(*) FROM owned"))).toMatchObject({ code: "database_unavailable", http: 503 });
+    await h.testDb.sql.query("DELETE FROM app_access_rules WHERE app_id = $1", [remote]);
+    h.module.runner.invalidate();
+  });
 });

@@ -17,7 +17,7 @@ import { changeCaptureFromDatabase } from "../../../src/capabilities/functions/e
 import type { ChangeCaptureDb } from "../../../src/capabilities/functions/events/change-capture.js";
 import { createFunctionsModule, type FunctionsModule } from "../../../src/capabilities/functions/functions-module.js";
 import { createTestDb, TEST_NATS_URL, uniqueName, type TestDb } from "../../helpers/db.js";
-import { createApp } from "./fixtures.js";
+import { consumerOfApp, createApp } from "./fixtures.js";
 
 let db: TestDb;
 let dataDir: string;
@@ -131,5 +131,40 @@ describe("functions with the database module", () => {
       await new Promise((res) => setTimeout(res, 50));
     }
     expect(logs).toEqual(['insert todos {"id":2,"title":"bread"}']);
+  });
+
+  it("ctx.db keeps the operator's rights under access rules; ctx.db.asConsumer() runs with the calling consumer's", async () => {
+    await dbModule.runner.batch(appId, [
+      { sql: "CREATE TABLE notes (id INTEGER PRIMARY KEY, owner_id TEXT NOT NULL, body TEXT)" },
+      { sql: "INSERT INTO notes (owner_id, body) VALUES ('u7', 'mine'), ('u8', 'theirs')" },
+    ], false);
+    await db.sql.query("INSERT INTO app_access_rules (app_id, version, mode, tables) VALUES ($1, 1, 'rules', $2)", [
+      appId,
+      JSON.stringify({ notes: { select: "owner_id = :user_id", insert: "owner_id = :user_id" } }),
+    ]);
+    dbModule.runner.invalidate();
+    const a = admin();
+    const f = await a.createFunction({ appId: BigInt(appId), name: "mine" });
+    await a.deployVersion({
+      functionId: f.id,
+      activate: true,
+      code: `export default async (req, { db }) => {
+        const everything = (await db.query("SELECT body FROM notes ORDER BY id")).values;
+        const mine = (await db.asConsumer().query("SELECT body FROM notes ORDER BY id")).values;
+        const forged = (await db.asConsumer().batch([{ sql: "INSERT INTO notes (owner_id, body) VALUES ('u8', 'x')" }])).error;
+        return { everything, mine, forged };
+      }`,
+    });
+    await a.createHttpTrigger({ functionId: f.id, slug: "mine" });
+    const res = await fn.runtime.invokeHttp(consumerOfApp(appId, 7), "mine", () => ({}), "req-mine");
+    expect(JSON.parse(String(res.body))).toEqual({
+      everything: [["mine"], ["theirs"]],
+      mine: [["mine"]],
+      forged: "access rule: insert on notes refused (the new row does not pass the rule)",
+    });
+    // a run without a consumer (manual, schedule, event) has no consumer's rights to take
+    const manual = await a.runFunction({ functionId: f.id });
+    expect(manual.outcome).toBe("error");
+    expect(manual.error).toContain("ctx.db.asConsumer() needs the consumer of the run");
   });
 });
