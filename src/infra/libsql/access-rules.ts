@@ -85,8 +85,11 @@ const TRIGGER_PREFIX = `${RESERVED_PREFIX}rule_`;
 /** The prefix of every access-rule error: a stable text naming the table and the operation, never a row. */
 export const RULE_ERROR = "access rule";
 
+/** SQLite folds only ASCII letters when it compares names: so do the rules (a JS toLowerCase would also fold Ü). */
+export const asciiLower = (s: string): string => s.replace(/[A-Z]/g, (c) => String.fromCharCode(c.charCodeAt(0) + 32));
+
 const TRUE_RULES = new Set(["true", "1"]);
-export const isTrueRule = (r: string | undefined): boolean => r !== undefined && TRUE_RULES.has(r.trim().toLowerCase());
+export const isTrueRule = (r: string | undefined): boolean => r !== undefined && TRUE_RULES.has(asciiLower(r.trim()));
 
 /**
  * The rule's text with its named values (:user_id, @user_id, $user_id)
@@ -102,7 +105,7 @@ export function bindCaller(rule: string, caller: (name: (typeof CALLER_VALUES)[n
     if (t.kind === "punct" && t.text === "(") depth++;
     if (t.kind === "punct" && t.text === ")" && --depth < 0) return { error: "unbalanced parentheses" };
     if (t.kind === "param") {
-      const name = t.text.slice(1).toLowerCase();
+      const name = asciiLower(t.text.slice(1));
       if (t.text.length < 2 || !(CALLER_VALUES as readonly string[]).includes(name)) {
         return { error: `unknown value ${t.text}: a rule may use ${CALLER_VALUES.map((v) => `:${v}`).join(", ")}` };
       }
@@ -123,7 +126,7 @@ export const callerColumn = (name: string): string => `(SELECT ${name} FROM temp
 export interface TableShape {
   name: string;
   /** Columns in order; generated ones cannot be set. `dflt`: the DEFAULT expression's text, if any. */
-  columns: { name: string; generated: boolean; dflt?: string | null; rowidAlias?: boolean }[];
+  columns: { name: string; generated: boolean; dflt?: string | null; rowidAlias?: boolean; hidden?: boolean }[];
   /** Primary-key columns in key order (the INTEGER PRIMARY KEY column of a rowid table included). */
   pk: string[];
   withoutRowid: boolean;
@@ -161,9 +164,9 @@ export function tableSetup(shape: TableShape, rules: TableRules, index: number, 
   if ((rules.update !== undefined || rules.delete !== undefined) && shape.pk.length === 0) {
     return { table: shape.name, statements: [], names: [], error: `${shape.name} has no PRIMARY KEY: update and delete rules need one to tell rows apart` };
   }
-  const known = new Set(shape.columns.map((c) => c.name.toLowerCase()));
+  const known = new Set(shape.columns.map((c) => asciiLower(c.name)));
   for (const c of [...(rules.updateColumns ?? []), ...(rules.selectColumns ?? []), ...(rules.insertColumns ?? [])]) {
-    if (!known.has(c.toLowerCase())) return { table: shape.name, statements: [], names: [], error: `${shape.name} has no column ${c}` };
+    if (!known.has(asciiLower(c))) return { table: shape.name, statements: [], names: [], error: `${shape.name} has no column ${c}` };
   }
   // a row of main."T", by rowid in triggers on the table (every rowid
   // table has one) and by primary key in the view's (which has no rowid)
@@ -177,13 +180,14 @@ export function tableSetup(shape: TableShape, rules: TableRules, index: number, 
   const names: string[] = [];
   const name = (kind: string) => {
     const n = `${TRIGGER_PREFIX}${token}_${index}_${kind}`;
-    names.push(n.toLowerCase());
+    names.push(asciiLower(n));
     return q(n);
   };
   const src = name("rows");
   const refused = (op: string, why: string) => `SELECT RAISE(ABORT, '${RULE_ERROR}: ${op} on ${shape.name.replace(/'/g, "''")} refused (${why})')`;
 
   const selText = sel as string | undefined;
+  const selOrFalse = selText ?? "0";
   // The rows view (the rule, behind the barrier) under a name of the
   // service's; the view a device names is a plain view over it, so nothing
   // is ever compiled "inside" a name a device can write except that view's
@@ -191,26 +195,35 @@ export function tableSetup(shape: TableShape, rules: TableRules, index: number, 
   if (selText === undefined) out.push(`CREATE TEMP VIEW ${src} AS SELECT * FROM ${main} AS ${T} WHERE 0 LIMIT -1`);
   else if (isTrueRule(rules.select)) out.push(`CREATE TEMP VIEW ${src} AS SELECT * FROM ${main} AS ${T}`);
   else out.push(`CREATE TEMP VIEW ${src} AS SELECT * FROM ${main} AS ${T} WHERE (${selText}) LIMIT -1`);
-  out.push(`CREATE TEMP VIEW ${T} AS SELECT * FROM temp.${src}`);
+  // Columns a device may not read are NULL in the view it names (the rows
+  // view keeps them for the rules and triggers): no authorizer answer is
+  // needed, which matters because SQLite builds some column references
+  // (a USING or NATURAL join's terms) without asking it.
+  const shown = shape.columns
+    .filter((c) => !c.hidden)
+    .map((c) => (listed(rules.selectColumns, c.name) ? q(c.name) : `NULL AS ${q(c.name)}`));
+  out.push(`CREATE TEMP VIEW ${T} AS SELECT ${rules.selectColumns ? shown.join(", ") : "*"} FROM temp.${src}`);
 
-  const byKey = shape.pk.map((c) => `${q(c)} IS OLD.${q(c)}`).join(" AND ");
+  // by =, not IS: a NULL key (possible in a rowid table whose PRIMARY KEY is
+  // not an INTEGER one) matches nothing, never every row with a NULL key
+  const byKey = shape.pk.map((c) => `${q(c)} = OLD.${q(c)}`).join(" AND ");
   const count = `UPDATE temp.${WRITTEN_TABLE} SET n = n + changes();`;
   if (upd !== undefined) {
     // Only columns a device may both read and set are forwarded: a column
     // it cannot read is NULL in the view's rows (select_columns), and the
     // others are never set, so an update leaves them as they were.
-    const listed = (list: string[] | undefined, c: string) => !list || list.some((x) => x.toLowerCase() === c.toLowerCase());
     const settable = shape.columns
       .filter((c) => !c.generated && listed(rules.selectColumns, c.name) && listed(rules.updateColumns, c.name))
       .map((c) => `${q(c.name)} = NEW.${q(c.name)}`);
     if (settable.length === 0) return { table: shape.name, statements: [], names: [], error: `the update rule of ${shape.name}: no column a device may both read and set` };
     out.push(`CREATE TEMP TRIGGER ${name("view_update")} INSTEAD OF UPDATE ON temp.${T} BEGIN UPDATE ${main} SET ${settable.join(", ")} WHERE ${byKey}; ${count} END`);
-    out.push(`CREATE TEMP TRIGGER ${name("using_update")} BEFORE UPDATE ON ${main} WHEN NOT ${admitted("OLD", upd as string)} BEGIN SELECT RAISE(IGNORE); END`);
+    // a row the device may not see is never one it may update, whatever path the update takes (the view, UPSERT, main."T")
+    out.push(`CREATE TEMP TRIGGER ${name("using_update")} BEFORE UPDATE ON ${main} WHEN NOT ${admitted("OLD", `(${selOrFalse}) AND (${upd as string})`)} BEGIN SELECT RAISE(IGNORE); END`);
     out.push(`CREATE TEMP TRIGGER ${name("check_update")} AFTER UPDATE ON ${main} WHEN NOT ${admitted("NEW", chk as string)} BEGIN ${refused("update", "the new row does not pass the rule")}; END`);
   }
   if (del !== undefined) {
     out.push(`CREATE TEMP TRIGGER ${name("view_delete")} INSTEAD OF DELETE ON temp.${T} BEGIN DELETE FROM ${main} WHERE ${byKey}; ${count} END`);
-    out.push(`CREATE TEMP TRIGGER ${name("using_delete")} BEFORE DELETE ON ${main} WHEN NOT ${admitted("OLD", del as string)} BEGIN SELECT RAISE(IGNORE); END`);
+    out.push(`CREATE TEMP TRIGGER ${name("using_delete")} BEFORE DELETE ON ${main} WHEN NOT ${admitted("OLD", `(${selOrFalse}) AND (${del as string})`)} BEGIN SELECT RAISE(IGNORE); END`);
   } else {
     // a REPLACE conflict deletes the row it conflicts with: without a delete rule, never
     out.push(`CREATE TEMP TRIGGER ${name("no_delete")} BEFORE DELETE ON ${main} BEGIN ${refused("delete", "no rule allows it")}; END`);
@@ -222,9 +235,10 @@ export function tableSetup(shape: TableShape, rules: TableRules, index: number, 
       // trigger NEW already holds the default of every column left out; 'now'
       // is one value within a statement); an INTEGER PRIMARY KEY takes the
       // id SQLite makes
-      const allowed = new Set(rules.insertColumns.map((c) => c.toLowerCase()));
+      const allowed = new Set(rules.insertColumns.map(asciiLower));
       for (const c of shape.columns) {
-        if (c.generated || c.rowidAlias || allowed.has(c.name.toLowerCase())) continue;
+        // (a DEFAULT that calls a function, say randomblob(), cannot be compared: such a column is left to the check rule)
+        if (c.generated || c.rowidAlias || allowed.has(asciiLower(c.name)) || callsFunction(c.dflt)) continue;
         const col = q(c.name);
         out.push(
           `CREATE TEMP TRIGGER ${name(`insert_column_${shape.columns.indexOf(c)}`)} BEFORE INSERT ON ${main} WHEN NEW.${col} IS NOT (${c.dflt ?? "NULL"}) BEGIN SELECT RAISE(ABORT, '${RULE_ERROR}: insert into ${shape.name.replace(/'/g, "''")} may not set ${c.name.replace(/'/g, "''")}'); END`,
@@ -233,6 +247,13 @@ export function tableSetup(shape: TableShape, rules: TableRules, index: number, 
     }
   }
   return { table: shape.name, statements: out, names };
+}
+
+/** Whether a DEFAULT expression calls a function (its value may differ from one evaluation to the next). */
+function callsFunction(dflt: string | null | undefined): boolean {
+  if (!dflt) return false;
+  const t = tokenize(dflt).filter((x) => x.kind !== "space" && x.kind !== "comment");
+  return t.some((x, i) => x.kind === "word" && t[i + 1]?.kind === "punct" && t[i + 1]!.text === "(");
 }
 
 /** The per-connection objects every rules connection has, before any table's. */
@@ -252,11 +273,16 @@ export interface AccessState {
   mainViews: Set<string>;
   /** Lower-cased names of the triggers in main: the service's (_pulsebase_*, change capture) and the operator's. */
   mainTriggers: Set<string>;
+  /** Lower-cased names of the tables in main. */
+  mainTables: Set<string>;
+  /** Lower-cased parent tables of the foreign keys of tables with rules (for the refusal's message). */
+  fkParents: Set<string>;
   /** Why the last refusal happened (for the statement's error). */
   refusal?: string;
 }
 
-const lower = (s: string | null): string => (s ?? "").toLowerCase();
+const lower = (s: string | null): string => asciiLower(s ?? "");
+const listed = (list: readonly string[] | undefined, column: string | null): boolean => !list || (column !== null && list.some((c) => asciiLower(c) === asciiLower(column)));
 
 /** Table-valued functions a device may call (they read only their arguments). */
 const TABLE_FUNCTIONS = new Set(["json_each", "json_tree"]);
@@ -269,7 +295,7 @@ export function accessAuthorizer(s: AccessState, action: number, a: string | nul
   // one rules connection serves every consumer of the application: how many
   // rows the others wrote is theirs (last_insert_rowid() and changes() are
   // reset when the caller changes: engine-process.ts); wherever it is called
-  if (action === C.SQLITE_FUNCTION && b !== null && b.toLowerCase() === "total_changes") {
+  if (action === C.SQLITE_FUNCTION && b !== null && asciiLower(b) === "total_changes") {
     return deny(s, "total_changes() is not available under access rules: use rows_written");
   }
   if (inside !== null) {
@@ -284,7 +310,7 @@ export function accessAuthorizer(s: AccessState, action: number, a: string | nul
       // A table's view (filtered), read anywhere: in a CTE, or in an UPDATE's
       // or DELETE's WHERE and RETURNING (SQLite compiles them inside the name
       // of the view they target); and a table's view reading its rows view.
-      if ((db === "temp" || db === null) && (s.tables.has(lower(a)) || s.trusted.has(lower(a)))) return viewRead(s, lower(a), b);
+      if ((db === "temp" || db === null) && (s.tables.has(lower(a)) || s.trusted.has(lower(a)))) return C.SQLITE_OK;
       // Anything else read inside a name is not the service's: a CTE's body
       // (SQLite names it after the CTE, which a device chooses), an
       // operator's view, or an operator's trigger fired by a device's write
@@ -314,11 +340,17 @@ export function accessAuthorizer(s: AccessState, action: number, a: string | nul
       return tenantAuthorizer(action, a, b, db, inside);
     case C.SQLITE_READ: {
       // (a count(*) over the view reads it with no schema named; an unqualified name always reaches the view)
-      if ((db === "temp" || db === null) && s.tables.has(t)) return viewRead(s, t, b);
+      if ((db === "temp" || db === null) && s.tables.has(t)) return C.SQLITE_OK;
       // (a count(*) over a table's view reaches its rows view with no schema named)
       if ((db === "temp" || db === null) && s.trusted.has(t)) return C.SQLITE_OK;
-      if (TABLE_FUNCTIONS.has(t)) return C.SQLITE_OK;
-      return deny(s, db === "main" && s.tables.has(t) ? `${RULE_ERROR}: ${a} is read through its rules only (by its plain name; an INSERT cannot use RETURNING or read its own table)` : `no such table: ${a}`);
+      // (unless the operator has a table of that name: then it is that table)
+      if (TABLE_FUNCTIONS.has(t) && !s.mainTables.has(t)) return C.SQLITE_OK;
+      // SQLite checks a foreign key by reading the parent table through the authorizer, outside any rule
+      if (db === "main" && s.fkParents.has(t)) {
+        return deny(s, `${RULE_ERROR}: a foreign key to ${a} would be checked by reading ${a} outside the rules: enforce it in the insert and update rules instead (docs/database.md, "Access rules"); ${a} is read through its rules only`);
+      }
+      if (db === "main" && s.tables.has(t)) return deny(s, `${RULE_ERROR}: ${a} is read through its rules only (by its plain name; an INSERT cannot use RETURNING or read its own table)`);
+      return deny(s, `no such table: ${a}`);
     }
     case C.SQLITE_INSERT:
       if (db === "main" && s.tables.get(t)?.insert !== undefined) return C.SQLITE_OK;
@@ -326,8 +358,7 @@ export function accessAuthorizer(s: AccessState, action: number, a: string | nul
     case C.SQLITE_UPDATE: {
       const r = s.tables.get(t);
       if ((db === "temp" || db === "main") && r?.update !== undefined) {
-        const listed = (list: string[] | undefined) => !list || (b !== null && list.some((c) => c.toLowerCase() === b.toLowerCase()));
-        if (listed(r.updateColumns) && listed(r.selectColumns)) return C.SQLITE_OK;
+        if (listed(r.updateColumns, b) && listed(r.selectColumns, b)) return C.SQLITE_OK;
         return deny(s, `${RULE_ERROR}: update of ${a}.${b} is not allowed`);
       }
       return deny(s, `${RULE_ERROR}: update on ${a} is not allowed`);
@@ -338,12 +369,6 @@ export function accessAuthorizer(s: AccessState, action: number, a: string | nul
     default:
       return deny(s, "schema changes are made by the operator when the application uses access rules");
   }
-}
-
-/** A read of a table's view: a column outside its select_columns reads as NULL. */
-function viewRead(s: AccessState, table: string, column: string | null): number {
-  const cols = s.tables.get(table)?.selectColumns;
-  return cols && column && !cols.some((c) => c.toLowerCase() === column.toLowerCase()) ? C.SQLITE_IGNORE : C.SQLITE_OK;
 }
 
 function deny(s: AccessState, why: string): number {
@@ -372,6 +397,6 @@ export function insertIntoMain(sql: string, tables: Map<string, TableRules>): st
   const next = tokens[idx[k + 2]!];
   if (!target || (next?.kind === "punct" && next.text === ".")) return sql; // already qualified
   const name = target.kind === "qident" ? target.text.slice(1, -1) : target.kind === "word" ? target.text : undefined;
-  if (name === undefined || !tables.has(name.toLowerCase())) return sql;
+  if (name === undefined || !tables.has(asciiLower(name))) return sql;
   return `${sql.slice(0, target.start)}main.${sql.slice(target.start)}`;
 }

@@ -21,7 +21,7 @@ import { Socket } from "node:net";
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import type { EngineAccess, EngineMessage, EngineReply, EngineRequest, EngineResult, EngineSettings } from "./engine-protocol.js";
 import { quoteIdent } from "./sql-tokenizer.ts";
-import { accessAuthorizer, BASE_SETUP, CALLER_TABLE, insertIntoMain, RULE_ERROR, tableSetup, WRITTEN_TABLE, type AccessRules, type AccessState, type TableShape } from "./access-rules.ts";
+import { accessAuthorizer, asciiLower, BASE_SETUP, CALLER_TABLE, insertIntoMain, RULE_ERROR, tableSetup, WRITTEN_TABLE, type AccessRules, type AccessState, type TableShape } from "./access-rules.ts";
 import { lineSplitter } from "./engine-protocol.ts";
 // a runtime import under type stripping names the .ts file itself
 import { bindable, readRows, type ReadBudget } from "./engine-values.ts";
@@ -321,15 +321,15 @@ function tableShape(conn: Conn, name: string): TableShape | undefined {
 function installRules(conn: Conn, key: string, rules: AccessRules): string[] {
   const errors: string[] = [];
   const db = conn.db;
-  const state: AccessState = { tables: new Map(), trusted: new Set(), mainViews: new Set(), mainTriggers: new Set() };
+  const state: AccessState = { tables: new Map(), trusted: new Set(), mainViews: new Set(), mainTriggers: new Set(), mainTables: new Set(), fkParents: new Set() };
   const token = randomBytes(6).toString("hex");
   own(() => {
     const old = prepare(conn, "SELECT type, name FROM temp.sqlite_schema WHERE type IN ('view', 'trigger')").all() as unknown as unknown[][];
     for (const [type, name] of old) db.exec(`DROP ${type === "view" ? "VIEW" : "TRIGGER"} IF EXISTS temp.${quoteIdent(String(name))}`);
     for (const stmt of BASE_SETUP) db.exec(stmt);
     db.exec(`DELETE FROM temp.${CALLER_TABLE}; INSERT INTO temp.${CALLER_TABLE} VALUES (NULL, NULL, NULL); DELETE FROM temp.${WRITTEN_TABLE}; INSERT INTO temp.${WRITTEN_TABLE} VALUES (0)`);
-    for (const v of prepare(conn, "SELECT lower(name), type FROM main.sqlite_schema WHERE type IN ('view', 'trigger')").all() as unknown as unknown[][]) {
-      (v[1] === "view" ? state.mainViews : state.mainTriggers).add(String(v[0]));
+    for (const v of prepare(conn, "SELECT lower(name), type FROM main.sqlite_schema WHERE type IN ('view', 'trigger', 'table')").all() as unknown as unknown[][]) {
+      (v[1] === "view" ? state.mainViews : v[1] === "trigger" ? state.mainTriggers : state.mainTables).add(String(v[0]));
     }
   });
   conn.stmts.clear();
@@ -352,7 +352,8 @@ function installRules(conn: Conn, key: string, rules: AccessRules): string[] {
         for (const stmt of setup.statements) db.exec(stmt);
       });
       for (const n of setup.names) state.trusted.add(n);
-      state.tables.set(shape.name.toLowerCase(), tr);
+      state.tables.set(asciiLower(shape.name), tr);
+      for (const f of own(() => prepare(conn, "SELECT lower(\"table\") FROM pragma_foreign_key_list(?, 'main')").all(shape.name)) as unknown as unknown[][]) state.fkParents.add(String(f[0]));
       // Compile what a device would, under the device's authorizer: a rule
       // is compiled when a statement using it is (the view's when it is read,
       // the triggers' when a write is), and one that reads what devices may
@@ -374,7 +375,7 @@ function installRules(conn: Conn, key: string, rules: AccessRules): string[] {
         }
       }
     } catch (e) {
-      state.tables.delete(shape.name.toLowerCase());
+      state.tables.delete(asciiLower(shape.name));
       for (const n of setup.names) state.trusted.delete(n);
       errors.push(`the rules of ${shape.name}: ${message(e)}`);
       own(() => {
@@ -411,6 +412,8 @@ function rulesConnection(req: EngineRequest, access: EngineAccess): Conn {
 
 /** EngineRequest.checkRules: the rules installed on a connection of their own, then closed. */
 function checkRules(req: EngineRequest, rules: AccessRules): EngineReply {
+  // the probes compile as a device's statements would: under the authorizer
+  tenant = true;
   const key = `${req.path}\u0000check`;
   let conn: Conn;
   try {
@@ -486,6 +489,7 @@ function run(req: EngineRequest): EngineReply {
       }
     }
   } catch (e) {
+    tenant = true; // the next request starts as a tenant's, whatever this one was
     return { id: req.id, ok: false, fatal: message(e) };
   } finally {
     // A transaction the client opened and left open never outlives the request.

@@ -42,7 +42,7 @@ import type { EngineResult, EngineStatement, EngineValue } from "./engine-protoc
 import { bindable, encode, LimitError, readRows, sizeOf, tooManyBytes, type ReadBudget } from "./engine-values.js";
 import { guardedRead, type PointShape, type PointVerdict } from "./point-plan.js";
 import { tenantAuthorizer } from "./sql-authorizer.js";
-import { bindCaller, isTrueRule, type AccessCaller, type AccessRules } from "./access-rules.js";
+import { asciiLower, bindCaller, isTrueRule, type AccessCaller, type AccessRules } from "./access-rules.js";
 import { tokenize } from "./sql-tokenizer.js";
 
 export { guardedRead, type PointShape, type PointVerdict } from "./point-plan.js";
@@ -159,7 +159,7 @@ export class PointReader {
     let made = c.ruled.get(key);
     if (made === undefined) {
       made = null;
-      const table = Object.keys(rules.tables).find((t) => t.toLowerCase() === shape.table.toLowerCase());
+      const table = Object.keys(rules.tables).find((t) => asciiLower(t) === asciiLower(shape.table));
       const tr = table === undefined ? undefined : rules.tables[table];
       if (tr?.select !== undefined && !tr.selectColumns && rowOnly(tr.select)) {
         // the caller's values the rule names, numbered after the statement's own
@@ -171,7 +171,9 @@ export class PointReader {
           ? "1"
           : bindCaller(tr.select, (name) => {
               if (!values.includes(name)) values.push(name);
-              return `?${n + 1 + values.indexOf(name)}`;
+              // with the affinity the engine's caller table gives them (an INTEGER
+              // or TEXT column), so a rule compares alike on both paths
+              return `CAST(?${n + 1 + values.indexOf(name)} AS ${name === "user_id" ? "TEXT" : "INTEGER"})`;
             });
         if (typeof rule === "string") {
           try {
