@@ -18,6 +18,7 @@ import type { ChangeCaptureDb } from "../../../src/capabilities/functions/events
 import { createFunctionsModule, type FunctionsModule } from "../../../src/capabilities/functions/functions-module.js";
 import { createTestDb, TEST_NATS_URL, uniqueName, type TestDb } from "../../helpers/db.js";
 import { consumerOfApp, createApp } from "./fixtures.js";
+import { until } from "../../helpers/until.js";
 
 let db: TestDb;
 let dataDir: string;
@@ -166,5 +167,25 @@ describe("functions with the database module", () => {
     const manual = await a.runFunction({ functionId: f.id });
     expect(manual.outcome).toBe("error");
     expect(manual.error).toContain("ctx.db.asConsumer() needs the consumer of the run");
+  });
+
+  it("change capture sees a write made under access rules (its triggers are the service's)", async () => {
+    const a = admin();
+    const f = await a.createFunction({ appId: BigInt(appId), name: "on-note" });
+    await a.deployVersion({ functionId: f.id, activate: true, code: `export default (req, { event }) => { console.log(event.operation, event.table, event.after.body); }` });
+    await a.createEventTrigger({ functionId: f.id, source: "db", target: "notes", operations: ["insert"] });
+    await until(async () => {
+      const r = await capture.serviceBatch(appId, [{ sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'notes'" }]);
+      return r[0]!.rows[0]![0] === 1 ? true : undefined;
+    });
+    // a device's write under the owner rule (the rules set by the test above)
+    const [w] = await dbModule.runner.query(appId, { sql: "INSERT INTO notes (owner_id, body) VALUES ('u7', 'captured')" }, { caller: { consumerId: 7, userId: "u7", appId } });
+    expect(w!.error).toBeUndefined();
+    const logs = await until(async () => {
+      const inv = await a.listInvocations({ functionId: f.id });
+      const l = inv.invocations.flatMap((i) => i.logs.map((x) => x.message));
+      return l.length > 0 ? l : undefined;
+    });
+    expect(logs).toEqual(["insert notes captured"]);
   });
 });
