@@ -106,10 +106,15 @@ export function createAccessRulesServiceImpl(deps: AccessRulesServiceDeps): Serv
     if (errors.length) throw appError("bad_request", `The rules do not compile: ${errors.join("; ")}.`);
   }
 
+  async function known(appId: number): Promise<number> {
+    if (!(await store.appExists(appId))) throw appError("not_found", `No application ${appId}.`);
+    return appId;
+  }
+
   return {
-    getAccessRules: async (req) => toProto(await store.current(Number(req.appId))),
+    getAccessRules: async (req) => toProto(await store.current(await known(Number(req.appId)))),
     async setAccessRules(req, ctx) {
-      const appId = Number(req.appId);
+      const appId = await known(Number(req.appId));
       const v = new Violations();
       if (req.mode !== "open" && req.mode !== "rules") v.add("mode", 'The mode must be "open" or "rules".');
       v.throwIfAny();
@@ -122,11 +127,11 @@ export function createAccessRulesServiceImpl(deps: AccessRulesServiceDeps): Serv
     async listAccessRuleVersions(req) {
       const limit = req.limit === 0 ? 20 : req.limit;
       if (limit < 1 || limit > 100) badLimit();
-      const list = await store.versions(Number(req.appId), limit);
+      const list = await store.versions(await known(Number(req.appId)), limit);
       return create(ListAccessRuleVersionsResponseSchema, { versions: list.map(toProto) });
     },
     async tryAsConsumer(req) {
-      const appId = Number(req.appId);
+      const appId = await known(Number(req.appId));
       const consumerId = Number(req.consumerId);
       const userId = await store.consumerUser(appId, consumerId);
       if (userId === undefined) throw appError("not_found", `Consumer ${consumerId} is not a consumer of this application.`);

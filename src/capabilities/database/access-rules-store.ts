@@ -24,6 +24,7 @@ export interface AccessRulesStore {
   save(appId: number, mode: AccessMode, tables: Record<string, TableRules>, savedBy: number, expectedVersion: number): Promise<AccessRulesRecord>;
   /** The user_id of a consumer of the application, if it is one. */
   consumerUser(appId: number, consumerId: number): Promise<string | undefined>;
+  appExists(appId: number): Promise<boolean>;
 }
 
 interface Row {
@@ -73,6 +74,10 @@ export function createAccessRulesStore(sql: Sql): AccessRulesStore {
         if ((e as { code?: string }).code === "23505") throw appError("failed_precondition", "The rules were saved by someone else at the same time: load them again and repeat the edit.", { cause: e });
         throw e;
       }
+    },
+    async appExists(appId) {
+      const { rows } = await sql.query<{ n: string | number }>(`SELECT count(*) AS n FROM apps WHERE id = $1`, [appId]);
+      return Number(rows[0]?.n ?? 0) > 0;
     },
     async consumerUser(appId, consumerId) {
       const { rows } = await sql.query<{ user_id: string }>(`SELECT user_id FROM consumers WHERE id = $1 AND app_id = $2`, [consumerId, appId]);

@@ -504,6 +504,18 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
     heavy(ok((_fx, x) => ({ appId: x.appId!, table: "t", key: { id: 1 } }), freshTable)),
     err("not-found", "not_found", (fx) => ({ appId: fx.appId, table: "nope", key: { id: 1 } })),
   ]),
+  // Access rules: reads on the stable app (open mode, never saved); saves on fresh apps (each gets its version 1)
+  "pulsebase.admin.v1.AccessRulesService/GetAccessRules": op([ok((fx) => ({ appId: fx.appId })), err("not-found", "not_found", () => ({ appId: NO_ID }))]),
+  "pulsebase.admin.v1.AccessRulesService/SetAccessRules": op([
+    ok((_fx, x) => ({ appId: x.appId!, mode: "open" }), freshApp),
+    err("bad-mode", "invalid_argument", (fx) => ({ appId: fx.appId, mode: "sideways" })),
+    err("unknown-value", "invalid_argument", (fx) => ({ appId: fx.appId, mode: "rules", tables: [{ table: "items", select: "owner = :email" }] })),
+  ]),
+  "pulsebase.admin.v1.AccessRulesService/ListAccessRuleVersions": op([ok((fx) => ({ appId: fx.appId })), err("not-found", "not_found", () => ({ appId: NO_ID })), err("bad-limit", "invalid_argument", (fx) => ({ appId: fx.appId, limit: 1000 }))]),
+  "pulsebase.admin.v1.AccessRulesService/TryAsConsumer": op([
+    ok((fx) => ({ appId: fx.appId, consumerId: fx.consumerId, sql: "SELECT count(*) AS n FROM items" })),
+    err("not-a-consumer", "not_found", (fx) => ({ appId: fx.appId, consumerId: NO_ID, sql: "SELECT 1" })),
+  ]),
   // The operator token has no account, so no history or saved queries (console sessions do: test/capabilities/database/sql-editor-data.test.ts).
   "pulsebase.admin.v1.SqlService/ListSqlHistory": op([err("operator-token", "failed_precondition", (fx) => ({ appId: fx.appId }))]),
   "pulsebase.admin.v1.SqlService/ListSavedQueries": op([err("operator-token", "failed_precondition", (fx) => ({ appId: fx.appId }))]),
