@@ -11,7 +11,7 @@ import { createSqlQueue } from "../../../src/infra/queue/sql-queue.js";
 import type { Queue, QueueMessage } from "../../../src/infra/queue/queue.js";
 import { createPgSql } from "../../../src/infra/storage/pg-sql.js";
 import type { Sql } from "../../../src/infra/storage/sql.js";
-import { createTestDb, TEST_DATABASE_URL, TEST_NATS_URL, uniqueName, type TestDb } from "../../helpers/db.js";
+import { createTestDb, TEST_NATS_URL, uniqueName, type TestDb } from "../../helpers/db.js";
 import { until } from "../../helpers/until.js";
 
 // Short, so the waits of two and a half of them below stay short.
@@ -97,7 +97,8 @@ describe("a message in hand on a lane", () => {
 
   it("stays claimed in the table while handled, and goes to another process ackWaitMs after it died", async () => {
     await holdThenDie("sql", async () => {
-      const sql: Sql = createPgSql({ connectionString: TEST_DATABASE_URL, schema: db.schema!, max: 2 });
+      // (the file's own database: db.url; test/helpers/db.ts)
+      const sql: Sql = createPgSql({ connectionString: db.url!, schema: db.schema!, max: 2 });
       return { q: createSqlQueue({ ...cfg, sql }), close: () => sql.close() };
     });
   });
