@@ -3,37 +3,44 @@
 // the connection that runs it, never by reading the statement's text.
 //
 // A device of an application in `rules` mode runs on a connection of its
-// own whose temp schema holds, for every table T with rules:
-//   - a view temp."T" over main."T" filtered by T's select rule. SQLite
-//     resolves an unqualified name in temp before main, so every reference
-//     to T a statement makes (joins, subqueries, CTEs, views' bodies cannot:
-//     a device has no views) reaches the filtered rows. The view ends in
-//     `LIMIT -1`: SQLite never flattens such a view into the statement nor
+// own (one per application per engine process) whose temp schema holds, for
+// every table T with rules (tableSetup):
+//   - a "rows" view under a name of the service's with a random token made
+//     at each installation: main."T" filtered by T's select rule, ending in
+//     `LIMIT -1`. SQLite never flattens such a view into a statement nor
 //     pushes the statement's WHERE terms into it (sqlite.org/optoverview,
-//     the query flattener and push-down rules), so the rule is applied to
+//     the flattener and push-down conditions), so the rule is applied to
 //     every row before any expression of the device sees it: an expression
-//     that fails (abs() of the smallest integer, malformed JSON) can fail only
-//     on rows the device may see, not tell it what the others hold. A rule
-//     of `true` hides nothing and gets a plain view (flattened, indexed).
-//   - INSTEAD OF UPDATE and DELETE triggers on that view that forward each
-//     row to main."T" by its primary key and count it (changes() of a view
-//     is 0);
+//     that fails (abs() of the smallest integer, malformed JSON) can fail
+//     only on rows the device may see. A rule of `true` hides nothing and
+//     gets a plain view (flattened, indexed).
+//   - the view temp."T" the device names, over the rows view, with the
+//     columns it may not read as NULL. SQLite resolves an unqualified name in
+//     temp before main, so every reference to T a statement makes (joins,
+//     subqueries, CTEs, any quoting or case) reaches the filtered rows.
+//   - INSTEAD OF UPDATE and DELETE triggers on temp."T" that forward each row
+//     to main."T" by its primary key and count it (changes() of a view is 0);
 //   - temp triggers on main."T" itself: BEFORE UPDATE and BEFORE DELETE skip
-//     a row the update or delete rule does not admit (RAISE(IGNORE): a row
-//     the rule hides is not changed, as PostgreSQL's USING), AFTER INSERT and
-//     AFTER UPDATE refuse a new row the check does not admit
-//     (RAISE(ABORT): the statement is undone). They fire for a device's
-//     INSERT, which goes to main."T" directly (so column defaults and
+//     a row the select and update (or delete) rules do not both admit
+//     (RAISE(IGNORE), as PostgreSQL's USING); AFTER INSERT and AFTER UPDATE
+//     refuse a new row the check does not admit (RAISE(ABORT)). They fire for
+//     a device's INSERT, which goes to main."T" directly (so defaults and
 //     generated ids work), for the forwarded rows, for the rows a REPLACE
 //     conflict deletes (recursive_triggers is on) and for an UPSERT's update.
 //   - the caller, one row of temp._pulsebase_caller, which the rules read as
 //     :consumer_id, :user_id and :app_id.
-// An authorizer (accessAuthorizer below) then refuses, while SQLite compiles
-// the statement, every read of a table that does not happen inside one of
-// these views or a trigger (main."T" named outright, tables without rules,
-// sqlite_schema, an INSERT's RETURNING), every write the rules do not allow,
-// and every schema change. What the device's text says only decides which
-// error it gets, never which rows it reaches.
+// The authorizer (accessAuthorizer below), consulted while SQLite compiles a
+// statement on the names it really resolved, trusts code only inside the
+// service's own views and triggers, known by those exact unguessable names
+// (SQLite compiles a CTE's body "inside" the CTE's name, and an UPDATE's
+// WHERE and RETURNING inside the name of the view it targets, so a name a
+// device can write is never trusted); it refuses every other read of a
+// table (main."T" named outright, tables without rules, sqlite_schema, an
+// INSERT's RETURNING, an operator's view, an operator's trigger that reads),
+// every write the rules do not allow, and every schema change. What the
+// device's text says only decides which error it gets, never which rows it
+// reaches. docs/database.md, "Access rules", says why this is sound and what
+// it costs.
 //
 // Imported by engine-process.ts under Node's type stripping: erasable syntax
 // only, runtime imports name the .ts file.
