@@ -98,7 +98,6 @@ export class PointReader {
     const c = this.conns.get(path);
     const v = c?.reads.get(s.sql);
     if (!c || !v) return undefined;
-    const budget: ReadBudget = { bytes: maxBytes };
     try {
       if (!v.point) {
         // "not a point read" holds until the schema changes (an index may be added)
@@ -115,31 +114,10 @@ export class PointReader {
           return undefined;
         }
       }
-      const st = v.st!;
-      let rows: EngineValue[][];
-      try {
-        const args = bindable(s.args) as SQLInputValue[];
-        rows = v.single ? readOne(st, args, maxBytes) : readRows(st.iterate(...args), maxRows, maxBytes, budget);
-      } catch (e) {
-        if (!(e instanceof LimitError)) throw e;
-        return { columns: [], rows: [], rowsRead: 0, rowsWritten: 0, error: e.message };
-      }
-      // nothing read: no such row, or the schema is no longer the verdict's
-      if (rows.length === 0 && schemaVersion(c) !== v.version) {
-        c.reads.delete(s.sql);
-        return undefined;
-      }
-      return { columns: v.columns, rows, rowsRead: rows.length, rowsWritten: 0 };
     } catch {
-      // anything unexpected (a bad bound value, a table dropped, busy, a
-      // value over the size limit, a file replaced underneath): the engine
-      // path runs it and reports its own error. The verdict stays: a request
-      // that fails on purpose must not make every request re-check the plan;
-      // a changed schema is caught by the guarded LIMIT anyway.
-      return undefined;
-    } finally {
-      if (budget.abandoned) this.close(path);
+      return undefined; // the engine path runs it and reports its own error
     }
+    return this.read(path, c, v, v.st!, v.columns, bindable(s.args) as SQLInputValue[], maxRows, maxBytes, () => c.reads.delete(s.sql));
   }
 
   /**
@@ -188,23 +166,39 @@ export class PointReader {
       c.ruled.set(key, made);
     }
     if (!made) return undefined;
+    const of = { consumer_id: BigInt(caller.consumerId), user_id: caller.userId, app_id: BigInt(caller.appId) } as Record<string, SQLInputValue>;
+    const args = [...(bindable(s.args) as SQLInputValue[]), ...made.values.map((name) => of[name]!)];
+    return this.read(path, c, v, made.st, made.columns, args, maxRows, maxBytes, () => {
+      c.reads.delete(s.sql);
+      c.ruled.delete(key);
+    });
+  }
+
+  /**
+   * One compiled point read: its rows (or the statement's size error), or
+   * undefined for the engine path: nothing read on a schema that is no longer
+   * the verdict's (`stale` forgets it), or anything unexpected (a bad bound
+   * value, a table dropped, busy, a file replaced underneath: the engine path
+   * runs it and reports its own error; the verdict stays, so a request that
+   * fails on purpose does not make every request re-check the plan, and a
+   * changed schema is caught by the guarded LIMIT anyway).
+   */
+  private read(path: string, c: Conn, v: Verdict, st: Stmt, columns: string[], args: SQLInputValue[], maxRows: number, maxBytes: number, stale: () => void): EngineResult | undefined {
     const budget: ReadBudget = { bytes: maxBytes };
     try {
-      const of = { consumer_id: BigInt(caller.consumerId), user_id: caller.userId, app_id: BigInt(caller.appId) } as Record<string, SQLInputValue>;
-      const args = [...(bindable(s.args) as SQLInputValue[]), ...made.values.map((name) => of[name]!)];
       let rows: EngineValue[][];
       try {
-        rows = v.single ? readOne(made.st, args, maxBytes) : readRows(made.st.iterate(...args), maxRows, maxBytes, budget);
+        rows = v.single ? readOne(st, args, maxBytes) : readRows(st.iterate(...args), maxRows, maxBytes, budget);
       } catch (e) {
         if (!(e instanceof LimitError)) throw e;
         return { columns: [], rows: [], rowsRead: 0, rowsWritten: 0, error: e.message };
       }
+      // nothing read: no such row, or the schema is no longer the verdict's
       if (rows.length === 0 && schemaVersion(c) !== v.version) {
-        c.reads.delete(s.sql);
-        c.ruled.delete(key);
+        stale();
         return undefined;
       }
-      return { columns: made.columns, rows, rowsRead: rows.length, rowsWritten: 0 };
+      return { columns, rows, rowsRead: rows.length, rowsWritten: 0 };
     } catch {
       return undefined;
     } finally {
