@@ -186,6 +186,31 @@ export interface Config {
       allowLoopback: boolean;
     };
   };
+  /** The realtime gateway's limits and timing (docs/realtime.md, "Limits"). */
+  realtime: {
+    /** PULSEBASE_REALTIME_CONNECTIONS_PER_APP: open WebSocket, SSE and stream connections of one application, per process. */
+    connectionsPerApp: number;
+    /** PULSEBASE_REALTIME_SUBSCRIPTIONS_PER_CONNECTION */
+    subscriptionsPerConnection: number;
+    /** PULSEBASE_REALTIME_CHANNELS_PER_APP: channels of one application with a subscriber on this process. */
+    channelsPerApp: number;
+    /** PULSEBASE_REALTIME_PRESENCE_PER_CHANNEL: presence members of one channel (all processes). */
+    presencePerChannel: number;
+    /** PULSEBASE_REALTIME_MESSAGE_BYTES: largest client message (text frame or POST body). */
+    messageBytes: number;
+    /** PULSEBASE_REALTIME_BROADCASTS_PER_SECOND: broadcasts of one consumer per second (per process). */
+    broadcastsPerSecond: number;
+    /** PULSEBASE_REALTIME_APP_BROADCASTS_PER_SECOND: broadcasts of one application per second (per process). */
+    appBroadcastsPerSecond: number;
+    /** PULSEBASE_REALTIME_SEND_BUFFER_BYTES: a connection with more unsent bytes is a slow consumer and is closed. */
+    sendBufferBytes: number;
+    /** PULSEBASE_REALTIME_HEARTBEAT_MS: server heartbeat (ping and heartbeat message); a connection silent for two is closed. */
+    heartbeatMs: number;
+    /** PULSEBASE_REALTIME_PRESENCE_HEARTBEAT_MS: how often a server repeats its presence members to the others. */
+    presenceHeartbeatMs: number;
+    /** PULSEBASE_REALTIME_PRESENCE_MISSED: heartbeats a server may miss before the others drop its members. */
+    presenceMissed: number;
+  };
 }
 
 export interface ConsoleConfig {
@@ -401,6 +426,19 @@ export function loadConfig(env: Env = process.env): Config {
         processBytes: int(env, "PULSEBASE_FUNCTION_FETCH_PROCESS_BYTES", 256 * 1024 * 1024, 1024 * 1024, 64 * 1024 ** 3),
         allowLoopback: bool(env, "PULSEBASE_FUNCTION_EGRESS_ALLOW_LOOPBACK", false),
       },
+    },
+    realtime: {
+      connectionsPerApp: int(env, "PULSEBASE_REALTIME_CONNECTIONS_PER_APP", 10_000, 1, 10_000_000),
+      subscriptionsPerConnection: int(env, "PULSEBASE_REALTIME_SUBSCRIPTIONS_PER_CONNECTION", 100, 1, 100_000),
+      channelsPerApp: int(env, "PULSEBASE_REALTIME_CHANNELS_PER_APP", 10_000, 1, 10_000_000),
+      presencePerChannel: int(env, "PULSEBASE_REALTIME_PRESENCE_PER_CHANNEL", 1000, 1, 1_000_000),
+      messageBytes: int(env, "PULSEBASE_REALTIME_MESSAGE_BYTES", 64 * 1024, 256, 16 * 1024 * 1024),
+      broadcastsPerSecond: int(env, "PULSEBASE_REALTIME_BROADCASTS_PER_SECOND", 50, 1, 1_000_000),
+      appBroadcastsPerSecond: int(env, "PULSEBASE_REALTIME_APP_BROADCASTS_PER_SECOND", 5000, 1, 10_000_000),
+      sendBufferBytes: int(env, "PULSEBASE_REALTIME_SEND_BUFFER_BYTES", 1024 * 1024, 1024, 1024 * 1024 * 1024),
+      heartbeatMs: int(env, "PULSEBASE_REALTIME_HEARTBEAT_MS", 25_000, 50, 600_000),
+      presenceHeartbeatMs: int(env, "PULSEBASE_REALTIME_PRESENCE_HEARTBEAT_MS", 2000, 20, 600_000),
+      presenceMissed: int(env, "PULSEBASE_REALTIME_PRESENCE_MISSED", 3, 1, 100),
     },
   };
 }

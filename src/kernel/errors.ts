@@ -81,6 +81,8 @@ export const catalogue = {
   fetch_failed: { code: Code.Unavailable, rest: 502, message: "The fetch failed." },
   // An application's stored data (ctx.kv) at its quota.
   quota_exceeded: { code: Code.ResourceExhausted, rest: 403, message: "The application's storage quota is used up." },
+  // realtime (docs/realtime.md, "Limits"): a cap on connections, subscriptions, channels or presence members.
+  limit_exceeded: { code: Code.ResourceExhausted, rest: 429, message: "A realtime limit of the application was reached." },
   // --- CMS interface (upper-case codes, docs/cms.md) ---
   MISSING_APP_KEY: { code: Code.InvalidArgument, rest: 400, message: "The X-App-Key header is required." },
   INVALID_APP_KEY: { code: Code.InvalidArgument, rest: 400, message: "No application for this key." },

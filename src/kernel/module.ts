@@ -8,6 +8,8 @@ import { createContextKey, type ConnectRouter, type HandlerContext, type Service
 import { http } from "../../gen/google/api/annotations_pb.js";
 import type { HttpRule } from "../../gen/google/api/http_pb.js";
 import { answers_at_once } from "../../gen/pulsebase/common/v1/options_pb.js";
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
 import type { HostCapability } from "./host-capability.js";
 
 export type RequestHeaders = Readonly<Record<string, string | string[] | undefined>>;
@@ -181,7 +183,34 @@ export interface RawRoute {
   /** With :params, e.g. /media/:appKey/cms/media/:fileId */
   path: string;
   iface: "platform" | "cms";
-  handle(req: { params: Readonly<Record<string, string>>; headers: RequestHeaders }): Promise<RawAnswer>;
+  handle(req: { params: Readonly<Record<string, string>>; query?: Readonly<Record<string, string | string[] | undefined>>; headers: RequestHeaders }): Promise<RawAnswer>;
+}
+
+/**
+ * An HTTP/1.1 Upgrade on the public listener (WebSocket), taken off the
+ * server's 'upgrade' event before Fastify: the route owns the socket from
+ * then on (it answers or destroys it).
+ */
+export interface UpgradeRoute {
+  /** The exact path (the query is ignored). */
+  path: string;
+  handle(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+}
+
+/** The realtime gateway's state at a scrape (pulsebase_realtime_*). */
+export interface RealtimeStats {
+  /** Open connections by transport (websocket, sse, stream). */
+  connections: Record<string, number>;
+  subscriptions: number;
+  channels: number;
+  /** Presence members of channels with a subscriber here (all processes' members). */
+  presenceMembers: number;
+  /** Messages written to connections since start. */
+  delivered: number;
+  /** Messages not delivered since start, by reason (slow_consumer, rate_limited, too_large, ...). */
+  dropped: Record<string, number>;
+  /** Connections refused or closed by the server since start, by reason. */
+  closed: Record<string, number>;
 }
 
 /** A durable queue's gauges (pulsebase_queue_*). */
@@ -223,6 +252,7 @@ export interface ModuleGauges {
   queues?: Record<string, QueueStatsSource>;
   isolates?: () => IsolateStats;
   engines?: EngineMetricsSource;
+  realtime?: () => RealtimeStats;
 }
 
 export interface PulsebaseModule {
@@ -231,6 +261,13 @@ export interface PulsebaseModule {
   admin?: ServiceBinding[];
   /** Raw routes on the public listener (media files, ...). */
   routes?: RawRoute[];
+  /** HTTP/1.1 Upgrade routes of the public listener (the realtime WebSocket). */
+  upgrades?: UpgradeRoute[];
+  /**
+   * The public listener starts closing: end long-lived answers (WebSockets,
+   * event streams) now, or its close would wait for them.
+   */
+  closing?(): void;
   gauges?: ModuleGauges;
   /** Host APIs functions reach as ctx.<name> (docs/functions-internals.md, "Host capabilities"); the server hands every module's to the functions module. */
   hostCapabilities?: HostCapability[];

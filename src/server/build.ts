@@ -19,6 +19,7 @@ import type { SigningKey } from "../capabilities/identity/token-keys.js";
 import { createIdentityModule } from "../capabilities/identity/identity-module.js";
 import { ChangeBus } from "../infra/cluster/change-bus.js";
 import type { NatsLink } from "../infra/nats/nats-link.js";
+import type { ConsumerPrincipal } from "../kernel/principal.js";
 import { openNats } from "./open-storage.js";
 import { addOwnListeners } from "../infra/sandbox/egress-address.js";
 
@@ -50,6 +51,12 @@ export interface Shared {
    * revocation, app key and plan, functions): cluster/change-bus.ts.
    */
   changes: ChangeBus;
+  /**
+   * A consumer's Bearer header to its principal (the identity module's, whose
+   * cache follows consumer and app changes): for connections that outlive a
+   * request (realtime), which check it again when those change.
+   */
+  authenticate(authorization: string | undefined): ConsumerPrincipal | Promise<ConsumerPrincipal>;
 }
 
 export interface Pulsebase {
@@ -93,8 +100,8 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     pollMs: config.changePollMs,
     onError: (err) => logger.warn({ err }, "change bus: PostgreSQL or NATS failed (retrying)"),
   });
-  const shared: Shared = { config, sql: deps.sql, logger, nats, changes };
   const identity = createIdentityModule({ sql: deps.sql, signingKeys: deps.signingKeys, tokenTtlSeconds: config.tokenTtlSeconds, changes, cacheTtlMs: config.cacheTtlMs });
+  const shared: Shared = { config, sql: deps.sql, logger, nats, changes, authenticate: identity.authenticate };
   const modules = [identity, ...((await deps.modules?.(shared)) ?? [])];
 
   // Readiness: the storage answers (/readyz and grpc.health.v1 on both listeners).
@@ -127,6 +134,10 @@ export async function build(config: Config, deps: Deps): Promise<Pulsebase> {
     authenticate: identity.authenticate,
     ready,
     routes: modules.flatMap((m) => m.routes ?? []),
+    upgrades: modules.flatMap((m) => m.upgrades ?? []),
+    onClosing: () => {
+      for (const m of modules) m.closing?.();
+    },
   });
   const admin = await buildAdminApp({
     logger,

@@ -11,7 +11,7 @@ import { sendError } from "../transport/http/envelopes.js";
 import { withTimeout } from "../kernel/deadlines.js";
 import { appError } from "../kernel/errors.js";
 import { bearerToken, sameToken } from "../kernel/principal.js";
-import type { EngineMetricsSource, IsolateStats, ModuleGauges, QueueStatsSource } from "../kernel/module.js";
+import type { EngineMetricsSource, IsolateStats, ModuleGauges, QueueStatsSource, RealtimeStats } from "../kernel/module.js";
 
 export type { QueueStatsSource };
 
@@ -493,4 +493,60 @@ export function registerModuleGauges(registry: Registry, gauges: ModuleGauges, o
   for (const [name, q] of Object.entries(gauges.queues ?? {})) registerQueueMetrics(registry, name, q, onError(`${name} queue`));
   if (gauges.isolates) registerIsolateMetrics(registry, gauges.isolates);
   if (gauges.engines) registerEngineMetrics(registry, gauges.engines);
+  if (gauges.realtime) registerRealtimeMetrics(registry, gauges.realtime);
+}
+
+/** The realtime gateway (docs/realtime.md, "Metrics"). */
+export function registerRealtimeMetrics(registry: Registry, stats: () => RealtimeStats): void {
+  const read = perScrape(async () => stats());
+  new Gauge({
+    name: "pulsebase_realtime_connections",
+    help: "Open realtime connections of this process, by transport (websocket, sse, stream).",
+    labelNames: ["transport"],
+    registers: [registry],
+    async collect() {
+      for (const [transport, n] of Object.entries((await read()).connections)) this.set({ transport }, n);
+    },
+  });
+  const gauge = (name: string, help: string, value: (s: RealtimeStats) => number) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      async collect() {
+        this.set(value(await read()));
+      },
+    });
+  gauge("pulsebase_realtime_subscriptions", "Subscriptions of this process's realtime connections.", (s) => s.subscriptions);
+  gauge("pulsebase_realtime_channels", "Channels with a subscriber on this process.", (s) => s.channels);
+  gauge("pulsebase_realtime_presence_members", "Presence members (of every server) of the channels with a subscriber on this process.", (s) => s.presenceMembers);
+  new Counter({
+    name: "pulsebase_realtime_delivered_total",
+    help: "Realtime messages (broadcasts, presence changes) written to this process's connections.",
+    registers: [registry],
+    async collect() {
+      this.reset();
+      this.inc((await read()).delivered);
+    },
+  });
+  new Counter({
+    name: "pulsebase_realtime_dropped_total",
+    help: "Realtime messages not delivered: slow_consumer (the connection's send buffer was full; it was closed), rate_limited, too_large (broadcasts refused).",
+    labelNames: ["reason"],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const [reason, n] of Object.entries((await read()).dropped)) this.inc({ reason }, n);
+    },
+  });
+  new Counter({
+    name: "pulsebase_realtime_closed_total",
+    help: "Realtime connections the server ended: revoked, slow_consumer, heartbeat_timeout, limit, shutdown.",
+    labelNames: ["reason"],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const [reason, n] of Object.entries((await read()).closed)) this.inc({ reason }, n);
+    },
+  });
 }

@@ -12,9 +12,10 @@ import { createAnalyticsModule } from "../capabilities/analytics/analytics-modul
 import { createFunctionsModule } from "../capabilities/functions/functions-module.js";
 import { changeCaptureFromDatabase } from "../capabilities/functions/events/database-capture.js";
 import { functionEventStreams } from "../capabilities/functions/events/event-worker.js";
+import { createRealtimeModule } from "../capabilities/realtime/realtime-module.js";
 
 export async function createModules(shared: Shared): Promise<PulsebaseModule[]> {
-  const { config, sql, logger, nats, changes } = shared;
+  const { config, sql, logger, nats, changes, authenticate } = shared;
   const database = await createDatabaseModule(
     {
       dataDir: config.dataDir,
@@ -84,6 +85,14 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
     // The user's code failing is not the service failing: warn, never error.
     logUserError: (fields, message) => logger.warn(fields, message),
   });
-  // Stopped in reverse: cms, functions, analytics, database (NATS after them: build.ts).
-  return [database, analytics, functions, cms];
+  const realtime = createRealtimeModule({
+    limits: config.realtime,
+    changes,
+    authenticate,
+    nats,
+    natsNamespace: config.natsNamespace,
+    onError: (err) => logger.warn({ err }, "realtime: background work failed"),
+  });
+  // Stopped in reverse: realtime, cms, functions, analytics, database (NATS after them: build.ts).
+  return [database, analytics, functions, cms, realtime];
 }

@@ -30,7 +30,8 @@ import { appError } from "../kernel/errors.js";
 import { fromFastify } from "../transport/edge/fastify-errors.js";
 import { corsPolicy, requestIdOf } from "../transport/edge/response-head.js";
 import { kClientAddress, kConsumer, kRequestId, type ConsumerPrincipal } from "../kernel/principal.js";
-import type { RawRoute, ServiceBinding } from "../kernel/module.js";
+import type { RawRoute, ServiceBinding, UpgradeRoute } from "../kernel/module.js";
+import { installUpgrades } from "../transport/edge/upgrade.js";
 import type { TlsMaterial } from "./tls.js";
 
 export interface PublicAppOptions {
@@ -60,6 +61,10 @@ export interface PublicAppOptions {
   ready(): Promise<void>;
   /** The modules' raw routes (media files). */
   routes?: RawRoute[];
+  /** The modules' HTTP/1.1 Upgrade routes (the realtime WebSocket). */
+  upgrades?: UpgradeRoute[];
+  /** Told when the listener starts closing (modules end their WebSockets and event streams). */
+  onClosing?(): void;
 }
 
 /**
@@ -186,6 +191,22 @@ export async function buildPublicApp(opts: PublicAppOptions): Promise<{ app: Fas
     }
   });
   for (const r of opts.routes ?? []) registerRawRoute(app, r);
+  // WebSocket upgrades (HTTP/1.1 only) go to the modules' routes, under the
+  // listener's HTTPS rule; closing the listener refuses new ones and ends the
+  // open ones (the server's close would otherwise wait for them).
+  const upgrades = installUpgrades(app.server as unknown as import("node:http").Server, {
+    routes: opts.upgrades ?? [],
+    secure: (req) => {
+      const xfp = proxies.trusts(req.socket.remoteAddress) ? (forwardedValue(req.headers["x-forwarded-proto"]) ?? "").toLowerCase() : "";
+      return xfp ? xfp !== "http" : Boolean(opts.tls);
+    },
+    requestId: (req) => requestIdOf(req.headers["x-request-id"]),
+  });
+  app.addHook("preClose", (done) => {
+    upgrades.close();
+    opts.onClosing?.();
+    done();
+  });
 
   // PULSEBASE_RPC_PIPELINE=fast (the default): unary Connect POSTs, gRPC
   // and gRPC-Web through the project's codecs and the dispatcher

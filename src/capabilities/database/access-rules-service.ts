@@ -155,7 +155,8 @@ export function createAccessRulesServiceImpl(deps: AccessRulesServiceDeps): Serv
             sql: req.sql,
           }),
         ),
-        durationMs: Math.round(performance.now() - started),
+        // rounded up: a preview that ran reports at least 1 ms
+        durationMs: Math.ceil(performance.now() - started),
       });
     },
   };

@@ -451,7 +451,7 @@ export function registerRawRoute(app: FastifyInstance, route: RawRoute): void {
     url: route.path,
     handler: async function rawRoute(req, reply) {
       try {
-        const res = await route.handle({ params: req.params as Record<string, string>, headers: req.headers });
+        const res = await route.handle({ params: req.params as Record<string, string>, query: (req.query ?? {}) as Record<string, string | string[] | undefined>, headers: req.headers });
         reply.headers(res.headers).code(res.status);
         return res.body !== undefined ? reply.send(res.body) : reply.send();
       } catch (err) {

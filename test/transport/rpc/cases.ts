@@ -145,6 +145,10 @@ export const DEVICE: Record<string, { auth: Auth; cases: Case[] }> = {
     auth: "consumer",
     cases: [ok(() => ({ breadcrumbs: [{ name: "batched-tap" }, { name: "scroll" }] })), err("invalid", "invalid_argument", () => ({ breadcrumbs: [{ name: "" }] }))],
   },
+  "pulsebase.platform.v1.RealtimeService/Broadcast": {
+    auth: "consumer",
+    cases: [ok(() => ({ channel: "room:1", event: "msg", payload: { text: "hi" } })), err("invalid", "invalid_argument", () => ({ channel: "no spaces", event: "msg" }))],
+  },
   "pulsebase.platform.v1.ConsumerService/CreateConsumer": {
     auth: "none",
     cases: [

@@ -1,0 +1,128 @@
+// RealtimeService over Connect, gRPC and gRPC-Web (and Broadcast over REST,
+// POST /api/realtime/broadcast): the same hub as the WebSocket. Subscribe
+// streams one subscription's events; the stream is a connection of its own
+// with the same send buffer bound.
+import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { RealtimeEventSchema, type RealtimeEvent, type RealtimeService } from "../../../gen/pulsebase/platform/v1/realtime_pb.js";
+import { appError } from "../../kernel/errors.js";
+import { consumerOf, type ConsumerPrincipal } from "../../kernel/principal.js";
+import { RealtimeConnection, type CloseReason } from "./connection.js";
+import type { Hub } from "./hub.js";
+import { checkChannel, checkEvent, checkPresenceState, type Topic } from "./protocol.js";
+
+class StreamConnection extends RealtimeConnection {
+  private readonly queue: string[] = [];
+  private bytes = 0;
+  private wake: (() => void) | undefined;
+  ended: { code: number; reason: CloseReason } | undefined;
+
+  constructor(principal: ConsumerPrincipal, authorization: string, maxBuffered: number) {
+    super("stream", principal, authorization, maxBuffered);
+  }
+
+  protected buffered(): number {
+    return this.bytes;
+  }
+
+  protected write(_type: string, text: string): void {
+    this.queue.push(text);
+    this.bytes += text.length;
+    this.wake?.();
+  }
+
+  beat(): boolean {
+    this.send("heartbeat", '{"type":"heartbeat"}');
+    return true;
+  }
+
+  protected end(code: number, reason: CloseReason): void {
+    this.ended = { code, reason };
+    this.wake?.();
+  }
+
+  async *events(signal: AbortSignal): AsyncGenerator<string> {
+    const onAbort = () => this.wake?.();
+    signal.addEventListener("abort", onAbort);
+    try {
+      for (;;) {
+        while (this.queue.length) {
+          const t = this.queue.shift()!;
+          this.bytes -= t.length;
+          yield t;
+        }
+        if (this.ended || signal.aborted) return;
+        await new Promise<void>((resolve) => (this.wake = resolve));
+        this.wake = undefined;
+      }
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+      this.gone();
+    }
+  }
+}
+
+/** A server message (JSON text) as a RealtimeEvent; undefined for those a stream does not carry (welcome, ok). */
+function toEvent(text: string): RealtimeEvent | ConnectError | undefined {
+  const m = JSON.parse(text) as Record<string, JsonValue>;
+  const pick = (...keys: string[]) => Object.fromEntries(keys.filter((k) => m[k] !== undefined).map((k) => [k, m[k]!]));
+  switch (m.type) {
+    case "subscribed":
+    {
+      const t = m.topic as { channel: string; self: boolean };
+      return fromJson(RealtimeEventSchema, { subscribed: { topic: { channel: { channel: t.channel, self: t.self } } } });
+    }
+    case "broadcast":
+      return fromJson(RealtimeEventSchema, { broadcast: pick("channel", "event", "payload", "from") });
+    case "presence_state":
+      return fromJson(RealtimeEventSchema, { presenceState: pick("channel", "members") });
+    case "presence_diff":
+      return fromJson(RealtimeEventSchema, { presenceDiff: pick("channel", "joins", "leaves") });
+    case "heartbeat":
+      return fromJson(RealtimeEventSchema, { heartbeat: {} });
+    case "closing":
+      return appError(m.reason === "revoked" ? "unauthenticated" : "limit_exceeded", `The subscription was closed: ${String(m.reason)}.`);
+    default:
+      return undefined;
+  }
+}
+
+export function createRealtimeServiceImpl(hub: Hub): ServiceImpl<typeof RealtimeService> {
+  return {
+    async broadcast(req, ctx: HandlerContext) {
+      const p = consumerOf(ctx);
+      const channel = checkChannel(req.channel);
+      const event = checkEvent(req.event);
+      await hub.broadcast(p, undefined, channel, event, req.payload ? toJson(ValueSchema, req.payload) : null);
+      return {};
+    },
+    async *subscribe(req, ctx: HandlerContext) {
+      const p = consumerOf(ctx);
+      const t = req.topic?.kind;
+      let topic: Topic;
+      if (t?.case === "channel") {
+        topic = { kind: "channel", channel: checkChannel(t.value.channel, "topic.channel"), self: t.value.self };
+        if (t.value.presence) topic.presence = checkPresenceState(t.value.presence, "topic.presence");
+      } else if (t?.case === "table" || t?.case === "cms") {
+        throw appError("failed_precondition", `${t.case === "table" ? "Table" : "CMS"} subscriptions are not available yet (docs/realtime.md).`);
+      } else {
+        throw appError("validation_failed", "topic is required.", { fields: { topic: ["channel, table or cms"] } });
+      }
+      const conn = new StreamConnection(p, ctx.requestHeader.get("authorization") ?? "", hub.limits.sendBufferBytes);
+      if (!hub.admit(conn)) throw appError("limit_exceeded", `The application has ${hub.limits.connectionsPerApp} realtime connections open (the limit).`);
+      try {
+        hub.subscribe(conn, "stream", topic);
+      } catch (err) {
+        conn.close(1000, "limit");
+        throw err;
+      }
+      for await (const text of conn.events(ctx.signal)) {
+        const e = toEvent(text);
+        if (e instanceof ConnectError) throw e;
+        if (e) yield e;
+      }
+      if (conn.ended && conn.ended.reason !== "client") throw appError(conn.ended.reason === "revoked" ? "unauthenticated" : "limit_exceeded", `The subscription was closed: ${conn.ended.reason}.`);
+    },
+  };
+}

@@ -1,0 +1,73 @@
+// Server-Sent Events: GET /api/realtime/sse?channel=room:5 with the Bearer
+// header opens one channel subscription; every server message is an event
+// named by its type, with an `id:` line (a per-connection sequence for
+// channels). A comment line is the heartbeat. The stream is bounded like a
+// WebSocket's send buffer (a slow reader is cut off).
+import { PassThrough } from "node:stream";
+import { appError } from "../../kernel/errors.js";
+import type { ConsumerPrincipal } from "../../kernel/principal.js";
+import type { RawRoute } from "../../kernel/module.js";
+import { RealtimeConnection, type CloseReason } from "./connection.js";
+import type { Hub } from "./hub.js";
+import { checkChannel } from "./protocol.js";
+
+export const SSE_PATH = "/api/realtime/sse";
+
+class SseConnection extends RealtimeConnection {
+  private seq = 0;
+
+  constructor(private readonly stream: PassThrough, principal: ConsumerPrincipal, authorization: string, maxBuffered: number) {
+    super("sse", principal, authorization, maxBuffered);
+  }
+
+  protected buffered(): number {
+    return this.stream.writableLength + this.stream.readableLength;
+  }
+
+  protected write(type: string, text: string): void {
+    this.stream.write(`event: ${type}\nid: ${++this.seq}\ndata: ${text}\n\n`);
+  }
+
+  beat(): boolean {
+    if (this.buffered() <= this.maxBuffered) this.stream.write(": heartbeat\n\n");
+    return true;
+  }
+
+  protected end(_code: number, reason: CloseReason): void {
+    if (reason === "slow_consumer") this.stream.destroy();
+    else this.stream.end();
+  }
+}
+
+const first = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+
+export function sseRoute(hub: Hub, authenticate: (h: string | undefined) => ConsumerPrincipal | Promise<ConsumerPrincipal>): RawRoute {
+  return {
+    method: "GET",
+    path: SSE_PATH,
+    iface: "platform",
+    async handle(req) {
+      const authorization = first(req.headers.authorization);
+      const principal = await authenticate(authorization);
+      const channel = checkChannel(first(req.query?.channel));
+      if (hub.limits.subscriptionsPerConnection < 1) throw appError("limit_exceeded");
+      const stream = new PassThrough();
+      const conn = new SseConnection(stream, principal, authorization!, hub.limits.sendBufferBytes);
+      // Fastify destroys the stream when the client goes away.
+      stream.on("close", () => conn.gone());
+      if (!hub.admit(conn)) throw appError("limit_exceeded", `The application has ${hub.limits.connectionsPerApp} realtime connections open (the limit).`);
+      // A reconnect (Last-Event-ID) on a channel gets the presence state again, not the broadcasts it missed.
+      try {
+        hub.subscribe(conn, "sse", { kind: "channel", channel, self: false });
+      } catch (err) {
+        conn.close(1000, "limit");
+        throw err;
+      }
+      return {
+        status: 200,
+        headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-store", "x-accel-buffering": "no" },
+        body: stream,
+      };
+    },
+  };
+}
