@@ -18,6 +18,8 @@ export const UNIT_TESTS = [
   "test/kernel/semaphore.test.ts",
   "test/kernel/write-once.test.ts",
   "test/lint/unit-project.test.ts",
+  // the SDK's realtime against a scripted WebSocket
+  "test/client/realtime-protocol.test.ts",
   "test/transport/http/**/*.test.ts",
   "test/transport/connect-node/**/*.test.ts",
   "test/transport/call/turn-batch.test.ts",

@@ -210,6 +210,8 @@ export interface Config {
     presenceHeartbeatMs: number;
     /** PULSEBASE_REALTIME_PRESENCE_MISSED: heartbeats a server may miss before the others drop its members. */
     presenceMissed: number;
+    /** PULSEBASE_REALTIME_RESUME_WINDOW (seconds): how long table changes are kept for subscriptions that resume. */
+    resumeWindowMs: number;
   };
 }
 
@@ -439,6 +441,7 @@ export function loadConfig(env: Env = process.env): Config {
       heartbeatMs: int(env, "PULSEBASE_REALTIME_HEARTBEAT_MS", 25_000, 50, 600_000),
       presenceHeartbeatMs: int(env, "PULSEBASE_REALTIME_PRESENCE_HEARTBEAT_MS", 2000, 20, 600_000),
       presenceMissed: int(env, "PULSEBASE_REALTIME_PRESENCE_MISSED", 3, 1, 100),
+      resumeWindowMs: int(env, "PULSEBASE_REALTIME_RESUME_WINDOW", 300, 1, 7 * 24 * 3600) * 1000,
     },
   };
 }

@@ -211,6 +211,10 @@ export interface RealtimeStats {
   dropped: Record<string, number>;
   /** Connections refused or closed by the server since start, by reason. */
   closed: Record<string, number>;
+  /** Table changes delivered since start (also counted in delivered). */
+  changes?: number;
+  /** Capture (commit) to delivery of the last table change delivered, seconds. */
+  changeLagSeconds?: number;
 }
 
 /** A durable queue's gauges (pulsebase_queue_*). */

@@ -522,7 +522,7 @@ export function registerRealtimeMetrics(registry: Registry, stats: () => Realtim
   gauge("pulsebase_realtime_presence_members", "Presence members (of every server) of the channels with a subscriber on this process.", (s) => s.presenceMembers);
   new Counter({
     name: "pulsebase_realtime_delivered_total",
-    help: "Realtime messages (broadcasts, presence changes) written to this process's connections.",
+    help: "Realtime messages (broadcasts, presence changes, table changes) written to this process's connections.",
     registers: [registry],
     async collect() {
       this.reset();
@@ -539,6 +539,20 @@ export function registerRealtimeMetrics(registry: Registry, stats: () => Realtim
       for (const [reason, n] of Object.entries((await read()).dropped)) this.inc({ reason }, n);
     },
   });
+  new Counter({
+    name: "pulsebase_realtime_changes_total",
+    help: "Table changes delivered to this process's realtime subscriptions.",
+    registers: [registry],
+    async collect() {
+      this.reset();
+      this.inc((await read()).changes ?? 0);
+    },
+  });
+  gauge(
+    "pulsebase_realtime_change_lag_seconds",
+    "Realtime table changes: from the change's capture (its commit) to its delivery, of the last change delivered by this process.",
+    (s) => s.changeLagSeconds ?? 0,
+  );
   new Counter({
     name: "pulsebase_realtime_closed_total",
     help: "Realtime connections the server ended: revoked, slow_consumer, heartbeat_timeout, limit, shutdown.",

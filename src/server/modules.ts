@@ -1,7 +1,8 @@
 // The capability modules the server runs besides identity: a list of their
 // module definitions, wired together here (functions reach the linked
-// databases, CMS changes fire functions' cms triggers) over the process's
-// one NATS connection and change bus.
+// databases, CMS changes fire functions' cms triggers, realtime table
+// subscriptions ride on the functions' change capture and read the database
+// capability's rules) over the process's one NATS connection and change bus.
 import { join } from "node:path";
 import type { PulsebaseModule } from "../kernel/module.js";
 import type { Shared } from "./build.js";
@@ -49,6 +50,9 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
     onHookError: (err) => logger.error({ err }, "cms change hook failed"),
     onIndexError: (err, info) => logger[info.willRetry ? "warn" : "error"]({ err, ...info }, "cms per-field index build failed"),
   });
+  // One change capture (SQLite triggers and the drainer of the functions'
+  // event worker) for event triggers and realtime subscribers alike.
+  const capture = changeCaptureFromDatabase({ store: database.store, pool: database.pool, dataDir: config.dataDir });
   const functions = createFunctionsModule({
     sql,
     // Every other module's ctx.<name> (ctx.db from the database module); functions add their own.
@@ -78,8 +82,11 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
     // same transport), else on a PostgreSQL table.
     events: {
       nats,
-      capture: changeCaptureFromDatabase({ store: database.store, pool: database.pool, dataDir: config.dataDir }),
+      capture,
       config: functionEventStreams(config.natsNamespace),
+      // realtime is made below; the drainer runs only once the server runs
+      extraWatch: (q, onlyApp) => realtime.captureWatch(q, onlyApp),
+      changeSink: (appId, changes) => realtime.changeSink(appId, changes),
     },
     onError: (err) => logger.error({ err }, "functions background work failed"),
     // The user's code failing is not the service failing: warn, never error.
@@ -92,6 +99,16 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
     nats,
     natsNamespace: config.natsNamespace,
     onError: (err) => logger.warn({ err }, "realtime: background work failed"),
+    tables: {
+      sql,
+      async ensureCaptured(appId) {
+        if (!functions.events) throw new Error("change capture is not configured");
+        await functions.events.syncApp(appId);
+      },
+      access: async (appId) => (await database.store.linkedTo(appId))?.access,
+      query: async (appId, statements) =>
+        (await capture.serviceBatch(appId, statements)).map((r) => ({ columns: r.columns, rows: r.rows as unknown[][], ...(r.error !== undefined && { error: r.error }) })),
+    },
   });
   // Stopped in reverse: realtime, cms, functions, analytics, database (NATS after them: build.ts).
   return [database, analytics, functions, cms, realtime];

@@ -66,6 +66,13 @@ export interface PulsebaseClient {
   readonly identity: Identity | undefined;
   /** An authenticated request to the platform API; a 401 re-issues the token and retries once. */
   request<T>(path: string, o?: RequestOptions): Promise<HttpResponse<T>>;
+  /**
+   * For transports that see a refused token outside `request()` (the realtime
+   * socket's 4001): re-issues the token when `failed` is still the current one
+   * (registering again when the consumer is gone), shared with concurrent
+   * 401s, and returns the identity with the new token.
+   */
+  renewToken(failed: string): Promise<Identity>;
   /** Changes the user (PATCH /api/consumer/{id}); kept and retried if the server cannot be reached. */
   setUser(u: UserUpdate): Promise<void>;
   /** Forgets the consumer, its token and the device id: the next use registers a new device. */
@@ -214,6 +221,11 @@ export function createClient(opts: ClientOptions): PulsebaseClient {
     async request<T>(path: string, o: RequestOptions = {}) {
       await ready();
       return authed<T>(path, o);
+    },
+    async renewToken(failed) {
+      await ready();
+      await reissue(failed);
+      return cur as Identity;
     },
     async setUser(u) {
       await load();

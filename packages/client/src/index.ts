@@ -1,5 +1,6 @@
 // @pulsebase/client: the device SDK. Each part is its own factory, so a
-// bundler keeps only what an app imports (identity + analytics stay small).
+// bundler keeps only what an app imports (identity + analytics stay small;
+// realtime is its own factory too).
 export { createClient, type ClientOptions, type DeviceInfo, type Identity, type PulsebaseClient, type UserUpdate } from "./client.js";
 export {
   createAnalytics, type Analytics, type AnalyticsOptions, type AnalyticsStats, type CaptureOptions, type Kind, type LogInput,
@@ -17,6 +18,11 @@ export {
   CmsError, isRetryable, NetworkError, PlatformError, PulsebaseError, StatementError, ValidationError,
   type CmsErrorCode, type PlatformErrorCode,
 } from "./errors.js";
+export {
+  createRealtime, realtimeError, type BroadcastMessage, type Channel, type ChangeSubscription, type PresenceEvent, type PresenceMember,
+  type Realtime, type RealtimeChange, type RealtimeOptions, type RealtimeStatus, type RealtimeStatusEvent, type TableFilter, type Welcome,
+  type WebSocketConstructor, type WebSocketLike,
+} from "./realtime.js";
 export { backoff, type FetchLike, type HttpResponse, type RequestOptions } from "./http.js";
 export {
   defaultStorage, indexedDbStorage, memoryStorage, reactNativeStorage, webStorage, type KeyValueStore, type StorageAdapter,

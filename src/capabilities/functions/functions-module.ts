@@ -48,6 +48,9 @@ export interface FunctionsModuleDeps {
     /** Privileged access to the app databases for change capture (src/capabilities/database). */
     capture: ChangeCaptureDb;
     config?: Partial<EventWorkerConfig>;
+    /** Other consumers of the capture (realtime): tables they need captured, and every drained change (event-worker.ts). */
+    extraWatch?: Parameters<typeof createEventWorker>[0]["extraWatch"];
+    changeSink?: Parameters<typeof createEventWorker>[0]["changeSink"];
   };
 }
 
@@ -117,7 +120,7 @@ export function createFunctionsModule(deps: FunctionsModuleDeps): FunctionsModul
     housekeeping: () => kv.sweep(),
   });
   const events = deps.events
-    ? createEventWorker({ sql: deps.sql, store, runtime, capture: deps.events.capture, nats: deps.events.nats, config: deps.events.config, onError: deps.onError })
+    ? createEventWorker({ sql: deps.sql, store, runtime, capture: deps.events.capture, nats: deps.events.nats, config: deps.events.config, onError: deps.onError, extraWatch: deps.events.extraWatch, changeSink: deps.events.changeSink })
     : undefined;
   const changes = deps.changes;
   changes?.subscribe("functions", (c) => {

@@ -4,7 +4,7 @@
 // buffer limit is a slow consumer: it is closed, never buffered further.
 import { randomUUID } from "node:crypto";
 import type { ConsumerPrincipal } from "../../kernel/principal.js";
-import type { ChannelTopic } from "./protocol.js";
+import type { Topic } from "./protocol.js";
 
 export type Transport = "websocket" | "sse" | "stream";
 
@@ -12,7 +12,7 @@ export interface Subscription {
   /** The client's id of the subscription. */
   id: string;
   conn: RealtimeConnection;
-  topic: ChannelTopic;
+  topic: Topic;
   /** The presence member id when the subscription joined presence. */
   member?: string;
 }
@@ -31,7 +31,8 @@ export abstract class RealtimeConnection {
 
   /** Unsent bytes held for this connection. */
   protected abstract buffered(): number;
-  protected abstract write(type: string, text: string): void;
+  /** `eventId`: the change's cursor (SSE writes it as the event's id). */
+  protected abstract write(type: string, text: string, eventId?: string): void;
   /**
    * One heartbeat: false when the client did not answer the previous one
    * (the hub closes it), else sends the next (ping, heartbeat message).
@@ -41,13 +42,13 @@ export abstract class RealtimeConnection {
   protected abstract end(code: number, reason: CloseReason): void;
 
   /** Writes one server message; false when it was not written (closed, or closed now as a slow consumer). */
-  send(type: string, text: string): boolean {
+  send(type: string, text: string, eventId?: string): boolean {
     if (this.closed) return false;
     if (this.buffered() + text.length > this.maxBuffered) {
       this.close(4008, "slow_consumer");
       return false;
     }
-    this.write(type, text);
+    this.write(type, text, eventId);
     return true;
   }
 

@@ -11,7 +11,8 @@ import type { CloseReason, RealtimeConnection, Subscription } from "./connection
 import type { Fanout, FanoutMessage } from "./fanout.js";
 import { BroadcastLimiter, type RealtimeLimits } from "./limits.js";
 import { ChannelPresence, type PresenceDiff } from "./presence.js";
-import { CLOSE, errorMessage, parseClientMessage, ProtocolError, type ClientMessage, type Member, type Topic } from "./protocol.js";
+import { CLOSE, errorMessage, parseClientMessage, ProtocolError, type ChannelTopic, type ClientMessage, type Member, type Topic } from "./protocol.js";
+import type { TableFeed, TableSubscription } from "./tables.js";
 
 interface Channel {
   appId: number;
@@ -31,6 +32,8 @@ export interface HubOptions {
   fanout: Fanout;
   authenticate(authorization: string): ConsumerPrincipal | Promise<ConsumerPrincipal>;
   onError(err: unknown): void;
+  /** Table subscriptions (unset: refused as not available). */
+  tables?: TableFeed;
   now?: () => number;
 }
 
@@ -103,7 +106,7 @@ export class Hub {
     try {
       switch (msg.type) {
         case "subscribe":
-          this.subscribe(conn, msg.id, msg.topic);
+          await this.subscribe(conn, msg.id, msg.topic, msg.resume);
           break;
         case "unsubscribe":
           if (!this.unsubscribe(conn, msg.id)) throw appError("not_found", `No subscription ${msg.id}.`);
@@ -134,11 +137,18 @@ export class Hub {
     conn.send("error", errorMessage(d?.code ?? "internal_error", e.rawMessage, { ref, id, retryAfterSeconds: d?.retryAfterSeconds, fields }));
   }
 
-  subscribe(conn: RealtimeConnection, id: string, topic: Topic): void {
-    if (topic.kind !== "channel") throw appError("failed_precondition", `${topic.kind === "table" ? "Table" : "CMS"} subscriptions are not available yet (docs/realtime.md).`);
-    if (conn.subs.has(id)) throw appError("conflict", `Subscription id ${id} is in use on this connection.`);
+  subscribe(conn: RealtimeConnection, id: string, topic: Topic, resume?: string): void | Promise<void> {
+    if (topic.kind === "cms" || (topic.kind === "table" && !this.opts.tables)) {
+      throw appError("failed_precondition", `${topic.kind === "table" ? "Table" : "CMS"} subscriptions are not available yet (docs/realtime.md).`);
+    }
     const l = this.opts.limits;
-    if (conn.subs.size >= l.subscriptionsPerConnection) throw appError("limit_exceeded", `A connection may hold ${l.subscriptionsPerConnection} subscriptions.`);
+    const reserve = () => {
+      if (conn.subs.has(id)) throw appError("conflict", `Subscription id ${id} is in use on this connection.`);
+      if (conn.subs.size >= l.subscriptionsPerConnection) throw appError("limit_exceeded", `A connection may hold ${l.subscriptionsPerConnection} subscriptions.`);
+      return true;
+    };
+    reserve();
+    if (topic.kind === "table") return this.opts.tables!.subscribe(conn, id, topic, resume, reserve).then(() => {});
     const app = this.app(conn.principal.appId);
     let ch = app.channels.get(topic.channel);
     if (!ch && app.channels.size >= l.channelsPerApp) throw appError("limit_exceeded", `The application has ${l.channelsPerApp} channels in use (the limit).`);
@@ -163,8 +173,12 @@ export class Hub {
     const sub = conn.subs.get(id);
     if (!sub) return false;
     conn.subs.delete(id);
+    if (sub.topic.kind === "table") {
+      this.opts.tables?.unsubscribe(sub as TableSubscription);
+      return true;
+    }
     const app = this.apps.get(conn.principal.appId);
-    const ch = app?.channels.get(sub.topic.channel);
+    const ch = sub.topic.kind === "channel" ? app?.channels.get(sub.topic.channel) : undefined;
     if (!app || !ch) return true;
     ch.subs.delete(sub);
     if (sub.member) {
@@ -199,7 +213,7 @@ export class Hub {
   updatePresence(conn: RealtimeConnection, id: string, state: Record<string, unknown>): void {
     const sub = conn.subs.get(id);
     if (!sub) throw appError("not_found", `No subscription ${id}.`);
-    if (!sub.member) throw appError("failed_precondition", `Subscription ${id} did not join presence.`);
+    if (!sub.member || sub.topic.kind !== "channel") throw appError("failed_precondition", `Subscription ${id} did not join presence.`);
     const ch = this.apps.get(conn.principal.appId)?.channels.get(sub.topic.channel);
     if (!ch) return;
     const m: Member = { member: sub.member, consumer_id: conn.principal.consumerId, state };
@@ -273,7 +287,18 @@ export class Hub {
       channels += app.channels.size;
       for (const ch of app.channels.values()) presenceMembers += ch.presence.size;
     }
-    return { connections, subscriptions, channels, presenceMembers, delivered: this.delivered, dropped: { ...this.dropped }, closed: { ...this.closedBy } };
+    const t = this.opts.tables?.stats();
+    return {
+      connections,
+      subscriptions,
+      channels,
+      presenceMembers,
+      delivered: this.delivered + (t?.changes ?? 0),
+      dropped: { ...this.dropped },
+      closed: { ...this.closedBy },
+      changes: t?.changes ?? 0,
+      changeLagSeconds: (t?.lagMs ?? 0) / 1000,
+    };
   }
 
   /** The presence heartbeat: repeat this server's members, drop the members of servers not heard for `presenceMissed` beats. */
@@ -345,7 +370,7 @@ export class Hub {
     // The message's JSON is built once; each subscriber's frame adds its subscription id.
     const tail = `,"channel":${json(ch.name)},"event":${json(event)},"payload":${json(payload)},"from":${from}}`;
     for (const sub of [...ch.subs]) {
-      if (sub.conn === sender && !sub.topic.self) continue;
+      if (sub.conn === sender && !(sub.topic as ChannelTopic).self) continue;
       if (sub.conn.send("broadcast", `{"type":"broadcast","id":${json(sub.id)}${tail}`)) this.delivered++;
       else this.count(this.dropped, "slow_consumer");
     }

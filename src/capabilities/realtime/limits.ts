@@ -14,6 +14,8 @@ export interface RealtimeLimits {
   heartbeatMs: number;
   presenceHeartbeatMs: number;
   presenceMissed: number;
+  /** Table changes are kept this long for resumes (PULSEBASE_REALTIME_RESUME_WINDOW). */
+  resumeWindowMs: number;
 }
 
 /** A WebSocket frame beyond this many message limits closes the connection (1009) instead of being answered. */

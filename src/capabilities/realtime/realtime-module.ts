@@ -3,10 +3,20 @@
 // (Subscribe stream, Broadcast also as POST /api/realtime/broadcast), over
 // one hub per process; across processes through NATS when configured.
 // A deleted consumer or a changed app key (change bus) ends the consumer's
-// connections.
+// connections. Table subscriptions (tables.ts) need the change capture of
+// the functions' event triggers and the database capability's rules and
+// service connection: src/server/modules.ts wires them in (deps.tables) and
+// hands the capture this module's captureWatch and changeSink.
+import { randomUUID } from "node:crypto";
 import { RealtimeService } from "../../../gen/pulsebase/platform/v1/realtime_pb.js";
 import type { ChangeBus } from "../../infra/cluster/change-bus.js";
 import type { NatsLink } from "../../infra/nats/nats-link.js";
+import type { Sql } from "../../infra/storage/sql.js";
+import type { AccessRules } from "../../infra/libsql/access-rules.js";
+import { jetStreamChangeLog, memoryChangeLog, type TableChange } from "./change-log.js";
+import { createInterest } from "./interest.js";
+import type { Statement } from "./rules-filter.js";
+import { TableFeed, type ServiceResult } from "./tables.js";
 import { binding, type PulsebaseModule } from "../../kernel/module.js";
 import type { ConsumerPrincipal } from "../../kernel/principal.js";
 import { localFanout, natsFanout } from "./fanout.js";
@@ -24,15 +34,37 @@ export interface RealtimeModuleDeps {
   nats?: NatsLink;
   natsNamespace: string;
   onError(err: unknown): void;
+  /** Table subscriptions; unset: they are answered "not available". */
+  tables?: {
+    sql: Sql;
+    /** Makes the application's change capture follow the interest now. */
+    ensureCaptured(appId: number): Promise<void>;
+    /** The application's rules in `rules` mode, else undefined. */
+    access(appId: number): Promise<AccessRules | undefined>;
+    /** Read-only service statements on the application's linked database. */
+    query(appId: number, statements: Statement[]): Promise<ServiceResult[]>;
+  };
 }
 
 export interface RealtimeModule extends PulsebaseModule {
   hub: Hub;
+  /** The tables subscribers need captured, by application (read on q: the capture lock's connection). */
+  captureWatch(q: Sql, onlyApp?: number): Promise<Map<number, Set<string>>>;
+  /** Drained changes of an application, in order: to the subscribers of every server. */
+  changeSink(appId: number, changes: TableChange[]): Promise<void>;
 }
 
 export function createRealtimeModule(deps: RealtimeModuleDeps): RealtimeModule {
   const fanout = deps.nats ? natsFanout(deps.nats, deps.natsNamespace, deps.onError) : localFanout;
-  const hub = new Hub({ limits: deps.limits, fanout, authenticate: deps.authenticate, onError: deps.onError });
+  const t = deps.tables;
+  const log = t && (deps.nats ? jetStreamChangeLog(deps.nats, deps.natsNamespace, deps.limits.resumeWindowMs, deps.onError) : memoryChangeLog(deps.limits.resumeWindowMs));
+  const serverId = randomUUID();
+  const interest = t && createInterest(t.sql, serverId, deps.onError);
+  const tables =
+    t && log && interest
+      ? new TableFeed({ log, interest, ensureCaptured: t.ensureCaptured, access: t.access, query: t.query, onError: deps.onError })
+      : undefined;
+  const hub = new Hub({ limits: deps.limits, fanout, authenticate: deps.authenticate, onError: deps.onError, tables });
   const ws = webSocketRoute(hub, deps.authenticate);
   const stops: Array<() => void> = [];
   let stopped = false;
@@ -45,6 +77,10 @@ export function createRealtimeModule(deps: RealtimeModuleDeps): RealtimeModule {
   return {
     name: "realtime",
     hub,
+    captureWatch: (q, onlyApp) => (interest ? interest.watched(q, onlyApp) : Promise.resolve(new Map())),
+    changeSink: async (appId, changes) => {
+      if (log && changes.length) await log.append(appId, changes);
+    },
     device: [binding(RealtimeService, createRealtimeServiceImpl(hub))],
     routes: [sseRoute(hub, deps.authenticate)],
     upgrades: [ws],
@@ -53,12 +89,19 @@ export function createRealtimeModule(deps: RealtimeModuleDeps): RealtimeModule {
       // The identity module's own listeners ran first (its cache forgot the consumer or app).
       stops.push(deps.changes.subscribe("consumer", (c) => hub.recheck(c.appId, c.itemId)));
       stops.push(deps.changes.subscribe("app", (c) => hub.recheck(c.appId)));
+      // rules saved, databases linked (the database capability's changes)
+      if (tables) stops.push(deps.changes.subscribe("database", () => tables.invalidate()));
+      tables?.start();
+      interest?.start();
       hub.start();
     },
     closing: stopAll,
     async stop() {
       for (const s of stops.splice(0)) s();
       stopAll();
+      tables?.stop();
+      await interest?.stop();
+      await log?.stop();
     },
   };
 }

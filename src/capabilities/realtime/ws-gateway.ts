@@ -16,6 +16,8 @@ import { BEARER_PROTOCOL_PREFIX, errorMessage, SUBPROTOCOL } from "./protocol.js
 export const REALTIME_PATH = "/api/realtime";
 /** Query parameters that would carry a token in the URL (refused: URLs land in access logs). */
 const TOKEN_PARAMS = ["token", "access_token", "bearer", "authorization", "apikey", "jwt"];
+/** Client messages of one connection waiting to be handled before its socket is read no further. */
+const MAX_PENDING = 32;
 /** How long a close frame may take before the socket is dropped. */
 const CLOSE_GRACE_MS = 1000;
 
@@ -127,8 +129,12 @@ export function webSocketRoute(hub: Hub, authenticate: (h: string) => ConsumerPr
       heartbeat_ms: limits.heartbeatMs,
       limits: { message_bytes: limits.messageBytes, subscriptions: limits.subscriptionsPerConnection, broadcasts_per_second: limits.broadcastsPerSecond },
     }));
-    // Messages are handled one after another, in the order they came.
+    // Messages are handled one after another, in the order they came. A
+    // client that sends faster than its messages are handled is read no
+    // further once MAX_PENDING wait (TCP backpressure, nothing refused), and
+    // again when half of them are done: what waits stays bounded.
     let queue = Promise.resolve();
+    let pending = 0;
     ws.on("message", (data: RawData, isBinary: boolean) => {
       conn.heard();
       const size = Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : (data as Buffer).byteLength;
@@ -138,7 +144,15 @@ export function webSocketRoute(hub: Hub, authenticate: (h: string) => ConsumerPr
         return conn.send("error", errorMessage("payload_too_large", `A message may be ${limits.messageBytes} bytes.`));
       }
       const text = Array.isArray(data) ? Buffer.concat(data).toString("utf8") : Buffer.from(data as Buffer).toString("utf8");
-      queue = queue.then(() => hub.handle(conn, text)).catch(() => {});
+      pending++;
+      if (pending >= MAX_PENDING && !ws.isPaused) ws.pause();
+      queue = queue
+        .then(() => hub.handle(conn, text))
+        .catch(() => {})
+        .finally(() => {
+          pending--;
+          if (ws.isPaused && pending <= MAX_PENDING / 2) ws.resume();
+        });
     });
   }
 }

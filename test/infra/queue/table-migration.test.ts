@@ -38,7 +38,8 @@ for (const kind of ["postgres", "pglite"] as const) {
         INSERT INTO function_event_dead_letters (event_id, trigger_id, function_id, app_id, attempts, error, payload) VALUES
           ('cms:x', 9, 5, 8, 5, 'refused', '{"id":"cms:x","source":"cms","app_id":8,"collection":"c"}');
       `);
-      expect(await migrate(sql, all)).toEqual([UPGRADE]);
+      // (up to the upgrade: later migrations are not this test's)
+      expect(await migrate(sql, all.filter((m) => m.name <= UPGRADE))).toEqual([UPGRADE]);
     });
     afterAll(async () => {
       await sql.close();

@@ -22,12 +22,16 @@
 // The drainer reads embedded and remote databases alike through
 // ChangeCaptureDb (database-capture.ts picks the executor).
 // CMS changes enter through emitCmsChange (called by the CMS authoring side).
+// Other consumers of the same capture (realtime table subscriptions) add
+// tables to capture (deps.extraWatch) and receive every drained change, in
+// seq order, before it is forgotten (deps.changeSink); the function queue
+// gets only the changes a function trigger watches.
 import { randomUUID } from "node:crypto";
 import type { NatsSource } from "../../../infra/nats/nats-link.js";
 import type { Sql } from "../../../infra/storage/sql.js";
 import type { FunctionStore } from "../function-store.js";
 import type { FunctionRuntime } from "../function-runtime.js";
-import { deleteChanges, readChanges, syncCapture, type ChangeCaptureDb, type Operation } from "./change-capture.js";
+import { deleteChanges, readChanges, syncCapture, type CapturedChange, type ChangeCaptureDb, type Operation } from "./change-capture.js";
 import { errorDetail } from "../../../kernel/errors.js";
 import { type DeadNote, type Queue, type QueueMessage } from "../../../infra/queue/queue.js";
 import { createQueue } from "../../../infra/queue/create-queue.js";
@@ -212,6 +216,17 @@ export function createEventWorker(deps: {
   nats?: NatsSource;
   config?: Partial<EventWorkerConfig>;
   onError?: (err: unknown) => void;
+  /**
+   * More tables to capture, by application (every operation): read on `q`
+   * (the capture lock's connection inside a sync), of one application or all.
+   */
+  extraWatch?: (q: Sql, onlyApp?: number) => Promise<Map<number, Set<string>>>;
+  /**
+   * Every drained change of an application, in seq order, before the
+   * capture table forgets it; a rejection leaves them captured (the drain is
+   * retried, so the sink may see a change again: it dedupes by seq).
+   */
+  changeSink?: (appId: number, changes: CapturedChange[]) => Promise<void>;
 }): EventWorker {
   const cfg = { ...DEFAULT_EVENT_WORKER_CONFIG, ...deps.config };
   const { sql, store, runtime, capture } = deps;
@@ -249,6 +264,26 @@ export function createEventWorker(deps: {
       for (const op of row.operations) ops.add(op as Operation);
     }
     return out;
+  }
+
+  /** What the function triggers watch (`fn`, published to the queue) and what is captured (`all`: with deps.extraWatch). */
+  async function watchedAll(onlyApp?: number, q: Sql = sql): Promise<{ fn: Map<number, Map<string, Set<Operation>>>; all: Map<number, Map<string, Set<Operation>>> }> {
+    const fn = await watchedDbTables(onlyApp, q);
+    if (!deps.extraWatch) return { fn, all: fn };
+    const extra = await deps.extraWatch(q, onlyApp);
+    const all = new Map<number, Map<string, Set<Operation>>>();
+    for (const [appId, tables] of fn) all.set(appId, new Map([...tables].map(([t, ops]) => [t, new Set(ops)])));
+    for (const [appId, tables] of extra) {
+      if (onlyApp !== undefined && appId !== onlyApp) continue;
+      let m = all.get(appId);
+      if (!m) all.set(appId, (m = new Map()));
+      for (const t of tables) {
+        // one trigger per table: SQLite names (and so the capture's trigger names) ignore ASCII case
+        const same = [...m.keys()].find((k) => k.toLowerCase() === t.toLowerCase()) ?? t;
+        m.set(same, new Set<Operation>(["insert", "update", "delete"]));
+      }
+    }
+    return { fn, all };
   }
 
   const signatureOf = (watch: Map<string, Set<Operation>>) => JSON.stringify([...watch].map(([t, ops]) => [t, [...ops].sort()]));
@@ -300,7 +335,7 @@ export function createEventWorker(deps: {
       // reached, besides the lock's own connection.
       const target = (await capture.pin?.(appId)) ?? capture;
       return await withCaptureLock(appId, async (q) => {
-        const watch = (await watchedDbTables(appId, q)).get(appId) ?? new Map<string, Set<Operation>>();
+        const watch = (await watchedAll(appId, q)).all.get(appId) ?? new Map<string, Set<Operation>>();
         const { missing } = await syncCapture(target, appId, watch);
         installed.set(appId, { signature: signatureOf(watch), at: Date.now(), missing: missing.length > 0 });
         failures.delete(appId);
@@ -317,23 +352,26 @@ export function createEventWorker(deps: {
     }
   }
 
-  async function drainApp(appId: number, watch: Map<string, Set<Operation>>): Promise<void> {
+  async function drainApp(appId: number, watch: Map<string, Set<Operation>>, fnWatch: Map<string, Set<Operation>>): Promise<void> {
     const prev = installed.get(appId);
     const age = prev ? Date.now() - prev.at : Infinity;
     // A watched table that does not exist yet is looked for again after MISSING_RETRY_MS.
     if (!prev || prev.signature !== signatureOf(watch) || age > cfg.resyncMs || (prev.missing && age > MISSING_RETRY_MS)) {
       await syncApp(appId);
     }
-    await drainChanges(appId);
+    await drainChanges(appId, fnWatch);
     // Nobody watches it any more: its capture triggers are gone and what they captured is published.
     if (watch.size === 0 && installed.get(appId)?.signature === signatureOf(watch)) installed.delete(appId);
   }
 
-  async function drainChanges(appId: number): Promise<void> {
+  async function drainChanges(appId: number, fnWatch: Map<string, Set<Operation>>): Promise<void> {
+    const lower = new Map([...fnWatch].map(([t, ops]) => [t.toLowerCase(), ops]));
     for (;;) {
       const changes = await readChanges(capture, appId, cfg.drainBatch);
       if (changes.length === 0) return;
       for (const c of changes) {
+        // (without another consumer every captured table is a function's: published as before)
+        if (deps.changeSink && !lower.get(c.table.toLowerCase())?.has(c.operation)) continue;
         await publish({
           id: `db:${appId}:${c.seq}`,
           source: "db",
@@ -345,6 +383,7 @@ export function createEventWorker(deps: {
           at: c.at,
         });
       }
+      await deps.changeSink?.(appId, changes);
       await deleteChanges(capture, appId, changes[changes.length - 1]!.seq);
       if (changes.length < cfg.drainBatch) return;
     }
@@ -357,7 +396,7 @@ export function createEventWorker(deps: {
    * drain stays in flight and the other applications go on being drained.
    */
   async function startDrains(): Promise<Promise<void>[]> {
-    const watched = await watchedDbTables();
+    const { fn: fnWatched, all: watched } = await watchedAll();
     // Applications whose capture this process installed (or failed to sync)
     // and that nobody watches now (triggers disabled or deleted, perhaps
     // elsewhere): one last pass drops their capture triggers and publishes
@@ -370,7 +409,7 @@ export function createEventWorker(deps: {
     for (const [appId, watch] of due) {
       if (inFlight.size >= cfg.drainConcurrency) break;
       lastStarted.set(appId, now);
-      const p = drainApp(appId, watch)
+      const p = drainApp(appId, watch, fnWatched.get(appId) ?? new Map())
         .then(
           () => void failures.delete(appId),
           (err: unknown) => {
