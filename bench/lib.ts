@@ -51,7 +51,7 @@ const serverPids = new Map<string, number>();
 const TICK_MS = 1000 / (Number(spawnSync("getconf", ["CLK_TCK"]).stdout?.toString().trim()) || 100);
 
 /** utime + stime of a process and all its descendants (engine processes, workers), in ms. */
-function treeCpuMs(root: number): number {
+export function treeCpuMs(root: number): number {
   const stats: { pid: number; ppid: number; ms: number }[] = [];
   for (const d of readdirSync("/proc")) {
     if (!/^\d+$/.test(d)) continue;

@@ -1,6 +1,7 @@
 // The capability modules the server runs besides identity: a list of their
 // module definitions, wired together here (functions reach the linked
-// databases, CMS changes fire functions' cms triggers, realtime table
+// databases, CMS changes fire functions' cms triggers and reach realtime
+// CMS subscribers rendered by the CMS read side, realtime table
 // subscriptions ride on the functions' change capture and read the database
 // capability's rules) over the process's one NATS connection and change bus.
 import { join } from "node:path";
@@ -45,8 +46,11 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
       appKeyTtlMs: config.cacheTtlMs,
       cacheTtlMs: config.cacheTtlMs,
     },
-    // functions is made below, with the host capabilities of the modules above; changes come only once the server runs.
-    onChange: (appId, change) => functions.onCmsChange(appId, change),
+    // functions and realtime are made below, with the host capabilities of the modules above; changes come only once the server runs.
+    // (realtime's sink renders the entry once for its subscribers on every server, and never throws)
+    onChange: async (appId, change) => {
+      await Promise.all([realtime.cmsSink(appId, change), functions.onCmsChange(appId, change)]);
+    },
     onHookError: (err) => logger.error({ err }, "cms change hook failed"),
     onIndexError: (err, info) => logger[info.willRetry ? "warn" : "error"]({ err, ...info }, "cms per-field index build failed"),
   });
@@ -108,6 +112,10 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
       access: async (appId) => (await database.store.linkedTo(appId))?.access,
       query: async (appId, statements) =>
         (await capture.serviceBatch(appId, statements)).map((r) => ({ columns: r.columns, rows: r.rows as unknown[][], ...(r.error !== undefined && { error: r.error }) })),
+    },
+    cms: {
+      hasContentType: (appId, slug) => cms.hasContentType(appId, slug),
+      render: async (appId, id) => (await cms.renderEntry(appId, id))?.entry,
     },
   });
   // Stopped in reverse: realtime, cms, functions, analytics, database (NATS after them: build.ts).

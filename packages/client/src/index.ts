@@ -20,7 +20,7 @@ export {
 } from "./errors.js";
 export {
   createRealtime, realtimeError, type BroadcastMessage, type Channel, type ChangeSubscription, type PresenceEvent, type PresenceMember,
-  type Realtime, type RealtimeChange, type RealtimeOptions, type RealtimeStatus, type RealtimeStatusEvent, type TableFilter, type Welcome,
+  type CmsChange, type Realtime, type RealtimeChange, type RealtimeOptions, type RealtimeStatus, type RealtimeStatusEvent, type TableFilter, type Welcome,
   type WebSocketConstructor, type WebSocketLike,
 } from "./realtime.js";
 export { backoff, type FetchLike, type HttpResponse, type RequestOptions } from "./http.js";

@@ -75,6 +75,13 @@ export type RealtimeChange<R = Record<string, unknown>> = {
   | { op: "delete"; row?: R; old_key: Partial<R> }
 );
 
+/** A change of a CMS entry: published or updated (the entry as the read API renders it), or unpublished (its id). */
+export type CmsChange<E = Record<string, unknown>> = {
+  content_type: string;
+  cursor: string;
+  at?: string;
+} & ({ op: "publish" | "update"; entry: E } | { op: "unpublish"; entry: { id: string } });
+
 export type TableFilter = { column: string; op: "eq"; value: unknown } | { column: string; op: "in"; value: unknown[] };
 
 export interface RealtimeStatusEvent {
@@ -118,10 +125,10 @@ export interface Channel<P = unknown, S extends object = Record<string, unknown>
   untrack(): Promise<void>;
 }
 
-export interface ChangeSubscription<R = Record<string, unknown>> extends Subscription {
+export interface ChangeSubscription<R = Record<string, unknown>, C = RealtimeChange<R>> extends Subscription {
   /** The cursor of the last change received (store it to resume after a restart). */
   readonly cursor: string | undefined;
-  on(event: "change", cb: (c: RealtimeChange<R>) => void): () => void;
+  on(event: "change", cb: (c: C) => void): () => void;
   /** The resume window was missed (changes may be lost): reload what you show; changes go on from now. */
   on(event: "resync", cb: () => void): () => void;
   on(event: "error", cb: (e: PulsebaseError) => void): () => void;
@@ -133,7 +140,7 @@ export interface Realtime {
   readonly welcome: Welcome | undefined;
   channel<P = unknown, S extends object = Record<string, unknown>>(name: string, o?: { self?: boolean; presence?: S }): Channel<P, S>;
   table<R = Record<string, unknown>>(name: string, o?: { filter?: TableFilter; resume?: string }): ChangeSubscription<R>;
-  cms<E = Record<string, unknown>>(contentType: string, o?: { resume?: string }): ChangeSubscription<E>;
+  cms<E = Record<string, unknown>>(contentType: string, o?: { resume?: string }): ChangeSubscription<E, CmsChange<E>>;
   /** A broadcast without subscribing. */
   broadcast(channel: string, event: string, payload?: unknown): Promise<void>;
   on(event: "status", cb: (e: RealtimeStatusEvent) => void): () => void;
@@ -607,7 +614,7 @@ function realtime(client: PulsebaseClient, o: RealtimeOptions): Realtime {
       return changes("table", { kind: "table", table: name, ...(to.filter && { filter: to.filter }) }, to.resume);
     },
     cms(contentType, co = {}) {
-      return changes("cms", { kind: "cms", content_type: contentType }, co.resume);
+      return changes("cms", { kind: "cms", content_type: contentType }, co.resume) as unknown as ChangeSubscription<never, CmsChange<never>>;
     },
     broadcast,
     on: (event: string, cb: Listener) => onTo(listeners, event, cb),

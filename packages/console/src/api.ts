@@ -13,6 +13,7 @@ import { DatabaseService } from "../../../gen/pulsebase/admin/v1/database_pb.js"
 import { FunctionService } from "../../../gen/pulsebase/admin/v1/functions_pb.js";
 import { IdentityService } from "../../../gen/pulsebase/admin/v1/identity_pb.js";
 import { OverviewService } from "../../../gen/pulsebase/admin/v1/overview_pb.js";
+import { RealtimeAdminService } from "../../../gen/pulsebase/admin/v1/realtime_pb.js";
 import { SqlService } from "../../../gen/pulsebase/admin/v1/sql_pb.js";
 
 let csrf = "";
@@ -54,6 +55,7 @@ export const api = {
   sql: client(SqlService),
   rules: client(AccessRulesService),
   overview: client(OverviewService),
+  realtime: client(RealtimeAdminService),
 };
 
 /** The message to show for a failed call, with field errors when any. */

@@ -10,6 +10,7 @@ import { applyTheme, Shell, storedTheme } from "./shell";
 // Each section is its own chunk: the editors (CodeMirror, TipTap) load with the pages that use them.
 const AnalyticsPage = lazy(() => import("./pages/analytics").then((m) => ({ default: m.AnalyticsPage })));
 const AppsPage = lazy(() => import("./pages/apps").then((m) => ({ default: m.AppsPage })));
+const ChannelsPage = lazy(() => import("./pages/channels").then((m) => ({ default: m.ChannelsPage })));
 const CmsPage = lazy(() => import("./pages/cms").then((m) => ({ default: m.CmsPage })));
 const DatabasePage = lazy(() => import("./pages/database").then((m) => ({ default: m.DatabasePage })));
 const FunctionsPage = lazy(() => import("./pages/functions").then((m) => ({ default: m.FunctionsPage })));
@@ -30,6 +31,7 @@ function Pages() {
     : section === "database" ? <DatabasePage />
     : section === "functions" ? <FunctionsPage />
     : section === "cms" ? <CmsPage />
+    : section === "channels" && loc.path.split("/").filter(Boolean).length === 1 ? <ChannelsPage />
     : section === "team" && loc.path.split("/").filter(Boolean).length === 1 ? <TeamPage />
     : <NotFoundPage />;
   return (

@@ -86,6 +86,7 @@ const NAV: [string, string][] = [
   ["/database", "Database"],
   ["/functions", "Functions"],
   ["/cms", "CMS"],
+  ["/channels", "Channels"],
   ["/team", "Team"],
 ];
 

@@ -12,7 +12,8 @@ import { appError } from "../../kernel/errors.js";
 import { binding, type PulsebaseModule } from "../../kernel/module.js";
 import { AppResolver } from "./app-resolver.js";
 import { createCmsAdminServiceImpl, type CmsChangeHook } from "./cms-admin-service.js";
-import { createContentFastPaths, createContentServiceImpl } from "./content-service.js";
+import type { JsonObject } from "@bufbuild/protobuf";
+import { createContentFastPaths, createContentServiceImpl, renderPublishedEntry } from "./content-service.js";
 import { ContentTypeStore } from "./content-type-store.js";
 import { EntryStore } from "./entry-store.js";
 import { IndexBuilder, type IndexBuildErrorInfo } from "./index-builder.js";
@@ -66,6 +67,10 @@ export interface Cms extends PulsebaseModule {
   serveMedia: ReturnType<typeof createMediaHandler>;
   /** drops this process's cached reads of the application (no broadcast) */
   invalidate(appId: number): void;
+  /** Whether the application has a content type of this slug (published entries or not). */
+  hasContentType(appId: number, slug: string): Promise<boolean>;
+  /** A published entry, read now and rendered as GET /api/v1/<type>/<uuid> answers it (no populate); undefined when it is not published. */
+  renderEntry(appId: number, id: string): Promise<{ contentType: string; entry: JsonObject } | undefined>;
   /**
    * The application's key or plan changed (here or in another process): its
    * key lookup, its cached reads (their media URLs hold the key) and its
@@ -154,6 +159,14 @@ export function createCmsModule(deps: CmsDeps): Cms {
     serveMedia,
     invalidate,
     appChanged,
+    async hasContentType(appId, slug) {
+      const { rows } = await sql.query("SELECT 1 FROM cms_content_types WHERE app_id = $1 AND slug = $2", [appId, slug]);
+      return rows.length > 0;
+    },
+    async renderEntry(appId, id) {
+      const key = await apps.keyOf(appId);
+      return key === undefined ? undefined : renderPublishedEntry(sql, config.mediaBaseUrl, key, appId, id);
+    },
     start: async () => {
       meter.start();
       quota.start();

@@ -84,6 +84,63 @@ function matchesIfNoneMatch(header: string | null | undefined, etag: string): bo
   });
 }
 
+/**
+ * The relation targets among these rows' values that a reader may see:
+ * published entries of the field's target type, as `<slug>/<uuid>`.
+ */
+async function publishedTargets(q: Sql, state: ReadState, def: ContentTypeDef, rows: EntryRow[], fields: ContentTypeDef["fields"]): Promise<Set<string>> {
+  const ids = new Set<string>();
+  for (const row of rows) {
+    for (const f of fields) {
+      const v = row.data[f.name];
+      if (typeof v === "string") ids.add(v);
+      else if (Array.isArray(v)) for (const x of v) if (typeof x === "string") ids.add(x);
+    }
+  }
+  const valid = [...ids].filter((id) => UUID_RE.test(id));
+  const visible = new Set<string>();
+  if (valid.length === 0) return visible;
+  const { rows: found } = await q.query<{ id: string; content_type_id: number }>(
+    "SELECT id, content_type_id FROM cms_entries WHERE id = ANY($1::uuid[]) AND app_id = $2 AND published",
+    [valid, def.appId],
+  );
+  for (const r of found) {
+    const t = state.byId.get(Number(r.content_type_id));
+    if (t) visible.add(`${t.slug}/${r.id}`);
+  }
+  return visible;
+}
+
+/**
+ * A published entry as GET /api/v1/<type>/<uuid> answers it without
+ * populate: its fields, media URLs, timestamps, and relations to published
+ * entries only. `populate`: relation fields the caller replaces itself.
+ */
+export async function renderShownEntry(q: Sql, state: ReadState, def: ContentTypeDef, row: EntryRow, base: string, populate: ContentTypeDef["fields"] = []): Promise<JsonObject> {
+  const out = compileRenderer(def, base)(row);
+  const plain = def.fields.filter((f) => f.type === "relation" && !populate.includes(f));
+  if (plain.length) hideUnpublished(out, plain, await publishedTargets(q, state, def, [row], plain));
+  return out;
+}
+
+/**
+ * The entry rendered as the read API renders it (realtime CMS changes),
+ * read now: undefined when it is not published (or gone), or the app has no key.
+ */
+export async function renderPublishedEntry(sql: Sql, mediaBaseUrl: string, appKey: string, appId: number, id: string): Promise<{ contentType: string; entry: JsonObject } | undefined> {
+  if (!UUID_RE.test(id)) return undefined;
+  const { rows } = await sql.query<EntryRow & { content_type_id: number }>(
+    `SELECT id, content_type_id, data, ${TS_SELECT} FROM cms_entries WHERE id = $1 AND app_id = $2 AND published`,
+    [id, appId],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  const state = await loadReadState(sql, appId);
+  const def = state.byId.get(Number(row.content_type_id));
+  if (!def) return undefined;
+  return { contentType: def.slug, entry: await renderShownEntry(sql, state, def, row, mediaBaseFor(mediaBaseUrl, appKey)) };
+}
+
 export async function loadReadState(sql: Sql, appId: number): Promise<ReadState> {
   const { rows } = await sql.query<{
     id: number; app_id: number; slug: string; name: string; description: string; icon: string;
@@ -266,7 +323,7 @@ export function createContentServiceImpl(
       if (!built.counts) total = b.state.published.get(def.id) ?? 0;
       else if (r.rows[0]) total = Number(r.rows[0].total);
       else total = Number((await tx.query<{ total: number }>(built.countText, built.countParams)).rows[0]?.total ?? 0);
-      return { rows: r.rows, total, visible: await publishedTargets(tx, b, def, r.rows, relations) };
+      return { rows: r.rows, total, visible: await publishedTargets(tx, b.state, def, r.rows, relations) };
     });
     const shown = compileRenderer(def, mediaBaseFor(deps.mediaBaseUrl, b.app.appKey), lq.fields);
     const render = (row: EntryRow) => hideUnpublished(shown(row), relations, visible);
@@ -325,42 +382,13 @@ export function createContentServiceImpl(
         );
         const row = rows[0];
         if (!row) throw appError("ENTRY_NOT_FOUND", `Entry ${req.uuid} not found.`);
-        const out = compileRenderer(def, base)(row);
         // Relations not populated keep their UUIDs, of published targets only (as populate does).
-        const plain = def.fields.filter((f) => f.type === "relation" && !populate.includes(f));
-        if (plain.length) hideUnpublished(out, plain, await publishedTargets(sql, b, def, [row], plain));
+        const out = await renderShownEntry(sql, b.state, def, row, base, populate);
         if (populate.length) await populateRelations(b, def, row, out, populate, base);
         return { data: out };
       });
     },
   };
-
-  /**
-   * The relation targets among these rows' values that a reader may see:
-   * published entries of the field's target type, as `<slug>/<uuid>`.
-   */
-  async function publishedTargets(q: Sql, b: Begun, def: ContentTypeDef, rows: EntryRow[], fields: ContentTypeDef["fields"]): Promise<Set<string>> {
-    const ids = new Set<string>();
-    for (const row of rows) {
-      for (const f of fields) {
-        const v = row.data[f.name];
-        if (typeof v === "string") ids.add(v);
-        else if (Array.isArray(v)) for (const x of v) if (typeof x === "string") ids.add(x);
-      }
-    }
-    const valid = [...ids].filter((id) => UUID_RE.test(id));
-    const visible = new Set<string>();
-    if (valid.length === 0) return visible;
-    const { rows: found } = await q.query<{ id: string; content_type_id: number }>(
-      "SELECT id, content_type_id FROM cms_entries WHERE id = ANY($1::uuid[]) AND app_id = $2 AND published",
-      [valid, def.appId],
-    );
-    for (const r of found) {
-      const t = b.state.byId.get(Number(r.content_type_id));
-      if (t) visible.add(`${t.slug}/${r.id}`);
-    }
-    return visible;
-  }
 
   // One level: relation UUIDs are replaced by the published related entries
   // (unpublished or missing: null for single relations, left out of arrays).
@@ -387,7 +415,7 @@ export function createContentServiceImpl(
       );
       // The related entries' own relations stay UUIDs, of published targets only.
       const nested = rows.flatMap((r) => b.state.byId.get(Number(r.content_type_id))?.fields.filter((f) => f.type === "relation") ?? []);
-      const visible = nested.length ? await publishedTargets(sql, b, def, rows, nested) : new Set<string>();
+      const visible = nested.length ? await publishedTargets(sql, b.state, def, rows, nested) : new Set<string>();
       for (const r of rows) {
         const t = b.state.byId.get(Number(r.content_type_id));
         if (t) found.set(`${t.slug}/${r.id}`, hideUnpublished(compileRenderer(t, base)(r), t.fields.filter((f) => f.type === "relation"), visible));

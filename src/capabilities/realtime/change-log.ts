@@ -15,6 +15,9 @@
 //     process's boot id, so a cursor of an earlier process is a resync.
 // A cursor older than the window (something after it may be gone) or not
 // this log's is answered "resync".
+// The same log carries CMS changes (cms.ts) as a second feed: in the
+// same stream under `<ns>.rtc.<appId>.cms` (ordered consumer and resume
+// read only their feed's subjects), or a ring of its own in process.
 import { randomBytes } from "node:crypto";
 import { DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import { nanos, type NatsConnection } from "@nats-io/transport-node";
@@ -37,35 +40,53 @@ export interface TableChange {
   at: string;
 }
 
-export interface LogEntry {
+export interface LogEntry<C = TableChange> {
   /** The log's sequence (the cursor's number). */
   seq: number;
   appId: number;
-  change: TableChange;
+  change: C;
 }
 
-export interface ChangeLog {
+export interface ChangeLog<C = TableChange> {
   readonly shared: boolean;
   /** Stores drained changes (in order); resolves once stored. */
-  append(appId: number, changes: TableChange[]): Promise<void>;
+  append(appId: number, changes: C[]): Promise<void>;
   /** Every stored change of every application, in log order, live, until the returned function is called. */
-  follow(fn: (e: LogEntry) => void): () => void;
+  follow(fn: (e: LogEntry<C>) => void): () => void;
   /** The changes of the application after `cursor`, at most `max`; "resync" when some may be gone (or too many). */
-  replay(appId: number, cursor: string, max: number): Promise<LogEntry[] | "resync">;
-  cursorOf(e: LogEntry): string;
+  replay(appId: number, cursor: string, max: number): Promise<LogEntry<C>[] | "resync">;
+  cursorOf(e: LogEntry<C>): string;
   stop(): Promise<void>;
 }
+
+/** Where one feed's changes go in the JetStream stream. */
+export interface LogFeed<C> {
+  /** The subject of an application's changes (under the stream's prefix). */
+  subject(prefix: string, appId: number): string;
+  /** The subjects of every application's changes (the ordered consumer's filter). */
+  filter(prefix: string): string;
+  /** The message id (JetStream stores a message id once within its duplicate window). */
+  msgId(appId: number, c: C): string;
+}
+
+/** Table changes: `<prefix>.<appId>`, stored once per capture sequence. */
+export const TABLE_FEED: LogFeed<TableChange> = {
+  subject: (prefix, appId) => `${prefix}.${appId}`,
+  filter: (prefix) => `${prefix}.*`,
+  msgId: (appId, c) => `db:${appId}:${c.seq}`,
+};
 
 /** Changes a resume replays at most; further behind is a resync. */
 export const MAX_REPLAY = 10_000;
 const RING_ENTRIES = 10_000;
 
-export function memoryChangeLog(windowMs: number, now: () => number = Date.now): ChangeLog {
+export function memoryChangeLog<C = TableChange>(windowMs: number, now: () => number = Date.now): ChangeLog<C> {
   const boot = randomBytes(4).toString("hex");
   let seq = 0;
-  const rings = new Map<number, { entries: Array<LogEntry & { t: number }>; dropped: number }>();
-  const listeners = new Set<(e: LogEntry) => void>();
-  const trim = (r: { entries: Array<LogEntry & { t: number }>; dropped: number }) => {
+  type Ring = { entries: Array<LogEntry<C> & { t: number }>; dropped: number };
+  const rings = new Map<number, Ring>();
+  const listeners = new Set<(e: LogEntry<C>) => void>();
+  const trim = (r: Ring) => {
     const before = now() - windowMs;
     let n = 0;
     while (n < r.entries.length && (r.entries.length - n > RING_ENTRIES || r.entries[n]!.t < before)) n++;
@@ -108,9 +129,9 @@ export function memoryChangeLog(windowMs: number, now: () => number = Date.now):
   };
 }
 
-interface Wire {
+interface Wire<C> {
   a: number;
-  c: TableChange;
+  c: C;
 }
 
 /** The JetStream names of the realtime change stream of a namespace. */
@@ -118,12 +139,18 @@ export function realtimeStream(ns: string): { stream: string; prefix: string } {
   return { stream: `${ns.toUpperCase()}_REALTIME`, prefix: `${ns}.rtc` };
 }
 
-export function jetStreamChangeLog(nats: NatsLink, namespace: string, windowMs: number, onError: (err: unknown) => void): ChangeLog {
+export function jetStreamChangeLog<C = TableChange>(
+  nats: NatsLink,
+  namespace: string,
+  windowMs: number,
+  onError: (err: unknown) => void,
+  feed: LogFeed<C> = TABLE_FEED as unknown as LogFeed<C>,
+): ChangeLog<C> {
   const { stream, prefix } = realtimeStream(namespace);
-  const subject = (appId: number) => `${prefix}.${appId}`;
+  const subject = (appId: number) => feed.subject(prefix, appId);
   const enc = new TextEncoder();
   const dec = new TextDecoder();
-  const listeners = new Set<(e: LogEntry) => void>();
+  const listeners = new Set<(e: LogEntry<C>) => void>();
   let stopped = false;
   let ready: Promise<{ js: JetStreamClient; jsm: JetStreamManager }> | undefined;
   let following: Promise<void> | undefined;
@@ -155,9 +182,9 @@ export function jetStreamChangeLog(nats: NatsLink, namespace: string, windowMs: 
     return ready;
   }
 
-  const toEntry = (seq: number, data: Uint8Array): LogEntry | undefined => {
+  const toEntry = (seq: number, data: Uint8Array): LogEntry<C> | undefined => {
     try {
-      const w = JSON.parse(dec.decode(data)) as Wire;
+      const w = JSON.parse(dec.decode(data)) as Wire<C>;
       return { seq, appId: w.a, change: w.c };
     } catch {
       return undefined;
@@ -170,7 +197,12 @@ export function jetStreamChangeLog(nats: NatsLink, namespace: string, windowMs: 
     for (let attempt = 0; !stopped; attempt++) {
       try {
         const { js } = await clients();
-        const consumer = await js.consumers.get(stream, last ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: last + 1 } : { deliver_policy: DeliverPolicy.New });
+        // (one subject as a string: the client sends filter_subject, which NATS before 2.10 takes)
+        const filter_subjects = feed.filter(prefix);
+        const consumer = await js.consumers.get(
+          stream,
+          last ? { filter_subjects, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: last + 1 } : { filter_subjects, deliver_policy: DeliverPolicy.New },
+        );
         const msgs = await consumer.consume();
         stopFollow = () => void msgs.stop();
         if (stopped) msgs.stop();
@@ -192,7 +224,7 @@ export function jetStreamChangeLog(nats: NatsLink, namespace: string, windowMs: 
     async append(appId, changes) {
       const { js } = await clients();
       for (const c of changes) {
-        await js.publish(subject(appId), enc.encode(JSON.stringify({ a: appId, c } satisfies Wire)), { msgID: `db:${appId}:${c.seq}`, timeout: 5_000 });
+        await js.publish(subject(appId), enc.encode(JSON.stringify({ a: appId, c } satisfies Wire<C>)), { msgID: feed.msgId(appId, c), timeout: 5_000 });
       }
     },
     follow(fn) {
@@ -213,7 +245,7 @@ export function jetStreamChangeLog(nats: NatsLink, namespace: string, windowMs: 
       const { first_seq: first, last_seq: last } = info.state;
       // something after the cursor expired (first_seq moved past it), or the stream is not the one the cursor came from
       if (after + 1 < first || after > last) return "resync";
-      const out: LogEntry[] = [];
+      const out: LogEntry<C>[] = [];
       for (let seq = after + 1; seq <= last; ) {
         // (STREAM.MSG.GET takes next_by_subj since NATS 2.9; the client's type names only seq and last_by_subj)
         const m = await c.jsm.streams.getMessage(stream, { next_by_subj: subject(appId), seq } as unknown as { seq: number });

@@ -9,17 +9,21 @@ import type { ConsumerPrincipal } from "../../kernel/principal.js";
 import type { RealtimeStats } from "../../kernel/module.js";
 import type { CloseReason, RealtimeConnection, Subscription } from "./connection.js";
 import type { Fanout, FanoutMessage } from "./fanout.js";
+import { RecentRing } from "./admin-recent.js";
 import { BroadcastLimiter, type RealtimeLimits } from "./limits.js";
 import { ChannelPresence, type PresenceDiff } from "./presence.js";
 import { CLOSE, errorMessage, parseClientMessage, ProtocolError, type ChannelTopic, type ClientMessage, type Member, type Topic } from "./protocol.js";
 import type { TableFeed, TableSubscription } from "./tables.js";
+import type { CmsFeed, CmsSubscription } from "./cms.js";
 
-interface Channel {
+export interface Channel {
   appId: number;
   name: string;
   subs: Set<Subscription>;
   presence: ChannelPresence;
   stopFanout: () => void;
+  /** The last broadcasts this server delivered (the operator's inspector, admin-recent.ts). */
+  recent: RecentRing;
 }
 
 interface AppState {
@@ -34,6 +38,8 @@ export interface HubOptions {
   onError(err: unknown): void;
   /** Table subscriptions (unset: refused as not available). */
   tables?: TableFeed;
+  /** CMS subscriptions (unset: refused as not available). */
+  cms?: CmsFeed;
   now?: () => number;
 }
 
@@ -58,6 +64,11 @@ export class Hub {
 
   get limits(): RealtimeLimits {
     return this.opts.limits;
+  }
+
+  /** The application's channels with a subscriber on this server (read-only: admin-realtime-service.ts). */
+  channelsOf(appId: number): ReadonlyMap<string, Readonly<Channel>> {
+    return this.apps.get(appId)?.channels ?? new Map();
   }
 
   start(): void {
@@ -138,7 +149,7 @@ export class Hub {
   }
 
   subscribe(conn: RealtimeConnection, id: string, topic: Topic, resume?: string): void | Promise<void> {
-    if (topic.kind === "cms" || (topic.kind === "table" && !this.opts.tables)) {
+    if ((topic.kind === "cms" && !this.opts.cms) || (topic.kind === "table" && !this.opts.tables)) {
       throw appError("failed_precondition", `${topic.kind === "table" ? "Table" : "CMS"} subscriptions are not available yet (docs/realtime.md).`);
     }
     const l = this.opts.limits;
@@ -149,6 +160,7 @@ export class Hub {
     };
     reserve();
     if (topic.kind === "table") return this.opts.tables!.subscribe(conn, id, topic, resume, reserve).then(() => {});
+    if (topic.kind === "cms") return this.opts.cms!.subscribe(conn, id, topic, resume, reserve).then(() => {});
     const app = this.app(conn.principal.appId);
     let ch = app.channels.get(topic.channel);
     if (!ch && app.channels.size >= l.channelsPerApp) throw appError("limit_exceeded", `The application has ${l.channelsPerApp} channels in use (the limit).`);
@@ -175,6 +187,10 @@ export class Hub {
     conn.subs.delete(id);
     if (sub.topic.kind === "table") {
       this.opts.tables?.unsubscribe(sub as TableSubscription);
+      return true;
+    }
+    if (sub.topic.kind === "cms") {
+      this.opts.cms?.unsubscribe(sub as CmsSubscription);
       return true;
     }
     const app = this.apps.get(conn.principal.appId);
@@ -293,7 +309,7 @@ export class Hub {
       subscriptions,
       channels,
       presenceMembers,
-      delivered: this.delivered + (t?.changes ?? 0),
+      delivered: this.delivered + (t?.changes ?? 0) + (this.opts.cms?.stats().changes ?? 0),
       dropped: { ...this.dropped },
       closed: { ...this.closedBy },
       changes: t?.changes ?? 0,
@@ -322,7 +338,7 @@ export class Hub {
   }
 
   private openChannel(app: AppState, appId: number, name: string): Channel {
-    const ch: Channel = { appId, name, subs: new Set(), presence: new ChannelPresence(this.serverId), stopFanout: () => {} };
+    const ch: Channel = { appId, name, subs: new Set(), presence: new ChannelPresence(this.serverId), stopFanout: () => {}, recent: new RecentRing() };
     app.channels.set(name, ch);
     if (this.opts.fanout.shared) {
       ch.stopFanout = this.opts.fanout.join(appId, name, (m) => this.fromServer(ch, m));
@@ -367,6 +383,7 @@ export class Hub {
   }
 
   private deliver(ch: Channel, event: string, payload: unknown, from: number, sender: RealtimeConnection | undefined): void {
+    ch.recent.push({ event, payload, from, at: this.now() });
     // The message's JSON is built once; each subscriber's frame adds its subscription id.
     const tail = `,"channel":${json(ch.name)},"event":${json(event)},"payload":${json(payload)},"from":${from}}`;
     for (const sub of [...ch.subs]) {

@@ -6,15 +6,21 @@
 // connections. Table subscriptions (tables.ts) need the change capture of
 // the functions' event triggers and the database capability's rules and
 // service connection: src/server/modules.ts wires them in (deps.tables) and
-// hands the capture this module's captureWatch and changeSink.
+// hands the capture this module's captureWatch and changeSink. CMS
+// subscriptions (cms.ts) get the CMS capability's reads (deps.cms) and its
+// authoring changes through cmsSink, wired there too.
 import { randomUUID } from "node:crypto";
 import { RealtimeService } from "../../../gen/pulsebase/platform/v1/realtime_pb.js";
+import { RealtimeAdminService } from "../../../gen/pulsebase/admin/v1/realtime_pb.js";
+import { createRealtimeAdminServiceImpl } from "./admin-realtime-service.js";
+import { OperatorWatch, sharedInterest } from "./admin-watch.js";
 import type { ChangeBus } from "../../infra/cluster/change-bus.js";
 import type { NatsLink } from "../../infra/nats/nats-link.js";
 import type { Sql } from "../../infra/storage/sql.js";
 import type { AccessRules } from "../../infra/libsql/access-rules.js";
 import { jetStreamChangeLog, memoryChangeLog, type TableChange } from "./change-log.js";
 import { createInterest } from "./interest.js";
+import { CMS_FEED, CmsFeed, type AuthoredChange, type CmsLogChange } from "./cms.js";
 import type { Statement } from "./rules-filter.js";
 import { TableFeed, type ServiceResult } from "./tables.js";
 import { binding, type PulsebaseModule } from "../../kernel/module.js";
@@ -44,6 +50,13 @@ export interface RealtimeModuleDeps {
     /** Read-only service statements on the application's linked database. */
     query(appId: number, statements: Statement[]): Promise<ServiceResult[]>;
   };
+  /** CMS subscriptions (the CMS capability's reads, wired by src/server/modules.ts); unset: "not available". */
+  cms?: {
+    /** Whether the application has the content type. */
+    hasContentType(appId: number, slug: string): Promise<boolean>;
+    /** The published entry as the read API renders it (GET /api/v1/<type>/<uuid>); undefined when not published. */
+    render(appId: number, id: string): Promise<Record<string, unknown> | undefined>;
+  };
 }
 
 export interface RealtimeModule extends PulsebaseModule {
@@ -52,6 +65,8 @@ export interface RealtimeModule extends PulsebaseModule {
   captureWatch(q: Sql, onlyApp?: number): Promise<Map<number, Set<string>>>;
   /** Drained changes of an application, in order: to the subscribers of every server. */
   changeSink(appId: number, changes: TableChange[]): Promise<void>;
+  /** A CMS entry change committed on this server (the authoring API): rendered once, to the subscribers of every server. */
+  cmsSink(appId: number, change: AuthoredChange): Promise<void>;
 }
 
 export function createRealtimeModule(deps: RealtimeModuleDeps): RealtimeModule {
@@ -60,11 +75,23 @@ export function createRealtimeModule(deps: RealtimeModuleDeps): RealtimeModule {
   const log = t && (deps.nats ? jetStreamChangeLog(deps.nats, deps.natsNamespace, deps.limits.resumeWindowMs, deps.onError) : memoryChangeLog(deps.limits.resumeWindowMs));
   const serverId = randomUUID();
   const interest = t && createInterest(t.sql, serverId, deps.onError);
+  // devices' subscriptions and operators' watches (admin-watch.ts) keep a table's interest together
+  const shared = interest && sharedInterest(interest);
   const tables =
-    t && log && interest
-      ? new TableFeed({ log, interest, ensureCaptured: t.ensureCaptured, access: t.access, query: t.query, onError: deps.onError })
+    t && log && shared
+      ? new TableFeed({ log, interest: shared.view(), ensureCaptured: t.ensureCaptured, access: t.access, query: t.query, onError: deps.onError })
       : undefined;
-  const hub = new Hub({ limits: deps.limits, fanout, authenticate: deps.authenticate, onError: deps.onError, tables });
+  const watch =
+    t && log && shared
+      ? new OperatorWatch({ log, interest: shared.view(), ensureCaptured: t.ensureCaptured, query: t.query, onError: deps.onError }, deps.limits.sendBufferBytes)
+      : undefined;
+  const cmsLog =
+    deps.cms &&
+    (deps.nats
+      ? jetStreamChangeLog<CmsLogChange>(deps.nats, deps.natsNamespace, deps.limits.resumeWindowMs, deps.onError, CMS_FEED)
+      : memoryChangeLog<CmsLogChange>(deps.limits.resumeWindowMs));
+  const cms = deps.cms && cmsLog && new CmsFeed({ log: cmsLog, hasContentType: deps.cms.hasContentType, render: deps.cms.render, onError: deps.onError });
+  const hub = new Hub({ limits: deps.limits, fanout, authenticate: deps.authenticate, onError: deps.onError, tables, cms });
   const ws = webSocketRoute(hub, deps.authenticate);
   const stops: Array<() => void> = [];
   let stopped = false;
@@ -72,6 +99,7 @@ export function createRealtimeModule(deps: RealtimeModuleDeps): RealtimeModule {
     if (stopped) return;
     stopped = true;
     hub.stop();
+    watch?.stop();
     ws.close();
   };
   return {
@@ -81,7 +109,9 @@ export function createRealtimeModule(deps: RealtimeModuleDeps): RealtimeModule {
     changeSink: async (appId, changes) => {
       if (log && changes.length) await log.append(appId, changes);
     },
+    cmsSink: (appId, change) => (cms ? cms.authored(appId, change) : Promise.resolve()),
     device: [binding(RealtimeService, createRealtimeServiceImpl(hub))],
+    admin: [binding(RealtimeAdminService, createRealtimeAdminServiceImpl({ hub, watch }))],
     routes: [sseRoute(hub, deps.authenticate)],
     upgrades: [ws],
     gauges: { realtime: () => hub.stats() },
@@ -92,6 +122,8 @@ export function createRealtimeModule(deps: RealtimeModuleDeps): RealtimeModule {
       // rules saved, databases linked (the database capability's changes)
       if (tables) stops.push(deps.changes.subscribe("database", () => tables.invalidate()));
       tables?.start();
+      cms?.start();
+      watch?.start();
       interest?.start();
       hub.start();
     },
@@ -100,8 +132,10 @@ export function createRealtimeModule(deps: RealtimeModuleDeps): RealtimeModule {
       for (const s of stops.splice(0)) s();
       stopAll();
       tables?.stop();
+      cms?.stop();
       await interest?.stop();
       await log?.stop();
+      await cmsLog?.stop();
     },
   };
 }

@@ -1,7 +1,8 @@
 // RealtimeService over Connect, gRPC and gRPC-Web (and Broadcast over REST,
 // POST /api/realtime/broadcast): the same hub as the WebSocket. Subscribe
-// streams one subscription's events; the stream is a connection of its own
-// with the same send buffer bound.
+// streams one subscription's events (a channel, a table or a CMS content
+// type, resumable with `resume` like the WebSocket's); the stream is a
+// connection of its own with the same send buffer bound.
 import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
@@ -10,7 +11,7 @@ import { appError } from "../../kernel/errors.js";
 import { consumerOf, type ConsumerPrincipal } from "../../kernel/principal.js";
 import { RealtimeConnection, type CloseReason } from "./connection.js";
 import type { Hub } from "./hub.js";
-import { checkChannel, checkEvent, checkPresenceState, type Topic } from "./protocol.js";
+import { checkChannel, checkEvent, checkPresenceState, checkTopic, type Topic } from "./protocol.js";
 
 class StreamConnection extends RealtimeConnection {
   private readonly queue: string[] = [];
@@ -68,11 +69,27 @@ function toEvent(text: string): RealtimeEvent | ConnectError | undefined {
   const m = JSON.parse(text) as Record<string, JsonValue>;
   const pick = (...keys: string[]) => Object.fromEntries(keys.filter((k) => m[k] !== undefined).map((k) => [k, m[k]!]));
   switch (m.type) {
-    case "subscribed":
-    {
-      const t = m.topic as { channel: string; self: boolean };
-      return fromJson(RealtimeEventSchema, { subscribed: { topic: { channel: { channel: t.channel, self: t.self } } } });
+    case "subscribed": {
+      const t = m.topic as Record<string, JsonValue>;
+      const topic: JsonValue =
+        t.kind === "table"
+          ? { table: { table: t.table!, ...(t.filter !== undefined && { filter: t.filter }) } }
+          : t.kind === "cms"
+            ? { cms: { contentType: t.content_type! } }
+            : { channel: { channel: t.channel!, self: t.self! } };
+      return fromJson(RealtimeEventSchema, { subscribed: { topic } });
     }
+    case "change": {
+      const c = pick("op", "table", "row", "content_type", "entry", "cursor", "at");
+      if (m.old_key !== undefined && m.old_key !== null) c.oldKey = m.old_key;
+      if (c.content_type !== undefined) {
+        c.contentType = c.content_type;
+        delete c.content_type;
+      }
+      return fromJson(RealtimeEventSchema, { change: c });
+    }
+    case "resync":
+      return fromJson(RealtimeEventSchema, { resync: {} });
     case "broadcast":
       return fromJson(RealtimeEventSchema, { broadcast: pick("channel", "event", "payload", "from") });
     case "presence_state":
@@ -104,15 +121,18 @@ export function createRealtimeServiceImpl(hub: Hub): ServiceImpl<typeof Realtime
       if (t?.case === "channel") {
         topic = { kind: "channel", channel: checkChannel(t.value.channel, "topic.channel"), self: t.value.self };
         if (t.value.presence) topic.presence = checkPresenceState(t.value.presence, "topic.presence");
-      } else if (t?.case === "table" || t?.case === "cms") {
-        throw appError("failed_precondition", `${t.case === "table" ? "Table" : "CMS"} subscriptions are not available yet (docs/realtime.md).`);
+      } else if (t?.case === "table") {
+        const f = t.value.filter;
+        topic = checkTopic({ kind: "table", table: t.value.table, ...(f && { filter: { column: f.column, op: f.op, value: f.value ? toJson(ValueSchema, f.value) : null } }) });
+      } else if (t?.case === "cms") {
+        topic = checkTopic({ kind: "cms", content_type: t.value.contentType });
       } else {
         throw appError("validation_failed", "topic is required.", { fields: { topic: ["channel, table or cms"] } });
       }
       const conn = new StreamConnection(p, ctx.requestHeader.get("authorization") ?? "", hub.limits.sendBufferBytes);
       if (!hub.admit(conn)) throw appError("limit_exceeded", `The application has ${hub.limits.connectionsPerApp} realtime connections open (the limit).`);
       try {
-        hub.subscribe(conn, "stream", topic);
+        await hub.subscribe(conn, "stream", topic, topic.kind !== "channel" && req.resume ? req.resume : undefined);
       } catch (err) {
         conn.close(1000, "limit");
         throw err;

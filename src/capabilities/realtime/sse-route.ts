@@ -1,8 +1,8 @@
 // Server-Sent Events: GET /api/realtime/sse?channel=room:5 (or
-// ?table=notes[&filter=<JSON>]) with the Bearer header opens one
+// ?table=notes[&filter=<JSON>], or ?cms=<content type>) with the Bearer header opens one
 // subscription; every server message is an event named by its type. A
 // channel's events carry an `id:` line (a per-connection sequence); a
-// table's `change` events carry the change's cursor as their id (other
+// table's (or CMS type's) `change` events carry the change's cursor as their id (other
 // events none, so the browser's last id stays the last change's), and a
 // reconnect's Last-Event-ID resumes the subscription. A comment line is the
 // heartbeat. The stream is bounded like a WebSocket's send buffer (a slow
@@ -55,8 +55,11 @@ export function sseRoute(hub: Hub, authenticate: (h: string | undefined) => Cons
       const authorization = first(req.headers.authorization);
       const principal = await authenticate(authorization);
       const table = first(req.query?.table);
+      const cms = first(req.query?.cms);
       let topic: Topic;
-      if (table !== undefined) {
+      if (cms !== undefined) {
+        topic = checkTopic({ kind: "cms", content_type: cms });
+      } else if (table !== undefined) {
         let filter: unknown;
         const f = first(req.query?.filter);
         if (f !== undefined) {
@@ -73,14 +76,14 @@ export function sseRoute(hub: Hub, authenticate: (h: string | undefined) => Cons
       const lastId = first(req.headers["last-event-id"]);
       if (hub.limits.subscriptionsPerConnection < 1) throw appError("limit_exceeded");
       const stream = new PassThrough();
-      const conn = new SseConnection(stream, principal, authorization!, hub.limits.sendBufferBytes, topic.kind === "table");
+      const conn = new SseConnection(stream, principal, authorization!, hub.limits.sendBufferBytes, topic.kind !== "channel");
       // Fastify destroys the stream when the client goes away.
       stream.on("close", () => conn.gone());
       if (!hub.admit(conn)) throw appError("limit_exceeded", `The application has ${hub.limits.connectionsPerApp} realtime connections open (the limit).`);
       // A reconnect (Last-Event-ID) on a channel gets the presence state again,
-      // not the broadcasts it missed; on a table it resumes after that cursor.
+      // not the broadcasts it missed; on a table or CMS type it resumes after that cursor.
       try {
-        await hub.subscribe(conn, "sse", topic, topic.kind === "table" && lastId ? lastId : undefined);
+        await hub.subscribe(conn, "sse", topic, topic.kind !== "channel" && lastId ? lastId : undefined);
       } catch (err) {
         conn.close(1000, "limit");
         throw err;

@@ -96,11 +96,11 @@ describe("WebSocket: channels", () => {
     expect(leave.leaves).toEqual([{ member: (join.joins as Msg[])[0]!.member, consumer_id: b.id, state: { name: "bob", typing: true } }]);
   });
 
-  it("answers CMS topics as not yet available, a table without a linked database, and protocol mistakes with catalogue codes", async () => {
+  it("answers an unknown CMS content type, a table without a linked database, and protocol mistakes with catalogue codes", async () => {
     const a = await s.register(appKey);
     const c = await client(a.token);
     expect(await subscribe(c, "t", { kind: "table", table: "notes", filter: { column: "room_id", op: "eq", value: 5 } })).toMatchObject({ type: "error", code: "database_not_linked", id: "t" });
-    expect(await subscribe(c, "c", { kind: "cms", content_type: "article" })).toMatchObject({ type: "error", code: "failed_precondition" });
+    expect(await subscribe(c, "c", { kind: "cms", content_type: "article" })).toMatchObject({ type: "error", code: "not_found", id: "c" });
     expect(await subscribe(c, "x", { kind: "channel", channel: "bad name!" })).toMatchObject({ type: "error", code: "validation_failed", fields: { "topic.channel": expect.any(Array) } });
     c.send({ type: "nope", ref: "q" } as Record<string, unknown>);
     expect(await c.next((m) => m.type === "error" && m.ref === "q")).toMatchObject({ code: "bad_request" });

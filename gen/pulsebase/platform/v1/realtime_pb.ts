@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pulsebase/platform/v1/realtime.proto.
  */
 export const file_pulsebase_platform_v1_realtime: GenFile = /*@__PURE__*/
-  fileDesc("CiRwdWxzZWJhc2UvcGxhdGZvcm0vdjEvcmVhbHRpbWUucHJvdG8SFXB1bHNlYmFzZS5wbGF0Zm9ybS52MSKrAQoFVG9waWMSNgoHY2hhbm5lbBgBIAEoCzIjLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5DaGFubmVsVG9waWNIABIyCgV0YWJsZRgCIAEoCzIhLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5UYWJsZVRvcGljSAASLgoDY21zGAMgASgLMh8ucHVsc2ViYXNlLnBsYXRmb3JtLnYxLkNtc1RvcGljSABCBgoEa2luZCJYCgxDaGFubmVsVG9waWMSDwoHY2hhbm5lbBgBIAEoCRIMCgRzZWxmGAIgASgIEikKCHByZXNlbmNlGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJPCgpUYWJsZVRvcGljEg0KBXRhYmxlGAEgASgJEjIKBmZpbHRlchgCIAEoCzIiLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5UYWJsZUZpbHRlciJQCgtUYWJsZUZpbHRlchIOCgZjb2x1bW4YASABKAkSCgoCb3AYAiABKAkSJQoFdmFsdWUYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiIAoIQ21zVG9waWMSFAoMY29udGVudF90eXBlGAEgASgJIk8KEFN1YnNjcmliZVJlcXVlc3QSKwoFdG9waWMYASABKAsyHC5wdWxzZWJhc2UucGxhdGZvcm0udjEuVG9waWMSDgoGcmVzdW1lGAIgASgJIl0KDlByZXNlbmNlTWVtYmVyEg4KBm1lbWJlchgBIAEoCRITCgtjb25zdW1lcl9pZBgCIAEoAxImCgVzdGF0ZRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiOQoKU3Vic2NyaWJlZBIrCgV0b3BpYxgBIAEoCzIcLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5Ub3BpYyJnCg5Ccm9hZGNhc3RFdmVudBIPCgdjaGFubmVsGAEgASgJEg0KBWV2ZW50GAIgASgJEicKB3BheWxvYWQYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDAoEZnJvbRgEIAEoAyJYCg1QcmVzZW5jZVN0YXRlEg8KB2NoYW5uZWwYASABKAkSNgoHbWVtYmVycxgCIAMoCzIlLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5QcmVzZW5jZU1lbWJlciKMAQoMUHJlc2VuY2VEaWZmEg8KB2NoYW5uZWwYASABKAkSNAoFam9pbnMYAiADKAsyJS5wdWxzZWJhc2UucGxhdGZvcm0udjEuUHJlc2VuY2VNZW1iZXISNQoGbGVhdmVzGAMgAygLMiUucHVsc2ViYXNlLnBsYXRmb3JtLnYxLlByZXNlbmNlTWVtYmVyIgsKCUhlYXJ0YmVhdCLCAgoNUmVhbHRpbWVFdmVudBI3CgpzdWJzY3JpYmVkGAEgASgLMiEucHVsc2ViYXNlLnBsYXRmb3JtLnYxLlN1YnNjcmliZWRIABI6Cglicm9hZGNhc3QYAiABKAsyJS5wdWxzZWJhc2UucGxhdGZvcm0udjEuQnJvYWRjYXN0RXZlbnRIABI+Cg5wcmVzZW5jZV9zdGF0ZRgDIAEoCzIkLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5QcmVzZW5jZVN0YXRlSAASPAoNcHJlc2VuY2VfZGlmZhgEIAEoCzIjLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5QcmVzZW5jZURpZmZIABI1CgloZWFydGJlYXQYBSABKAsyIC5wdWxzZWJhc2UucGxhdGZvcm0udjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiWwoQQnJvYWRjYXN0UmVxdWVzdBIPCgdjaGFubmVsGAEgASgJEg0KBWV2ZW50GAIgASgJEicKB3BheWxvYWQYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiEwoRQnJvYWRjYXN0UmVzcG9uc2Uy9AEKD1JlYWx0aW1lU2VydmljZRJcCglTdWJzY3JpYmUSJy5wdWxzZWJhc2UucGxhdGZvcm0udjEuU3Vic2NyaWJlUmVxdWVzdBokLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5SZWFsdGltZUV2ZW50MAESggEKCUJyb2FkY2FzdBInLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5Ccm9hZGNhc3RSZXF1ZXN0GigucHVsc2ViYXNlLnBsYXRmb3JtLnYxLkJyb2FkY2FzdFJlc3BvbnNlIiKC0+STAhw6ASoiFy9hcGkvcmVhbHRpbWUvYnJvYWRjYXN0YgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_struct]);
+  fileDesc("CiRwdWxzZWJhc2UvcGxhdGZvcm0vdjEvcmVhbHRpbWUucHJvdG8SFXB1bHNlYmFzZS5wbGF0Zm9ybS52MSKrAQoFVG9waWMSNgoHY2hhbm5lbBgBIAEoCzIjLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5DaGFubmVsVG9waWNIABIyCgV0YWJsZRgCIAEoCzIhLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5UYWJsZVRvcGljSAASLgoDY21zGAMgASgLMh8ucHVsc2ViYXNlLnBsYXRmb3JtLnYxLkNtc1RvcGljSABCBgoEa2luZCJYCgxDaGFubmVsVG9waWMSDwoHY2hhbm5lbBgBIAEoCRIMCgRzZWxmGAIgASgIEikKCHByZXNlbmNlGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJPCgpUYWJsZVRvcGljEg0KBXRhYmxlGAEgASgJEjIKBmZpbHRlchgCIAEoCzIiLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5UYWJsZUZpbHRlciJQCgtUYWJsZUZpbHRlchIOCgZjb2x1bW4YASABKAkSCgoCb3AYAiABKAkSJQoFdmFsdWUYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiIAoIQ21zVG9waWMSFAoMY29udGVudF90eXBlGAEgASgJIk8KEFN1YnNjcmliZVJlcXVlc3QSKwoFdG9waWMYASABKAsyHC5wdWxzZWJhc2UucGxhdGZvcm0udjEuVG9waWMSDgoGcmVzdW1lGAIgASgJIl0KDlByZXNlbmNlTWVtYmVyEg4KBm1lbWJlchgBIAEoCRITCgtjb25zdW1lcl9pZBgCIAEoAxImCgVzdGF0ZRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiOQoKU3Vic2NyaWJlZBIrCgV0b3BpYxgBIAEoCzIcLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5Ub3BpYyJnCg5Ccm9hZGNhc3RFdmVudBIPCgdjaGFubmVsGAEgASgJEg0KBWV2ZW50GAIgASgJEicKB3BheWxvYWQYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDAoEZnJvbRgEIAEoAyJYCg1QcmVzZW5jZVN0YXRlEg8KB2NoYW5uZWwYASABKAkSNgoHbWVtYmVycxgCIAMoCzIlLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5QcmVzZW5jZU1lbWJlciKMAQoMUHJlc2VuY2VEaWZmEg8KB2NoYW5uZWwYASABKAkSNAoFam9pbnMYAiADKAsyJS5wdWxzZWJhc2UucGxhdGZvcm0udjEuUHJlc2VuY2VNZW1iZXISNQoGbGVhdmVzGAMgAygLMiUucHVsc2ViYXNlLnBsYXRmb3JtLnYxLlByZXNlbmNlTWVtYmVyIgsKCUhlYXJ0YmVhdCLNAQoGQ2hhbmdlEgoKAm9wGAEgASgJEg0KBXRhYmxlGAIgASgJEiQKA3JvdxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKAoHb2xkX2tleRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFAoMY29udGVudF90eXBlGAUgASgJEiYKBWVudHJ5GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZjdXJzb3IYByABKAkSCgoCYXQYCCABKAkiCAoGUmVzeW5jIqQDCg1SZWFsdGltZUV2ZW50EjcKCnN1YnNjcmliZWQYASABKAsyIS5wdWxzZWJhc2UucGxhdGZvcm0udjEuU3Vic2NyaWJlZEgAEjoKCWJyb2FkY2FzdBgCIAEoCzIlLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5Ccm9hZGNhc3RFdmVudEgAEj4KDnByZXNlbmNlX3N0YXRlGAMgASgLMiQucHVsc2ViYXNlLnBsYXRmb3JtLnYxLlByZXNlbmNlU3RhdGVIABI8Cg1wcmVzZW5jZV9kaWZmGAQgASgLMiMucHVsc2ViYXNlLnBsYXRmb3JtLnYxLlByZXNlbmNlRGlmZkgAEjUKCWhlYXJ0YmVhdBgFIAEoCzIgLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5IZWFydGJlYXRIABIvCgZjaGFuZ2UYBiABKAsyHS5wdWxzZWJhc2UucGxhdGZvcm0udjEuQ2hhbmdlSAASLwoGcmVzeW5jGAcgASgLMh0ucHVsc2ViYXNlLnBsYXRmb3JtLnYxLlJlc3luY0gAQgcKBWV2ZW50IlsKEEJyb2FkY2FzdFJlcXVlc3QSDwoHY2hhbm5lbBgBIAEoCRINCgVldmVudBgCIAEoCRInCgdwYXlsb2FkGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIhMKEUJyb2FkY2FzdFJlc3BvbnNlMvQBCg9SZWFsdGltZVNlcnZpY2USXAoJU3Vic2NyaWJlEicucHVsc2ViYXNlLnBsYXRmb3JtLnYxLlN1YnNjcmliZVJlcXVlc3QaJC5wdWxzZWJhc2UucGxhdGZvcm0udjEuUmVhbHRpbWVFdmVudDABEoIBCglCcm9hZGNhc3QSJy5wdWxzZWJhc2UucGxhdGZvcm0udjEuQnJvYWRjYXN0UmVxdWVzdBooLnB1bHNlYmFzZS5wbGF0Zm9ybS52MS5Ccm9hZGNhc3RSZXNwb25zZSIigtPkkwIcOgEqIhcvYXBpL3JlYWx0aW1lL2Jyb2FkY2FzdGIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_struct]);
 
 /**
  * What a subscription follows: exactly one kind.
@@ -86,7 +86,8 @@ export const ChannelTopicSchema: GenMessage<ChannelTopic> = /*@__PURE__*/
   messageDesc(file_pulsebase_platform_v1_realtime, 1);
 
 /**
- * Changes of a table of the linked database (not available yet).
+ * Changes of a table of the linked database (open mode: any table; rules
+ * mode: as the consumer's select rule admits the rows).
  *
  * @generated from message pulsebase.platform.v1.TableTopic
  */
@@ -139,7 +140,8 @@ export const TableFilterSchema: GenMessage<TableFilter> = /*@__PURE__*/
   messageDesc(file_pulsebase_platform_v1_realtime, 3);
 
 /**
- * Published, updated and unpublished entries of a content type (not available yet).
+ * Published, updated and unpublished entries of a content type, rendered as
+ * the CMS read API renders them.
  *
  * @generated from message pulsebase.platform.v1.CmsTopic
  */
@@ -328,6 +330,92 @@ export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
   messageDesc(file_pulsebase_platform_v1_realtime, 11);
 
 /**
+ * A change of a table or CMS subscription.
+ *
+ * @generated from message pulsebase.platform.v1.Change
+ */
+export type Change = Message<"pulsebase.platform.v1.Change"> & {
+  /**
+   * Table: insert, update or delete. CMS: publish, update or unpublish.
+   *
+   * @generated from field: string op = 1;
+   */
+  op: string;
+
+  /**
+   * Table: the table's name.
+   *
+   * @generated from field: string table = 2;
+   */
+  table: string;
+
+  /**
+   * Table: the new row (insert, update).
+   *
+   * @generated from field: google.protobuf.Struct row = 3;
+   */
+  row?: JsonObject | undefined;
+
+  /**
+   * Table: the old row's primary key (update, delete).
+   *
+   * @generated from field: google.protobuf.Struct old_key = 4;
+   */
+  oldKey?: JsonObject | undefined;
+
+  /**
+   * CMS: the content type's slug.
+   *
+   * @generated from field: string content_type = 5;
+   */
+  contentType: string;
+
+  /**
+   * CMS: the entry as the read API renders it (publish, update); its id only (unpublish).
+   *
+   * @generated from field: google.protobuf.Struct entry = 6;
+   */
+  entry?: JsonObject | undefined;
+
+  /**
+   * Opaque: a later Subscribe's resume.
+   *
+   * @generated from field: string cursor = 7;
+   */
+  cursor: string;
+
+  /**
+   * When the change was captured or authored (ISO 8601).
+   *
+   * @generated from field: string at = 8;
+   */
+  at: string;
+};
+
+/**
+ * Describes the message pulsebase.platform.v1.Change.
+ * Use `create(ChangeSchema)` to create a new message.
+ */
+export const ChangeSchema: GenMessage<Change> = /*@__PURE__*/
+  messageDesc(file_pulsebase_platform_v1_realtime, 12);
+
+/**
+ * The changes since the resume cursor can no longer be replayed: reload, then
+ * keep the new cursors (the stream goes on with the changes from now on).
+ *
+ * @generated from message pulsebase.platform.v1.Resync
+ */
+export type Resync = Message<"pulsebase.platform.v1.Resync"> & {
+};
+
+/**
+ * Describes the message pulsebase.platform.v1.Resync.
+ * Use `create(ResyncSchema)` to create a new message.
+ */
+export const ResyncSchema: GenMessage<Resync> = /*@__PURE__*/
+  messageDesc(file_pulsebase_platform_v1_realtime, 13);
+
+/**
  * One event of a subscription.
  *
  * @generated from message pulsebase.platform.v1.RealtimeEvent
@@ -366,6 +454,18 @@ export type RealtimeEvent = Message<"pulsebase.platform.v1.RealtimeEvent"> & {
      */
     value: Heartbeat;
     case: "heartbeat";
+  } | {
+    /**
+     * @generated from field: pulsebase.platform.v1.Change change = 6;
+     */
+    value: Change;
+    case: "change";
+  } | {
+    /**
+     * @generated from field: pulsebase.platform.v1.Resync resync = 7;
+     */
+    value: Resync;
+    case: "resync";
   } | { case: undefined; value?: undefined };
 };
 
@@ -374,7 +474,7 @@ export type RealtimeEvent = Message<"pulsebase.platform.v1.RealtimeEvent"> & {
  * Use `create(RealtimeEventSchema)` to create a new message.
  */
 export const RealtimeEventSchema: GenMessage<RealtimeEvent> = /*@__PURE__*/
-  messageDesc(file_pulsebase_platform_v1_realtime, 12);
+  messageDesc(file_pulsebase_platform_v1_realtime, 14);
 
 /**
  * @generated from message pulsebase.platform.v1.BroadcastRequest
@@ -405,7 +505,7 @@ export type BroadcastRequest = Message<"pulsebase.platform.v1.BroadcastRequest">
  * Use `create(BroadcastRequestSchema)` to create a new message.
  */
 export const BroadcastRequestSchema: GenMessage<BroadcastRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_platform_v1_realtime, 13);
+  messageDesc(file_pulsebase_platform_v1_realtime, 15);
 
 /**
  * @generated from message pulsebase.platform.v1.BroadcastResponse
@@ -418,10 +518,10 @@ export type BroadcastResponse = Message<"pulsebase.platform.v1.BroadcastResponse
  * Use `create(BroadcastResponseSchema)` to create a new message.
  */
 export const BroadcastResponseSchema: GenMessage<BroadcastResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_platform_v1_realtime, 14);
+  messageDesc(file_pulsebase_platform_v1_realtime, 16);
 
 /**
- * RealtimeService: broadcast channels, presence and (next) table and CMS
+ * RealtimeService: broadcast channels, presence, table changes and CMS
  * changes, for internal services over Connect, gRPC and gRPC-Web. Devices
  * use the WebSocket at GET /api/realtime or Server-Sent Events at
  * GET /api/realtime/sse (docs/realtime.md); every transport carries the same

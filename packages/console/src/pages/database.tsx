@@ -2,6 +2,7 @@
 // windowed grid, CSV export, the account's history and saved queries), the
 // table editor (sort, filter, search, jump to a page, insert, edit and
 // delete rows), the schema and the access rules (components/database/rules.tsx).
+// The Live tab (components/database/live.tsx) shows a table's changes as they happen.
 // The tab, the table and its view (page, sort, filters, search) are in the URL.
 import { useEffect, useRef, useState, type ReactNode } from "react";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
@@ -11,6 +12,7 @@ import type { ColumnInfo, TableInfo } from "../../../../gen/pulsebase/admin/v1/s
 import { Role } from "../../../../gen/pulsebase/common/v1/options_pb.js";
 import { api, errorText } from "../api";
 import { CodeEditor } from "../code-editor";
+import { LiveTab } from "../components/database/live";
 import { RulesTab } from "../components/database/rules";
 import { VirtualGrid } from "../components/grid/virtual-grid";
 import {
@@ -44,8 +46,8 @@ import { useCan } from "../session";
 import { NeedApp } from "../shell";
 import { Async, ErrorBox, Field, fmtTime, Tabs, useAction, useAsync } from "../ui";
 
-type Tab = "sql" | "tables" | "schema" | "rules";
-const TABS: [Tab, string][] = [["sql", "SQL editor"], ["tables", "Tables"], ["schema", "Schema"], ["rules", "Rules"]];
+type Tab = "sql" | "tables" | "live" | "schema" | "rules";
+const TABS: [Tab, string][] = [["sql", "SQL editor"], ["tables", "Tables"], ["live", "Live"], ["schema", "Schema"], ["rules", "Rules"]];
 
 /** Query parameters of this page, changed together (keeps ?app= and the rest). */
 function useParams() {
@@ -63,7 +65,7 @@ export function DatabasePage() {
       <NeedApp>
         {(app) => (
           <Linked key={String(app.id)} app={app}>
-            {tab === "sql" ? <SqlEditor app={app} /> : tab === "tables" ? <Tables app={app} /> : tab === "rules" ? <RulesTab app={app} /> : <Schema app={app} />}
+            {tab === "sql" ? <SqlEditor app={app} /> : tab === "tables" ? <Tables app={app} /> : tab === "live" ? <LiveTab app={app} table={q.get("table") ?? ""} paused={q.get("paused") === "1"} set={set} /> : tab === "rules" ? <RulesTab app={app} /> : <Schema app={app} />}
           </Linked>
         )}
       </NeedApp>
