@@ -99,6 +99,7 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
   const realtime = createRealtimeModule({
     limits: config.realtime,
     changes,
+    sql,
     authenticate,
     nats,
     natsNamespace: config.natsNamespace,
@@ -112,6 +113,12 @@ export async function createModules(shared: Shared): Promise<PulsebaseModule[]> 
       access: async (appId) => (await database.store.linkedTo(appId))?.access,
       query: async (appId, statements) =>
         (await capture.serviceBatch(appId, statements)).map((r) => ({ columns: r.columns, rows: r.rows as unknown[][], ...(r.error !== undefined && { error: r.error }) })),
+      // as the caller's device: its rules connection and guard (docs/realtime.md, "Under access rules")
+      queryAs: async (appId, caller, st) => {
+        const [r] = await database.runner.query(appId, { sql: st.sql, params: st.params }, { caller });
+        if (!r) throw new Error("no result");
+        return { columns: r.columns, rows: r.rows as unknown[][], ...(r.error !== undefined && { error: r.error }) };
+      },
     },
     cms: {
       hasContentType: (appId, slug) => cms.hasContentType(appId, slug),

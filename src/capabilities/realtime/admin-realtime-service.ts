@@ -2,13 +2,18 @@
 // docs/realtime.md "For operators"): WatchTable streams a table's changes
 // through the operators' feed (admin-watch.ts: the devices' delivery without
 // rules); ListChannels and InspectChannel read the hub's channels of this
-// server, their presence and the ring of recent broadcasts (admin-recent.ts).
+// server, their presence and the ring of recent broadcasts (admin-recent.ts);
+// SetChannelAccess and GetChannelAccess the operator's channel access
+// entries (channel-access.ts).
 import { create, fromJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromDate, timestampFromMs, ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {
   ChannelMessageSchema,
+  ChannelAccessEntrySchema,
+  ChannelAccessSchema,
   ChannelSummarySchema,
+  type ChannelAccess as ChannelAccessMessage,
   PresenceMemberSchema,
   TableWatchEventSchema,
   type RealtimeAdminService,
@@ -17,12 +22,15 @@ import {
 import { appError } from "../../kernel/errors.js";
 import type { OperatorWatch } from "./admin-watch.js";
 import type { Hub } from "./hub.js";
+import type { ChannelAccess, ChannelAccessList } from "./channel-access.js";
 import { checkChannel } from "./protocol.js";
 
 export interface RealtimeAdminDeps {
   hub: Hub;
   /** Unset: table changes are not available (no change capture). */
   watch?: OperatorWatch;
+  /** The operator's channel access entries (SetChannelAccess, GetChannelAccess). */
+  access: ChannelAccess;
   /** Quiet time after which a WatchTable stream gets a heartbeat. */
   heartbeatMs?: number;
 }
@@ -58,6 +66,13 @@ function toEvent(text: string): TableWatchEvent | "closed" | undefined {
     default:
       return undefined;
   }
+}
+
+function toAccessMessage(l: ChannelAccessList): ChannelAccessMessage {
+  return create(ChannelAccessSchema, {
+    entries: l.entries.map((e) => create(ChannelAccessEntrySchema, { pattern: e.pattern, mode: e.mode, rule: e.rule ?? "" })),
+    ...(l.updatedAt !== undefined && { updatedAt: timestampFromMs(l.updatedAt) }),
+  });
 }
 
 export function createRealtimeAdminServiceImpl(deps: RealtimeAdminDeps): ServiceImpl<typeof RealtimeAdminService> {
@@ -97,6 +112,15 @@ export function createRealtimeAdminServiceImpl(deps: RealtimeAdminDeps): Service
         })
         .sort((a, b) => (a.channel < b.channel ? -1 : a.channel > b.channel ? 1 : 0));
       return { channels, serverId: hub.serverId };
+    },
+
+    async setChannelAccess(req) {
+      const entries = req.entries.map((e) => ({ pattern: e.pattern, mode: e.mode, ...(e.rule !== "" && { rule: e.rule }) }));
+      return toAccessMessage(await deps.access.set(Number(req.appId), entries));
+    },
+
+    async getChannelAccess(req) {
+      return toAccessMessage(await deps.access.get(Number(req.appId)));
     },
 
     inspectChannel(req) {

@@ -40,6 +40,8 @@ export interface HubOptions {
   tables?: TableFeed;
   /** CMS subscriptions (unset: refused as not available). */
   cms?: CmsFeed;
+  /** Throws permission_denied when the consumer may not use the channel (channel-access.ts); unset: every channel is open. */
+  channelAccess?(p: ConsumerPrincipal, channel: string): Promise<void>;
   now?: () => number;
 }
 
@@ -161,6 +163,17 @@ export class Hub {
     reserve();
     if (topic.kind === "table") return this.opts.tables!.subscribe(conn, id, topic, resume, reserve).then(() => {});
     if (topic.kind === "cms") return this.opts.cms!.subscribe(conn, id, topic, resume, reserve).then(() => {});
+    const access = this.opts.channelAccess;
+    if (access) {
+      return access(conn.principal, topic.channel).then(() => {
+        if (!conn.closed && reserve()) this.joinChannel(conn, id, topic);
+      });
+    }
+    this.joinChannel(conn, id, topic);
+  }
+
+  private joinChannel(conn: RealtimeConnection, id: string, topic: ChannelTopic): void {
+    const l = this.opts.limits;
     const app = this.app(conn.principal.appId);
     let ch = app.channels.get(topic.channel);
     if (!ch && app.channels.size >= l.channelsPerApp) throw appError("limit_exceeded", `The application has ${l.channelsPerApp} channels in use (the limit).`);
@@ -211,6 +224,7 @@ export class Hub {
 
   /** A broadcast from a consumer (the connection it came on, if any): rate-limited, then to every subscriber on every server. */
   async broadcast(from: ConsumerPrincipal, conn: RealtimeConnection | undefined, channel: string, event: string, payload: unknown): Promise<void> {
+    await this.opts.channelAccess?.(from, channel);
     const wait = await this.limiter.take(from.appId, from.consumerId);
     if (wait !== undefined) {
       this.count(this.dropped, "rate_limited");

@@ -21,12 +21,13 @@ import type { AccessRules } from "../../infra/libsql/access-rules.js";
 import { jetStreamChangeLog, memoryChangeLog, type TableChange } from "./change-log.js";
 import { createInterest } from "./interest.js";
 import { CMS_FEED, CmsFeed, type AuthoredChange, type CmsLogChange } from "./cms.js";
-import type { Statement } from "./rules-filter.js";
+import type { Caller, Statement } from "./rules-filter.js";
 import { TableFeed, type ServiceResult } from "./tables.js";
 import { binding, type PulsebaseModule } from "../../kernel/module.js";
 import type { ConsumerPrincipal } from "../../kernel/principal.js";
 import { localFanout, natsFanout } from "./fanout.js";
 import { Hub } from "./hub.js";
+import { ChannelAccess } from "./channel-access.js";
 import type { RealtimeLimits } from "./limits.js";
 import { createRealtimeServiceImpl } from "./realtime-service.js";
 import { sseRoute } from "./sse-route.js";
@@ -35,6 +36,8 @@ import { webSocketRoute } from "./ws-gateway.js";
 export interface RealtimeModuleDeps {
   limits: RealtimeLimits;
   changes: ChangeBus;
+  /** The service's database (channel access entries, channel-access.ts). */
+  sql: Sql;
   authenticate(authorization: string | undefined): ConsumerPrincipal | Promise<ConsumerPrincipal>;
   /** The process's NATS link (NATS_URL set): channels reach the other servers. */
   nats?: NatsLink;
@@ -49,6 +52,8 @@ export interface RealtimeModuleDeps {
     access(appId: number): Promise<AccessRules | undefined>;
     /** Read-only service statements on the application's linked database. */
     query(appId: number, statements: Statement[]): Promise<ServiceResult[]>;
+    /** One read-only statement as the caller's device runs it (select rules that read other tables). */
+    queryAs?(appId: number, caller: Caller, statement: Statement): Promise<ServiceResult>;
   };
   /** CMS subscriptions (the CMS capability's reads, wired by src/server/modules.ts); unset: "not available". */
   cms?: {
@@ -79,7 +84,7 @@ export function createRealtimeModule(deps: RealtimeModuleDeps): RealtimeModule {
   const shared = interest && sharedInterest(interest);
   const tables =
     t && log && shared
-      ? new TableFeed({ log, interest: shared.view(), ensureCaptured: t.ensureCaptured, access: t.access, query: t.query, onError: deps.onError })
+      ? new TableFeed({ log, interest: shared.view(), ensureCaptured: t.ensureCaptured, access: t.access, query: t.query, ...(t.queryAs && { queryAs: t.queryAs }), onError: deps.onError })
       : undefined;
   const watch =
     t && log && shared
@@ -91,7 +96,16 @@ export function createRealtimeModule(deps: RealtimeModuleDeps): RealtimeModule {
       ? jetStreamChangeLog<CmsLogChange>(deps.nats, deps.natsNamespace, deps.limits.resumeWindowMs, deps.onError, CMS_FEED)
       : memoryChangeLog<CmsLogChange>(deps.limits.resumeWindowMs));
   const cms = deps.cms && cmsLog && new CmsFeed({ log: cmsLog, hasContentType: deps.cms.hasContentType, render: deps.cms.render, onError: deps.onError });
-  const hub = new Hub({ limits: deps.limits, fanout, authenticate: deps.authenticate, onError: deps.onError, tables, cms });
+  const access = new ChannelAccess({ sql: deps.sql, changes: deps.changes, onError: deps.onError });
+  const hub = new Hub({
+    limits: deps.limits,
+    fanout,
+    authenticate: deps.authenticate,
+    onError: deps.onError,
+    tables,
+    cms,
+    channelAccess: (p, channel) => access.check(p, channel),
+  });
   const ws = webSocketRoute(hub, deps.authenticate);
   const stops: Array<() => void> = [];
   let stopped = false;
@@ -111,7 +125,7 @@ export function createRealtimeModule(deps: RealtimeModuleDeps): RealtimeModule {
     },
     cmsSink: (appId, change) => (cms ? cms.authored(appId, change) : Promise.resolve()),
     device: [binding(RealtimeService, createRealtimeServiceImpl(hub))],
-    admin: [binding(RealtimeAdminService, createRealtimeAdminServiceImpl({ hub, watch }))],
+    admin: [binding(RealtimeAdminService, createRealtimeAdminServiceImpl({ hub, watch, access }))],
     routes: [sseRoute(hub, deps.authenticate)],
     upgrades: [ws],
     gauges: { realtime: () => hub.stats() },
@@ -119,6 +133,8 @@ export function createRealtimeModule(deps: RealtimeModuleDeps): RealtimeModule {
       // The identity module's own listeners ran first (its cache forgot the consumer or app).
       stops.push(deps.changes.subscribe("consumer", (c) => hub.recheck(c.appId, c.itemId)));
       stops.push(deps.changes.subscribe("app", (c) => hub.recheck(c.appId)));
+      // channel access entries saved (on any server)
+      stops.push(deps.changes.subscribe("realtime", (c) => access.invalidate(c.appId)));
       // rules saved, databases linked (the database capability's changes)
       if (tables) stops.push(deps.changes.subscribe("database", () => tables.invalidate()));
       tables?.start();
@@ -136,6 +152,7 @@ export function createRealtimeModule(deps: RealtimeModuleDeps): RealtimeModule {
       await interest?.stop();
       await log?.stop();
       await cmsLog?.stop();
+      access.close();
     },
   };
 }

@@ -15,10 +15,17 @@
 // with the caller table's types. It runs on the service's connection to the
 // application's database, in a read-only transaction.
 //
-// A select rule that reads other tables (a SELECT inside it) is not
-// evaluated here: on a device's connection those tables are read through
-// their own rules for that caller, which one statement for many callers
-// cannot reproduce. Such a table is refused for subscriptions (docs).
+// A select rule that reads other tables (a SELECT inside it) cannot be
+// evaluated that way: on a device's connection those tables are read
+// through their own rules for that caller, which one statement for many
+// callers cannot reproduce. For it, callerStatement builds one statement
+// per caller and row version,
+//
+//   SELECT 1 FROM (SELECT <row> ) AS "T" WHERE (<rule for the caller>)
+//
+// which tables.ts runs as that caller's device would (the query runner with
+// the caller: the application's rules connection, the device guard), at
+// most MAX_TABLE_READING_CALLERS callers per table (docs).
 import { asciiLower, bindCaller, isTrueRule, type TableRules } from "../../infra/libsql/access-rules.js";
 import { quoteIdent as q, tokenize } from "../../infra/libsql/sql-tokenizer.js";
 import type { Row } from "./change-log.js";
@@ -39,6 +46,13 @@ export interface Caller {
 
 /** Callers per statement (the rule's text is repeated once per caller). */
 const CALLERS_PER_STATEMENT = 100;
+
+/**
+ * Distinct callers (consumer and user id) a server evaluates a rule that
+ * reads other tables for, per table: one statement per caller and row
+ * version for each change. A subscription past it is refused (docs).
+ */
+export const MAX_TABLE_READING_CALLERS = 200;
 
 /** The rules of a table, matched as SQLite matches names (ASCII case). */
 export function rulesOf(tables: Record<string, TableRules>, table: string): TableRules | undefined {
@@ -104,25 +118,41 @@ export interface Statement {
 export function admitStatements(table: string, columns: Column[], rules: TableRules, row: Row, callers: Caller[]): Statement[] | "all" | "none" {
   if (rules.select === undefined) return "none";
   if (isTrueRule(rules.select)) return "all";
+  const { from, params } = rowSource(table, columns, row);
+  const out: Statement[] = [];
+  for (let i = 0; i < callers.length; i += CALLERS_PER_STATEMENT) {
+    const parts: string[] = [];
+    for (let k = i; k < Math.min(callers.length, i + CALLERS_PER_STATEMENT); k++) {
+      parts.push(`SELECT ${k} WHERE EXISTS (SELECT 1 FROM ${from} WHERE (${ruleFor(table, rules.select, callers[k]!)}))`);
+    }
+    out.push({ sql: parts.join(" UNION ALL "), params });
+  }
+  return out;
+}
+
+/**
+ * One caller's statement for `row` (a rule that reads other tables, run as
+ * that caller's device): a result row when the select rule admits it.
+ */
+export function callerStatement(table: string, columns: Column[], select: string, row: Row, caller: Caller): Statement {
+  const { from, params } = rowSource(table, columns, row);
+  return { sql: `SELECT 1 FROM ${from} WHERE (${ruleFor(table, select, caller)})`, params };
+}
+
+/** The captured row as a one-row table under the table's name, its values as parameters. */
+function rowSource(table: string, columns: Column[], row: Row): { from: string; params: Array<number | string | null> } {
   const params: Array<number | string | null> = [];
   const cols = columns.map((c) => {
     const v = row[c.name];
     params.push(v === undefined || v === null ? null : typeof v === "number" || typeof v === "string" ? v : typeof v === "boolean" ? Number(v) : JSON.stringify(v));
     return `${valueSql(c, v, params.length)} AS ${q(c.name)}`;
   });
-  const from = `(SELECT ${cols.join(", ")}) AS ${q(table)}`;
-  const out: Statement[] = [];
-  for (let i = 0; i < callers.length; i += CALLERS_PER_STATEMENT) {
-    const parts: string[] = [];
-    for (let k = i; k < Math.min(callers.length, i + CALLERS_PER_STATEMENT); k++) {
-      const c = callers[k]!;
-      const bound = bindCaller(rules.select, (name) =>
-        name === "user_id" ? `CAST(${lit(c.userId)} AS TEXT)` : `CAST(${name === "consumer_id" ? c.consumerId : c.appId} AS INTEGER)`,
-      );
-      if (typeof bound !== "string") throw new Error(`the select rule of ${table}: ${bound.error}`);
-      parts.push(`SELECT ${k} WHERE EXISTS (SELECT 1 FROM ${from} WHERE (${bound}))`);
-    }
-    out.push({ sql: parts.join(" UNION ALL "), params });
-  }
-  return out;
+  return { from: `(SELECT ${cols.join(", ")}) AS ${q(table)}`, params };
+}
+
+/** The select rule with the caller's values for :user_id, :consumer_id and :app_id. */
+function ruleFor(table: string, select: string, c: Caller): string {
+  const bound = bindCaller(select, (name) => (name === "user_id" ? `CAST(${lit(c.userId)} AS TEXT)` : `CAST(${name === "consumer_id" ? c.consumerId : c.appId} AS INTEGER)`));
+  if (typeof bound !== "string") throw new Error(`the select rule of ${table}: ${bound.error}`);
+  return bound;
 }

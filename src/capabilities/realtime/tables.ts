@@ -5,7 +5,9 @@
 // and each server delivers them to its subscribers: in log order per
 // application (one delivery at a time per application), narrowed by the
 // subscription's filter and, in `rules` mode, by the table's select rule
-// evaluated in SQLite for every distinct caller at once (rules-filter.ts).
+// evaluated in SQLite for every distinct caller at once (rules-filter.ts);
+// a select rule that reads other tables is evaluated per distinct caller as
+// that caller's device would (queryAs), a bounded number at a time.
 // A resumed subscription gets the changes after its cursor from the log,
 // then the live ones, each exactly once (a change at or before the
 // subscription's cursor is skipped).
@@ -15,7 +17,7 @@ import type { RealtimeConnection, Subscription } from "./connection.js";
 import { MAX_REPLAY, type ChangeLog, type LogEntry, type Row } from "./change-log.js";
 import type { Interest } from "./interest.js";
 import type { TableTopic } from "./protocol.js";
-import { admitStatements, readable, readsTables, rulesOf, shown, type Caller, type Column, type Statement } from "./rules-filter.js";
+import { admitStatements, callerStatement, MAX_TABLE_READING_CALLERS, readable, readsTables, rulesOf, shown, type Caller, type Column, type Statement } from "./rules-filter.js";
 
 export interface ServiceResult {
   columns: string[];
@@ -32,6 +34,12 @@ export interface TableFeedDeps {
   access(appId: number): Promise<AccessRules | undefined>;
   /** Read-only statements of the service on the application's linked database, in one call. */
   query(appId: number, statements: Statement[]): Promise<ServiceResult[]>;
+  /**
+   * One read-only statement as the caller's device runs it (the query
+   * runner with the caller: other tables read through their rules for it).
+   * Unset: tables whose select rule reads other tables are refused.
+   */
+  queryAs?(appId: number, caller: Caller, statement: Statement): Promise<ServiceResult>;
   onError(err: unknown): void;
   now?: () => number;
 }
@@ -59,6 +67,8 @@ interface Shape {
 }
 
 const CACHE_MS = 5_000;
+/** Per-caller rule statements of one change running at once (a rule that reads other tables). */
+const CALLER_CONCURRENCY = 8;
 const json = JSON.stringify;
 const lower = (s: string) => s.replace(/[A-Z]/g, (c) => c.toLowerCase());
 
@@ -114,7 +124,16 @@ export class TableFeed {
       // as a device's SELECT: a table without rules does not exist for it
       if (!tr) throw notFound();
       if (tr.select !== undefined && readsTables(tr.select)) {
-        throw appError("failed_precondition", `The select rule of ${topic.table} reads other tables: such a table cannot be subscribed to yet (docs/realtime.md, "Under access rules").`);
+        if (!this.deps.queryAs) {
+          throw appError("failed_precondition", `The select rule of ${topic.table} reads other tables: such a table cannot be subscribed to here (docs/realtime.md, "Under access rules").`);
+        }
+        const callers = new Set([...(this.apps.get(appId)?.get(lower(topic.table)) ?? [])].map(callerKey));
+        if (!callers.has(principalKey(conn.principal)) && callers.size >= MAX_TABLE_READING_CALLERS) {
+          throw appError(
+            "limit_exceeded",
+            `The select rule of ${topic.table} reads other tables: it is evaluated for at most ${MAX_TABLE_READING_CALLERS} distinct consumers subscribed to it on a server, and that many are (docs/realtime.md, "Under access rules").`,
+          );
+        }
       }
       if (topic.filter && !readable(tr, topic.filter.column)) {
         throw appError("permission_denied", `The filter's column ${topic.filter.column} is not one this consumer may read.`, { fields: { "topic.filter.column": ["a column select_columns allows"] } });
@@ -223,9 +242,9 @@ export class TableFeed {
       const c = e.change;
       const access = await this.accessOf(appId);
       const tr = access ? rulesOf(access.tables, c.table) : undefined;
-      // in rules mode, a table whose rules were removed shows nothing; nor
-      // one whose select rule now reads other tables (rules-filter.ts)
-      if (access && (!tr || (tr.select !== undefined && readsTables(tr.select)))) continue;
+      // in rules mode, a table whose rules were removed shows nothing; nor,
+      // without queryAs, one whose select rule reads other tables
+      if (access && (!tr || (tr.select !== undefined && readsTables(tr.select) && !this.deps.queryAs))) continue;
       const shape = await this.shapeOf(appId, c.table, false);
       const callers = new Map<string, Caller>();
       for (const s of subs) callers.set(callerKey(s), { consumerId: s.conn.principal.consumerId, userId: s.conn.principal.userId, appId });
@@ -260,6 +279,7 @@ export class TableFeed {
    * change (both versions of an update).
    */
   private async admitted(appId: number, table: string, shape: Shape | undefined, tr: TableRules | undefined, rows: Array<Row | null>, callers: Caller[]): Promise<Array<Set<number>>> {
+    if (tr?.select !== undefined && readsTables(tr.select)) return this.admittedPerCaller(appId, table, shape, tr.select, rows, callers);
     const every = () => new Set(callers.map((_, i) => i));
     const out = rows.map(() => new Set<number>());
     const statements: Statement[] = [];
@@ -295,6 +315,43 @@ export class TableFeed {
     return out;
   }
 
+  /**
+   * admitted() for a select rule that reads other tables: one statement per
+   * caller and row version, each run as that caller's device (queryAs),
+   * CALLER_CONCURRENCY at a time; callers past MAX_TABLE_READING_CALLERS
+   * (subscribed before the rule came to read other tables) are admitted
+   * nothing, as is a caller whose statement fails.
+   */
+  private async admittedPerCaller(appId: number, table: string, shape: Shape | undefined, select: string, rows: Array<Row | null>, callers: Caller[]): Promise<Array<Set<number>>> {
+    const out = rows.map(() => new Set<number>());
+    // (a table dropped since: nothing to evaluate the rule on)
+    if (!shape) return out;
+    if (callers.length > MAX_TABLE_READING_CALLERS) {
+      this.deps.onError(new Error(`realtime: the select rule of ${table} reads other tables and ${callers.length} consumers subscribe to it: evaluated for the first ${MAX_TABLE_READING_CALLERS} only`));
+    }
+    const jobs: Array<() => Promise<void>> = [];
+    rows.forEach((row, v) => {
+      if (!row) return;
+      callers.slice(0, MAX_TABLE_READING_CALLERS).forEach((caller, k) =>
+        jobs.push(async () => {
+          try {
+            const r = await this.deps.queryAs!(appId, caller, callerStatement(table, shape.columns, select, row, caller));
+            if (r.error) throw new Error(r.error);
+            if (r.rows.length) out[v]!.add(k);
+          } catch (err) {
+            this.deps.onError(new Error(`realtime: the select rule of ${table} failed for consumer ${caller.consumerId}: ${(err as Error).message}`, { cause: err }));
+          }
+        }),
+      );
+    });
+    let next = 0;
+    const worker = async () => {
+      while (next < jobs.length) await jobs[next++]!();
+    };
+    await Promise.all(Array.from({ length: Math.min(CALLER_CONCURRENCY, jobs.length) }, worker));
+    return out;
+  }
+
   private async accessOf(appId: number): Promise<AccessRules | undefined> {
     const c = this.rules.get(appId);
     if (c && this.now() - c.at < CACHE_MS) return c.rules;
@@ -324,7 +381,8 @@ export class TableFeed {
   }
 }
 
-const callerKey = (s: TableSubscription) => `${s.conn.principal.consumerId}\u0000${s.conn.principal.userId}`;
+const principalKey = (p: { consumerId: number; userId: string }) => `${p.consumerId}\u0000${p.userId}`;
+const callerKey = (s: TableSubscription) => principalKey(s.conn.principal);
 
 /** The subscription's filter on a row (JSON values compared exactly). */
 function matches(topic: TableTopic, row: Row): boolean {

@@ -27,9 +27,10 @@ import type { Sql } from "../storage/sql.js";
  * app: the application's key or plan changed;
  * functions: a function, version, secret or trigger of the application changed;
  * database: a linked database was linked, unlinked, suspended, resumed or
- *   deleted (appId 0: the link cache is one for all applications).
+ *   deleted (appId 0: the link cache is one for all applications);
+ * realtime: the application's channel access entries changed.
  */
-export type ChangeKind = "cms" | "consumer" | "app" | "functions" | "database";
+export type ChangeKind = "cms" | "consumer" | "app" | "functions" | "database" | "realtime";
 
 export interface Change {
   kind: ChangeKind;
@@ -52,7 +53,7 @@ export interface ChangeBusOptions {
   onError?: (err: unknown) => void;
 }
 
-const KINDS: ReadonlySet<string> = new Set<ChangeKind>(["cms", "consumer", "app", "functions", "database"]);
+const KINDS: ReadonlySet<string> = new Set<ChangeKind>(["cms", "consumer", "app", "functions", "database", "realtime"]);
 /** Rows changed this long before the last read are read again: a change committed just after its timestamp is never missed. */
 const OVERLAP = "5 seconds";
 const OVERLAP_MS = 5000;

@@ -103,7 +103,11 @@ export const isTrueRule = (r: string | undefined): boolean => r !== undefined &&
  * replaced by the caller's (`caller` gives the SQL of each), or an error.
  * Done on the rule's tokens: a name inside a string or a comment stays.
  */
-export function bindCaller(rule: string, caller: (name: (typeof CALLER_VALUES)[number]) => string): string | { error: string } {
+export function bindCaller<N extends string = (typeof CALLER_VALUES)[number]>(
+  rule: string,
+  caller: (name: N) => string,
+  values: readonly N[] = CALLER_VALUES as readonly string[] as readonly N[],
+): string | { error: string } {
   const tokens = tokenize(rule);
   let out = "";
   let depth = 0;
@@ -113,10 +117,10 @@ export function bindCaller(rule: string, caller: (name: (typeof CALLER_VALUES)[n
     if (t.kind === "punct" && t.text === ")" && --depth < 0) return { error: "unbalanced parentheses" };
     if (t.kind === "param") {
       const name = asciiLower(t.text.slice(1));
-      if (t.text.length < 2 || !(CALLER_VALUES as readonly string[]).includes(name)) {
-        return { error: `unknown value ${t.text}: a rule may use ${CALLER_VALUES.map((v) => `:${v}`).join(", ")}` };
+      if (t.text.length < 2 || !(values as readonly string[]).includes(name)) {
+        return { error: `unknown value ${t.text}: a rule may use ${values.map((v) => `:${v}`).join(", ")}` };
       }
-      out += caller(name as (typeof CALLER_VALUES)[number]);
+      out += caller(name as N);
       continue;
     }
     out += t.text;

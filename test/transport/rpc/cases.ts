@@ -312,6 +312,11 @@ export const ADMIN: Record<string, { auth: Auth; cases: Case[] }> = {
   "pulsebase.admin.v1.AnalyticsService/GetEventBreakdown": op([ok((fx) => ({ eventId: fx.eventId, from: "2020-01-01T00:00:00Z", to: "2020-01-03T00:00:00Z" })), err("invalid", undefined, (fx) => ({ eventId: fx.eventId }))]),
   "pulsebase.admin.v1.RealtimeAdminService/ListChannels": op([ok((fx) => ({ appId: fx.appId }))]),
   "pulsebase.admin.v1.RealtimeAdminService/InspectChannel": op([ok((fx) => ({ appId: fx.appId, channel: "room:1" })), err("invalid", "invalid_argument", (fx) => ({ appId: fx.appId, channel: "no spaces" }))]),
+  "pulsebase.admin.v1.RealtimeAdminService/SetChannelAccess": op([
+    ok((fx) => ({ appId: fx.scratchAppId, entries: [{ pattern: "user:*", mode: "rule", rule: ":channel = 'user:' || :user_id" }, { pattern: "*", mode: "any", rule: "" }] })),
+    err("bad-rule", "invalid_argument", (fx) => ({ appId: fx.scratchAppId, entries: [{ pattern: "room:*", mode: "rule", rule: "(SELECT count(*) FROM sqlite_schema) > 0" }] })),
+  ]),
+  "pulsebase.admin.v1.RealtimeAdminService/GetChannelAccess": op([ok((fx) => ({ appId: fx.appId }))]),
   "pulsebase.admin.v1.OverviewService/GetOverview": op([ok((fx) => ({ teamId: fx.quietTeamId })), err("not-found", undefined, () => ({ teamId: NO_ID }))]),
   "pulsebase.admin.v1.AnalyticsService/GetEventDailyCounts": op([ok((fx) => ({ eventId: fx.eventId, from: "2020-01-01T00:00:00Z", to: "2020-01-03T00:00:00Z" })), err("not-found", undefined, () => ({ eventId: NO_ID }))]),
   "pulsebase.admin.v1.AnalyticsService/ListLogs": op([ok((fx) => ({ filter: { appId: fx.appId } }))]),

@@ -13,7 +13,110 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file pulsebase/admin/v1/realtime.proto.
  */
 export const file_pulsebase_admin_v1_realtime: GenFile = /*@__PURE__*/
-  fileDesc("CiFwdWxzZWJhc2UvYWRtaW4vdjEvcmVhbHRpbWUucHJvdG8SEnB1bHNlYmFzZS5hZG1pbi52MSI4ChFXYXRjaFRhYmxlUmVxdWVzdBIUCgZhcHBfaWQYASABKANCBJi1GAISDQoFdGFibGUYAiABKAkixAEKD1RhYmxlV2F0Y2hFdmVudBI4CgdzdGFydGVkGAEgASgLMiUucHVsc2ViYXNlLmFkbWluLnYxLlRhYmxlV2F0Y2hTdGFydGVkSAASMQoGY2hhbmdlGAIgASgLMh8ucHVsc2ViYXNlLmFkbWluLnYxLlRhYmxlQ2hhbmdlSAASPAoJaGVhcnRiZWF0GAMgASgLMicucHVsc2ViYXNlLmFkbWluLnYxLlRhYmxlV2F0Y2hIZWFydGJlYXRIAEIGCgRraW5kIiIKEVRhYmxlV2F0Y2hTdGFydGVkEg0KBXRhYmxlGAEgASgJIhUKE1RhYmxlV2F0Y2hIZWFydGJlYXQisAEKC1RhYmxlQ2hhbmdlEgoKAm9wGAEgASgJEg0KBXRhYmxlGAIgASgJEiQKA3JvdxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKAoHb2xkX2tleRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDgoGY3Vyc29yGAUgASgJEiYKAmF0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIrChNMaXN0Q2hhbm5lbHNSZXF1ZXN0EhQKBmFwcF9pZBgBIAEoA0IEmLUYAiJfChRMaXN0Q2hhbm5lbHNSZXNwb25zZRI0CghjaGFubmVscxgBIAMoCzIiLnB1bHNlYmFzZS5hZG1pbi52MS5DaGFubmVsU3VtbWFyeRIRCglzZXJ2ZXJfaWQYAiABKAkingEKDkNoYW5uZWxTdW1tYXJ5Eg8KB2NoYW5uZWwYASABKAkSEwoLc3Vic2NyaWJlcnMYAiABKAUSGAoQcHJlc2VuY2VfbWVtYmVycxgDIAEoBRIXCg9yZWNlbnRfbWVzc2FnZXMYBCABKAUSMwoPbGFzdF9tZXNzYWdlX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI+ChVJbnNwZWN0Q2hhbm5lbFJlcXVlc3QSFAoGYXBwX2lkGAEgASgDQgSYtRgCEg8KB2NoYW5uZWwYAiABKAkizgEKEUNoYW5uZWxJbnNwZWN0aW9uEg8KB2NoYW5uZWwYASABKAkSEwoLc3Vic2NyaWJlcnMYAiABKAUSMwoHbWVtYmVycxgDIAMoCzIiLnB1bHNlYmFzZS5hZG1pbi52MS5QcmVzZW5jZU1lbWJlchIyCgZyZWNlbnQYBCADKAsyIi5wdWxzZWJhc2UuYWRtaW4udjEuQ2hhbm5lbE1lc3NhZ2USFwoPcmVjZW50X2NhcGFjaXR5GAUgASgFEhEKCXNlcnZlcl9pZBgGIAEoCSJ1Cg5QcmVzZW5jZU1lbWJlchIOCgZtZW1iZXIYASABKAkSEwoLY29uc3VtZXJfaWQYAiABKAMSJgoFc3RhdGUYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhYKDm9uX3RoaXNfc2VydmVyGAQgASgIIn4KDkNoYW5uZWxNZXNzYWdlEg0KBWV2ZW50GAEgASgJEicKB3BheWxvYWQYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDAoEZnJvbRgDIAEoAxImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAyywIKFFJlYWx0aW1lQWRtaW5TZXJ2aWNlEmAKCldhdGNoVGFibGUSJS5wdWxzZWJhc2UuYWRtaW4udjEuV2F0Y2hUYWJsZVJlcXVlc3QaIy5wdWxzZWJhc2UuYWRtaW4udjEuVGFibGVXYXRjaEV2ZW50IgTQuxgCMAESZwoMTGlzdENoYW5uZWxzEicucHVsc2ViYXNlLmFkbWluLnYxLkxpc3RDaGFubmVsc1JlcXVlc3QaKC5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdENoYW5uZWxzUmVzcG9uc2UiBNC7GAISaAoOSW5zcGVjdENoYW5uZWwSKS5wdWxzZWJhc2UuYWRtaW4udjEuSW5zcGVjdENoYW5uZWxSZXF1ZXN0GiUucHVsc2ViYXNlLmFkbWluLnYxLkNoYW5uZWxJbnNwZWN0aW9uIgTQuxgCYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_pulsebase_common_v1_options]);
+  fileDesc("CiFwdWxzZWJhc2UvYWRtaW4vdjEvcmVhbHRpbWUucHJvdG8SEnB1bHNlYmFzZS5hZG1pbi52MSJoChdTZXRDaGFubmVsQWNjZXNzUmVxdWVzdBIUCgZhcHBfaWQYASABKANCBJi1GAISNwoHZW50cmllcxgCIAMoCzImLnB1bHNlYmFzZS5hZG1pbi52MS5DaGFubmVsQWNjZXNzRW50cnkiLwoXR2V0Q2hhbm5lbEFjY2Vzc1JlcXVlc3QSFAoGYXBwX2lkGAEgASgDQgSYtRgCIngKDUNoYW5uZWxBY2Nlc3MSNwoHZW50cmllcxgBIAMoCzImLnB1bHNlYmFzZS5hZG1pbi52MS5DaGFubmVsQWNjZXNzRW50cnkSLgoKdXBkYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiQQoSQ2hhbm5lbEFjY2Vzc0VudHJ5Eg8KB3BhdHRlcm4YASABKAkSDAoEbW9kZRgCIAEoCRIMCgRydWxlGAMgASgJIjgKEVdhdGNoVGFibGVSZXF1ZXN0EhQKBmFwcF9pZBgBIAEoA0IEmLUYAhINCgV0YWJsZRgCIAEoCSLEAQoPVGFibGVXYXRjaEV2ZW50EjgKB3N0YXJ0ZWQYASABKAsyJS5wdWxzZWJhc2UuYWRtaW4udjEuVGFibGVXYXRjaFN0YXJ0ZWRIABIxCgZjaGFuZ2UYAiABKAsyHy5wdWxzZWJhc2UuYWRtaW4udjEuVGFibGVDaGFuZ2VIABI8CgloZWFydGJlYXQYAyABKAsyJy5wdWxzZWJhc2UuYWRtaW4udjEuVGFibGVXYXRjaEhlYXJ0YmVhdEgAQgYKBGtpbmQiIgoRVGFibGVXYXRjaFN0YXJ0ZWQSDQoFdGFibGUYASABKAkiFQoTVGFibGVXYXRjaEhlYXJ0YmVhdCKwAQoLVGFibGVDaGFuZ2USCgoCb3AYASABKAkSDQoFdGFibGUYAiABKAkSJAoDcm93GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIoCgdvbGRfa2V5GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZjdXJzb3IYBSABKAkSJgoCYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIisKE0xpc3RDaGFubmVsc1JlcXVlc3QSFAoGYXBwX2lkGAEgASgDQgSYtRgCIl8KFExpc3RDaGFubmVsc1Jlc3BvbnNlEjQKCGNoYW5uZWxzGAEgAygLMiIucHVsc2ViYXNlLmFkbWluLnYxLkNoYW5uZWxTdW1tYXJ5EhEKCXNlcnZlcl9pZBgCIAEoCSKeAQoOQ2hhbm5lbFN1bW1hcnkSDwoHY2hhbm5lbBgBIAEoCRITCgtzdWJzY3JpYmVycxgCIAEoBRIYChBwcmVzZW5jZV9tZW1iZXJzGAMgASgFEhcKD3JlY2VudF9tZXNzYWdlcxgEIAEoBRIzCg9sYXN0X21lc3NhZ2VfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIj4KFUluc3BlY3RDaGFubmVsUmVxdWVzdBIUCgZhcHBfaWQYASABKANCBJi1GAISDwoHY2hhbm5lbBgCIAEoCSLOAQoRQ2hhbm5lbEluc3BlY3Rpb24SDwoHY2hhbm5lbBgBIAEoCRITCgtzdWJzY3JpYmVycxgCIAEoBRIzCgdtZW1iZXJzGAMgAygLMiIucHVsc2ViYXNlLmFkbWluLnYxLlByZXNlbmNlTWVtYmVyEjIKBnJlY2VudBgEIAMoCzIiLnB1bHNlYmFzZS5hZG1pbi52MS5DaGFubmVsTWVzc2FnZRIXCg9yZWNlbnRfY2FwYWNpdHkYBSABKAUSEQoJc2VydmVyX2lkGAYgASgJInUKDlByZXNlbmNlTWVtYmVyEg4KBm1lbWJlchgBIAEoCRITCgtjb25zdW1lcl9pZBgCIAEoAxImCgVzdGF0ZRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoOb25fdGhpc19zZXJ2ZXIYBCABKAgifgoOQ2hhbm5lbE1lc3NhZ2USDQoFZXZlbnQYASABKAkSJwoHcGF5bG9hZBgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIMCgRmcm9tGAMgASgDEiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDKjBAoUUmVhbHRpbWVBZG1pblNlcnZpY2USYAoKV2F0Y2hUYWJsZRIlLnB1bHNlYmFzZS5hZG1pbi52MS5XYXRjaFRhYmxlUmVxdWVzdBojLnB1bHNlYmFzZS5hZG1pbi52MS5UYWJsZVdhdGNoRXZlbnQiBNC7GAIwARJnCgxMaXN0Q2hhbm5lbHMSJy5wdWxzZWJhc2UuYWRtaW4udjEuTGlzdENoYW5uZWxzUmVxdWVzdBooLnB1bHNlYmFzZS5hZG1pbi52MS5MaXN0Q2hhbm5lbHNSZXNwb25zZSIE0LsYAhJoCg5JbnNwZWN0Q2hhbm5lbBIpLnB1bHNlYmFzZS5hZG1pbi52MS5JbnNwZWN0Q2hhbm5lbFJlcXVlc3QaJS5wdWxzZWJhc2UuYWRtaW4udjEuQ2hhbm5lbEluc3BlY3Rpb24iBNC7GAISbAoQU2V0Q2hhbm5lbEFjY2VzcxIrLnB1bHNlYmFzZS5hZG1pbi52MS5TZXRDaGFubmVsQWNjZXNzUmVxdWVzdBohLnB1bHNlYmFzZS5hZG1pbi52MS5DaGFubmVsQWNjZXNzIgjQuxgD2LsYARJoChBHZXRDaGFubmVsQWNjZXNzEisucHVsc2ViYXNlLmFkbWluLnYxLkdldENoYW5uZWxBY2Nlc3NSZXF1ZXN0GiEucHVsc2ViYXNlLmFkbWluLnYxLkNoYW5uZWxBY2Nlc3MiBNC7GAJiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_pulsebase_common_v1_options]);
+
+/**
+ * @generated from message pulsebase.admin.v1.SetChannelAccessRequest
+ */
+export type SetChannelAccessRequest = Message<"pulsebase.admin.v1.SetChannelAccessRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+
+  /**
+   * In order: the first entry whose pattern matches a channel decides it.
+   *
+   * @generated from field: repeated pulsebase.admin.v1.ChannelAccessEntry entries = 2;
+   */
+  entries: ChannelAccessEntry[];
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.SetChannelAccessRequest.
+ * Use `create(SetChannelAccessRequestSchema)` to create a new message.
+ */
+export const SetChannelAccessRequestSchema: GenMessage<SetChannelAccessRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_realtime, 0);
+
+/**
+ * @generated from message pulsebase.admin.v1.GetChannelAccessRequest
+ */
+export type GetChannelAccessRequest = Message<"pulsebase.admin.v1.GetChannelAccessRequest"> & {
+  /**
+   * @generated from field: int64 app_id = 1;
+   */
+  appId: bigint;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.GetChannelAccessRequest.
+ * Use `create(GetChannelAccessRequestSchema)` to create a new message.
+ */
+export const GetChannelAccessRequestSchema: GenMessage<GetChannelAccessRequest> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_realtime, 1);
+
+/**
+ * @generated from message pulsebase.admin.v1.ChannelAccess
+ */
+export type ChannelAccess = Message<"pulsebase.admin.v1.ChannelAccess"> & {
+  /**
+   * @generated from field: repeated pulsebase.admin.v1.ChannelAccessEntry entries = 1;
+   */
+  entries: ChannelAccessEntry[];
+
+  /**
+   * When the entries were last saved (unset: never).
+   *
+   * @generated from field: google.protobuf.Timestamp updated_at = 2;
+   */
+  updatedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ChannelAccess.
+ * Use `create(ChannelAccessSchema)` to create a new message.
+ */
+export const ChannelAccessSchema: GenMessage<ChannelAccess> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_realtime, 2);
+
+/**
+ * @generated from message pulsebase.admin.v1.ChannelAccessEntry
+ */
+export type ChannelAccessEntry = Message<"pulsebase.admin.v1.ChannelAccessEntry"> & {
+  /**
+   * A channel name (`lobby`), or a prefix followed by `*` (`room:*`; `*`
+   * alone matches every channel).
+   *
+   * @generated from field: string pattern = 1;
+   */
+  pattern: string;
+
+  /**
+   * "any": every consumer of the application; "none": no device (no
+   * consumer may subscribe, join presence or broadcast); "rule": the rule
+   * decides.
+   *
+   * @generated from field: string mode = 2;
+   */
+  mode: string;
+
+  /**
+   * With mode "rule": an SQLite boolean expression over :channel,
+   * :user_id, :consumer_id and :app_id (it may read no table), e.g.
+   * `:channel = 'user:' || :user_id`. True admits.
+   *
+   * @generated from field: string rule = 3;
+   */
+  rule: string;
+};
+
+/**
+ * Describes the message pulsebase.admin.v1.ChannelAccessEntry.
+ * Use `create(ChannelAccessEntrySchema)` to create a new message.
+ */
+export const ChannelAccessEntrySchema: GenMessage<ChannelAccessEntry> = /*@__PURE__*/
+  messageDesc(file_pulsebase_admin_v1_realtime, 3);
 
 /**
  * @generated from message pulsebase.admin.v1.WatchTableRequest
@@ -38,7 +141,7 @@ export type WatchTableRequest = Message<"pulsebase.admin.v1.WatchTableRequest"> 
  * Use `create(WatchTableRequestSchema)` to create a new message.
  */
 export const WatchTableRequestSchema: GenMessage<WatchTableRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_realtime, 0);
+  messageDesc(file_pulsebase_admin_v1_realtime, 4);
 
 /**
  * @generated from message pulsebase.admin.v1.TableWatchEvent
@@ -75,7 +178,7 @@ export type TableWatchEvent = Message<"pulsebase.admin.v1.TableWatchEvent"> & {
  * Use `create(TableWatchEventSchema)` to create a new message.
  */
 export const TableWatchEventSchema: GenMessage<TableWatchEvent> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_realtime, 1);
+  messageDesc(file_pulsebase_admin_v1_realtime, 5);
 
 /**
  * @generated from message pulsebase.admin.v1.TableWatchStarted
@@ -94,7 +197,7 @@ export type TableWatchStarted = Message<"pulsebase.admin.v1.TableWatchStarted"> 
  * Use `create(TableWatchStartedSchema)` to create a new message.
  */
 export const TableWatchStartedSchema: GenMessage<TableWatchStarted> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_realtime, 2);
+  messageDesc(file_pulsebase_admin_v1_realtime, 6);
 
 /**
  * @generated from message pulsebase.admin.v1.TableWatchHeartbeat
@@ -107,7 +210,7 @@ export type TableWatchHeartbeat = Message<"pulsebase.admin.v1.TableWatchHeartbea
  * Use `create(TableWatchHeartbeatSchema)` to create a new message.
  */
 export const TableWatchHeartbeatSchema: GenMessage<TableWatchHeartbeat> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_realtime, 3);
+  messageDesc(file_pulsebase_admin_v1_realtime, 7);
 
 /**
  * @generated from message pulsebase.admin.v1.TableChange
@@ -160,7 +263,7 @@ export type TableChange = Message<"pulsebase.admin.v1.TableChange"> & {
  * Use `create(TableChangeSchema)` to create a new message.
  */
 export const TableChangeSchema: GenMessage<TableChange> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_realtime, 4);
+  messageDesc(file_pulsebase_admin_v1_realtime, 8);
 
 /**
  * @generated from message pulsebase.admin.v1.ListChannelsRequest
@@ -177,7 +280,7 @@ export type ListChannelsRequest = Message<"pulsebase.admin.v1.ListChannelsReques
  * Use `create(ListChannelsRequestSchema)` to create a new message.
  */
 export const ListChannelsRequestSchema: GenMessage<ListChannelsRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_realtime, 5);
+  messageDesc(file_pulsebase_admin_v1_realtime, 9);
 
 /**
  * @generated from message pulsebase.admin.v1.ListChannelsResponse
@@ -201,7 +304,7 @@ export type ListChannelsResponse = Message<"pulsebase.admin.v1.ListChannelsRespo
  * Use `create(ListChannelsResponseSchema)` to create a new message.
  */
 export const ListChannelsResponseSchema: GenMessage<ListChannelsResponse> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_realtime, 6);
+  messageDesc(file_pulsebase_admin_v1_realtime, 10);
 
 /**
  * @generated from message pulsebase.admin.v1.ChannelSummary
@@ -244,7 +347,7 @@ export type ChannelSummary = Message<"pulsebase.admin.v1.ChannelSummary"> & {
  * Use `create(ChannelSummarySchema)` to create a new message.
  */
 export const ChannelSummarySchema: GenMessage<ChannelSummary> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_realtime, 7);
+  messageDesc(file_pulsebase_admin_v1_realtime, 11);
 
 /**
  * @generated from message pulsebase.admin.v1.InspectChannelRequest
@@ -266,7 +369,7 @@ export type InspectChannelRequest = Message<"pulsebase.admin.v1.InspectChannelRe
  * Use `create(InspectChannelRequestSchema)` to create a new message.
  */
 export const InspectChannelRequestSchema: GenMessage<InspectChannelRequest> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_realtime, 8);
+  messageDesc(file_pulsebase_admin_v1_realtime, 12);
 
 /**
  * @generated from message pulsebase.admin.v1.ChannelInspection
@@ -313,7 +416,7 @@ export type ChannelInspection = Message<"pulsebase.admin.v1.ChannelInspection"> 
  * Use `create(ChannelInspectionSchema)` to create a new message.
  */
 export const ChannelInspectionSchema: GenMessage<ChannelInspection> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_realtime, 9);
+  messageDesc(file_pulsebase_admin_v1_realtime, 13);
 
 /**
  * @generated from message pulsebase.admin.v1.PresenceMember
@@ -347,7 +450,7 @@ export type PresenceMember = Message<"pulsebase.admin.v1.PresenceMember"> & {
  * Use `create(PresenceMemberSchema)` to create a new message.
  */
 export const PresenceMemberSchema: GenMessage<PresenceMember> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_realtime, 10);
+  messageDesc(file_pulsebase_admin_v1_realtime, 14);
 
 /**
  * @generated from message pulsebase.admin.v1.ChannelMessage
@@ -383,7 +486,7 @@ export type ChannelMessage = Message<"pulsebase.admin.v1.ChannelMessage"> & {
  * Use `create(ChannelMessageSchema)` to create a new message.
  */
 export const ChannelMessageSchema: GenMessage<ChannelMessage> = /*@__PURE__*/
-  messageDesc(file_pulsebase_admin_v1_realtime, 11);
+  messageDesc(file_pulsebase_admin_v1_realtime, 15);
 
 /**
  * RealtimeAdminService is the operator's view of realtime (docs/realtime.md,
@@ -430,6 +533,29 @@ export const RealtimeAdminService: GenService<{
     methodKind: "unary";
     input: typeof InspectChannelRequestSchema;
     output: typeof ChannelInspectionSchema;
+  },
+  /**
+   * Replaces the application's channel access entries (docs/realtime.md,
+   * "Channel access"). A rule that does not compile, or reads a table, is
+   * refused (validation_failed) and nothing is saved. Every server applies
+   * the new entries within the change bus's bound.
+   *
+   * @generated from rpc pulsebase.admin.v1.RealtimeAdminService.SetChannelAccess
+   */
+  setChannelAccess: {
+    methodKind: "unary";
+    input: typeof SetChannelAccessRequestSchema;
+    output: typeof ChannelAccessSchema;
+  },
+  /**
+   * The application's channel access entries (none: every channel is `any`).
+   *
+   * @generated from rpc pulsebase.admin.v1.RealtimeAdminService.GetChannelAccess
+   */
+  getChannelAccess: {
+    methodKind: "unary";
+    input: typeof GetChannelAccessRequestSchema;
+    output: typeof ChannelAccessSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_pulsebase_admin_v1_realtime, 0);
