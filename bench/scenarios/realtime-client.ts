@@ -4,10 +4,14 @@
 // Driven by its parent over IPC; several run at once (file descriptors and
 // memory per process stay small). Pinned to the load core by the parent.
 //
-// Parent -> child: {op:"open", group, url, token, count, channels, mode}
-//   mode "count": only counts broadcast frames; "latency": each broadcast's
-//   payload {s: seq}, and once every connection of the group got seq s the
-//   child reports {lat: s, group, last} (last: its monotonic clock in ms);
+// Parent -> child: {op:"open", group, url, token, count, channels, mode,
+//   table?, tokens?}: with `table` each connection subscribes to that table's
+//   changes instead of a channel, and with `tokens` connection i uses
+//   tokens[i % length] (distinct consumers) instead of `token`;
+//   mode "count": only counts broadcast (or change) frames; "latency": each
+//   broadcast's payload {s: seq} (a change's row {s: seq}), and once every
+//   connection of the group got seq s the child reports {lat: s, group, last}
+//   (last: its monotonic clock in ms);
 // {op:"count", group} -> {delivered, closed}; {op:"close", group}; {op:"exit"}.
 import WebSocket from "ws";
 
@@ -24,17 +28,20 @@ const groups = new Map<string, Group>();
 const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
 const reply = (m: object) => process.send!(m);
 
-function openOne(g: Group, group: string, url: string, token: string, channel: string, i: number): Promise<void> {
+function openOne(g: Group, group: string, url: string, token: string, channel: string, i: number, table?: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, ["pulsebase.v1"], { headers: token ? { authorization: `Bearer ${token}` } : {}, rejectUnauthorized: false, perMessageDeflate: false });
     let subscribed = false;
-    ws.on("open", () => ws.send(JSON.stringify({ type: "subscribe", id: `s${i}`, topic: { kind: "channel", channel }, ref: "sub" })));
+    const topic = table ? { kind: "table", table } : { kind: "channel", channel };
+    ws.on("open", () => ws.send(JSON.stringify({ type: "subscribe", id: `s${i}`, topic, ref: "sub" })));
     ws.on("message", (data: Buffer) => {
-      // {"type":"broadcast", ... : the 10th to 18th bytes
-      if (data[9] === 0x62 && data[10] === 0x72 && data[11] === 0x6f && data[12] === 0x61) {
+      // {"type":"broadcast", ... or {"type":"change", ... : the 10th to 13th bytes
+      const broadcast = data[9] === 0x62 && data[10] === 0x72 && data[11] === 0x6f && data[12] === 0x61;
+      if (broadcast || (data[9] === 0x63 && data[10] === 0x68 && data[11] === 0x61 && data[12] === 0x6e)) {
         g.delivered++;
         if (g.mode === "latency") {
-          const s = (JSON.parse(data.toString()) as { payload: { s: number } }).payload.s;
+          const m = JSON.parse(data.toString()) as { payload?: { s: number }; row?: { s: number } };
+          const s = broadcast ? m.payload!.s : m.row!.s;
           const t = nowMs();
           const e = g.seen.get(s) ?? [0, 0];
           e[0]++;
@@ -67,7 +74,7 @@ function openOne(g: Group, group: string, url: string, token: string, channel: s
 
 const closing = new Set<string>();
 
-process.on("message", async (m: { op: string; id: number; group: string; url: string; token: string; count: number; channels: string[]; mode: "count" | "latency"; concurrency?: number }) => {
+process.on("message", async (m: { op: string; id: number; group: string; url: string; token: string; count: number; channels: string[]; mode: "count" | "latency"; concurrency?: number; table?: string; tokens?: string[] }) => {
   try {
     switch (m.op) {
       case "open": {
@@ -79,7 +86,8 @@ process.on("message", async (m: { op: string; id: number; group: string; url: st
           Array.from({ length: m.concurrency ?? 32 }, async () => {
             while (next < m.count) {
               const i = next++;
-              await openOne(g, m.group, m.url, m.token, m.channels[i % m.channels.length]!, i).catch((e: Error) => void errors.push(e.message));
+              const token = m.tokens?.length ? m.tokens[i % m.tokens.length]! : m.token;
+              await openOne(g, m.group, m.url, token, m.channels[i % m.channels.length]!, i, m.table).catch((e: Error) => void errors.push(e.message));
             }
           }),
         );
