@@ -6,7 +6,7 @@
 // consumer connections (not counted against the application's caps). Both
 // feeds keep the interest of a table through one shared, reference-counted
 // interest: the table stays captured while either has a subscriber.
-import { RealtimeConnection, type CloseReason } from "./connection.js";
+import { QueuedConnection } from "./connection.js";
 import type { Interest } from "./interest.js";
 import type { TableTopic } from "./protocol.js";
 import { TableFeed, type TableFeedDeps } from "./tables.js";
@@ -48,55 +48,15 @@ export function sharedInterest(base: Interest): { view(): Interest } {
 }
 
 /** One WatchTable stream: the changes TableFeed writes, queued as JSON text, bounded like a device's stream. */
-export class WatchConnection extends RealtimeConnection {
-  private readonly queue: string[] = [];
-  private bytes = 0;
-  private wake: (() => void) | undefined;
-  ended: { code: number; reason: CloseReason } | undefined;
-
+export class WatchConnection extends QueuedConnection {
   constructor(appId: number, maxBuffered: number) {
     // not a consumer: consumer id 0, never authenticated again
     super("stream", { consumerId: 0, appId, appKey: "", userId: "", deviceId: "" }, "", maxBuffered);
   }
 
-  protected buffered(): number {
-    return this.bytes;
-  }
-
-  protected write(_type: string, text: string): void {
-    this.queue.push(text);
-    this.bytes += text.length;
-    this.wake?.();
-  }
-
-  beat(): boolean {
+  // (a watch that can no longer be written to is over)
+  override beat(): boolean {
     return this.send("heartbeat", '{"type":"heartbeat"}');
-  }
-
-  protected end(code: number, reason: CloseReason): void {
-    this.ended = { code, reason };
-    this.wake?.();
-  }
-
-  /** The messages as they come, until the connection ends or the signal aborts (then the connection is gone). */
-  async *messages(signal: AbortSignal): AsyncGenerator<string> {
-    const onAbort = () => this.wake?.();
-    signal.addEventListener("abort", onAbort);
-    try {
-      for (;;) {
-        while (this.queue.length) {
-          const t = this.queue.shift()!;
-          this.bytes -= t.length;
-          yield t;
-        }
-        if (this.ended || signal.aborted) return;
-        await new Promise<void>((resolve) => (this.wake = resolve));
-        this.wake = undefined;
-      }
-    } finally {
-      signal.removeEventListener("abort", onAbort);
-      this.gone();
-    }
   }
 }
 

@@ -69,3 +69,57 @@ export abstract class RealtimeConnection {
     this.onEnd?.("client");
   }
 }
+
+/**
+ * A connection whose messages the handler pulls as they come (a Connect
+ * stream, the operator's table watch): queued as JSON text, bounded by the
+ * send buffer like every other transport.
+ */
+export class QueuedConnection extends RealtimeConnection {
+  private readonly queue: string[] = [];
+  private bytes = 0;
+  private wake: (() => void) | undefined;
+  /** How the server ended it, if it did. */
+  ended: { code: number; reason: CloseReason } | undefined;
+
+  protected buffered(): number {
+    return this.bytes;
+  }
+
+  protected write(_type: string, text: string): void {
+    this.queue.push(text);
+    this.bytes += text.length;
+    this.wake?.();
+  }
+
+  beat(): boolean {
+    this.send("heartbeat", '{"type":"heartbeat"}');
+    return true;
+  }
+
+  protected end(code: number, reason: CloseReason): void {
+    this.ended = { code, reason };
+    this.wake?.();
+  }
+
+  /** The messages as they come, until the connection ends or the signal aborts (then the connection is gone). */
+  async *messages(signal: AbortSignal): AsyncGenerator<string> {
+    const onAbort = () => this.wake?.();
+    signal.addEventListener("abort", onAbort);
+    try {
+      for (;;) {
+        while (this.queue.length) {
+          const t = this.queue.shift()!;
+          this.bytes -= t.length;
+          yield t;
+        }
+        if (this.ended || signal.aborted) return;
+        await new Promise<void>((resolve) => (this.wake = resolve));
+        this.wake = undefined;
+      }
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+      this.gone();
+    }
+  }
+}

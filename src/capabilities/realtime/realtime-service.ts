@@ -8,61 +8,10 @@ import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { RealtimeEventSchema, type RealtimeEvent, type RealtimeService } from "../../../gen/pulsebase/platform/v1/realtime_pb.js";
 import { appError } from "../../kernel/errors.js";
-import { consumerOf, type ConsumerPrincipal } from "../../kernel/principal.js";
-import { RealtimeConnection, type CloseReason } from "./connection.js";
+import { consumerOf } from "../../kernel/principal.js";
+import { QueuedConnection } from "./connection.js";
 import type { Hub } from "./hub.js";
 import { checkChannel, checkEvent, checkPresenceState, checkTopic, type Topic } from "./protocol.js";
-
-class StreamConnection extends RealtimeConnection {
-  private readonly queue: string[] = [];
-  private bytes = 0;
-  private wake: (() => void) | undefined;
-  ended: { code: number; reason: CloseReason } | undefined;
-
-  constructor(principal: ConsumerPrincipal, authorization: string, maxBuffered: number) {
-    super("stream", principal, authorization, maxBuffered);
-  }
-
-  protected buffered(): number {
-    return this.bytes;
-  }
-
-  protected write(_type: string, text: string): void {
-    this.queue.push(text);
-    this.bytes += text.length;
-    this.wake?.();
-  }
-
-  beat(): boolean {
-    this.send("heartbeat", '{"type":"heartbeat"}');
-    return true;
-  }
-
-  protected end(code: number, reason: CloseReason): void {
-    this.ended = { code, reason };
-    this.wake?.();
-  }
-
-  async *events(signal: AbortSignal): AsyncGenerator<string> {
-    const onAbort = () => this.wake?.();
-    signal.addEventListener("abort", onAbort);
-    try {
-      for (;;) {
-        while (this.queue.length) {
-          const t = this.queue.shift()!;
-          this.bytes -= t.length;
-          yield t;
-        }
-        if (this.ended || signal.aborted) return;
-        await new Promise<void>((resolve) => (this.wake = resolve));
-        this.wake = undefined;
-      }
-    } finally {
-      signal.removeEventListener("abort", onAbort);
-      this.gone();
-    }
-  }
-}
 
 /** A server message (JSON text) as a RealtimeEvent; undefined for those a stream does not carry (welcome, ok). */
 function toEvent(text: string): RealtimeEvent | ConnectError | undefined {
@@ -129,7 +78,7 @@ export function createRealtimeServiceImpl(hub: Hub): ServiceImpl<typeof Realtime
       } else {
         throw appError("validation_failed", "topic is required.", { fields: { topic: ["channel, table or cms"] } });
       }
-      const conn = new StreamConnection(p, ctx.requestHeader.get("authorization") ?? "", hub.limits.sendBufferBytes);
+      const conn = new QueuedConnection("stream", p, ctx.requestHeader.get("authorization") ?? "", hub.limits.sendBufferBytes);
       if (!hub.admit(conn)) throw appError("limit_exceeded", `The application has ${hub.limits.connectionsPerApp} realtime connections open (the limit).`);
       try {
         await hub.subscribe(conn, "stream", topic, topic.kind !== "channel" && req.resume ? req.resume : undefined);
@@ -137,7 +86,7 @@ export function createRealtimeServiceImpl(hub: Hub): ServiceImpl<typeof Realtime
         conn.close(1000, "limit");
         throw err;
       }
-      for await (const text of conn.events(ctx.signal)) {
+      for await (const text of conn.messages(ctx.signal)) {
         const e = toEvent(text);
         if (e instanceof ConnectError) throw e;
         if (e) yield e;
